@@ -1,0 +1,53 @@
+"""In-memory graph containers shared by Kernel 1 and Kernel 2.
+
+``CSRGraph`` is one partition holding every vertex (the single-process
+backends). Encoding:
+
+- ``indptr``: int64, shape (n_vertices + 1,), ``indptr[0] == 0``; the
+  neighbours of vertex ``v`` are ``indices[indptr[v]:indptr[v+1]]``.
+- ``indices``: int32 while n_vertices <= 2**31, else int64; both directions of
+  every undirected input edge are present, self-loops are dropped, duplicates
+  are dropped unless the graph was built with ``dedupe=False``.
+- ``perm``: None, or (after degree relabelling) int64 ``perm[new_id] =
+  original_id``; ``iperm[original_id] = new_id``. Kernels run on new ids; every
+  parent array leaving dbfs is in original ids (see :meth:`to_original`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class CSRGraph:
+    indptr: np.ndarray
+    indices: np.ndarray
+    n_vertices: int
+    perm: np.ndarray | None = None
+    iperm: np.ndarray | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.indptr[-1])
+
+    def degree(self) -> np.ndarray:
+        return np.diff(self.indptr)
+
+    def to_internal(self, v: int) -> int:
+        """Map an original vertex id to the id the kernels use."""
+        return int(v) if self.iperm is None else int(self.iperm[v])
+
+    def to_original(self, parent: np.ndarray) -> np.ndarray:
+        """Map a parent array over internal ids to one over original ids.
+
+        parent is int64 with -1 for unreached; the result has
+        ``out[perm[i]] = perm[parent[i]]`` (and -1 stays -1).
+        """
+        if self.perm is None:
+            return parent
+        out = np.full_like(parent, -1)
+        reached = parent >= 0
+        out[self.perm[reached]] = self.perm[parent[reached]]
+        return out

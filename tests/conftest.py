@@ -1,0 +1,34 @@
+"""Shared fixtures: the Graph500 reference vectors in ../shared/testdata."""
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+_HERE = Path(__file__).resolve().parent
+GOLDEN = Path(os.environ.get("DBFS_GOLDEN", _HERE.parent.parent / "shared" / "testdata" / "graph500"))
+
+
+def _load_json(name):
+    with open(GOLDEN / name) as f:
+        return json.load(f)
+
+
+@pytest.fixture(scope="session")
+def golden10():
+    """SCALE 10 reference: dict from the JSON plus 'edges' (int64 (M, 2))."""
+    d = _load_json("kron_s10_ef16_seed2_3.json")
+    d["edges"] = np.load(GOLDEN / "kron_s10_ef16_seed2_3_edges.npy")
+    return d
+
+
+@pytest.fixture(scope="session")
+def golden16():
+    """SCALE 16 reference JSON (sha256, first/last tuples, roots, nedge_v3)."""
+    return _load_json("kron_s16_ef16_seed2_3.json")
+
+
+@pytest.fixture(scope="session")
+def golden_stdout():
+    return (GOLDEN / "reference-3.0.1-scale16-stdout.txt").read_text()
