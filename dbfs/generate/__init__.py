@@ -1,0 +1,1 @@
+"""Graph generators: pure, block-seeded functions of (spec, start, stop)."""
