@@ -1,0 +1,87 @@
+"""Dask clusters for the long stages: LocalCluster by default, or an existing one.
+
+``client_for(scheduler=None, ...)`` is a context manager yielding a
+``distributed.Client``. With no address it starts a ``LocalCluster`` of worker
+PROCESSES (one per core, one thread each unless told otherwise) and sets
+``NUMBA_NUM_THREADS``/``OMP_NUM_THREADS`` in every worker to its thread count so
+Numba kernels in concurrent tasks do not oversubscribe the cores. With
+``scheduler="tcp://host:port"`` it joins that cluster (a SLURM or GPU cluster
+started elsewhere) and leaves it running on exit. ``scheduler="threads"`` uses
+no cluster at all (the threaded scheduler; yields None).
+
+Either way the dashboard link is printed to stderr.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+from dbfs.errors import DbfsError
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def client_for(scheduler: str | None = None, n_workers: int | None = None,
+               threads_per_worker: int = 1, memory_limit="auto", quiet: bool = False):
+    if scheduler == "threads":
+        yield None
+        return
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        try:
+            client = Client(scheduler, timeout="10s")
+        except (OSError, TimeoutError) as e:
+            raise DbfsError(f"cannot reach the Dask scheduler at {scheduler} ({e}): start it or drop --scheduler to use a local cluster") from None
+        if not quiet:
+            say(f"dbfs: joined Dask cluster {scheduler}; dashboard: {client.dashboard_link}")
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    n = n_workers or default_workers()
+    env = {"NUMBA_NUM_THREADS": str(threads_per_worker), "OMP_NUM_THREADS": str(threads_per_worker),
+           "MKL_NUM_THREADS": str(threads_per_worker), "OPENBLAS_NUM_THREADS": str(threads_per_worker)}
+    cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
+                           memory_limit=memory_limit, dashboard_address=":0", env=env, silence_logs=40)
+    client = Client(cluster)
+    if not quiet:
+        say(f"dbfs: started LocalCluster ({n} worker processes x {threads_per_worker} thread); "
+            f"dashboard: {client.dashboard_link}")
+    try:
+        yield client
+    finally:
+        client.close()
+        cluster.close()
+
+
+def compute_with_progress(tasks, client, label: str, quiet: bool = False):
+    """Compute a list of dask collections/delayed, showing progress on stderr."""
+    import dask
+
+    if client is None:
+        if quiet:
+            return dask.compute(*tasks, scheduler="threads")
+        from dask.diagnostics import ProgressBar
+
+        say(f"dbfs: {label}")
+        with ProgressBar(out=sys.stderr, minimum=0.5):
+            return dask.compute(*tasks, scheduler="threads")
+    futures = client.compute(list(tasks))
+    if not quiet:
+        from distributed import progress
+
+        say(f"dbfs: {label}")
+        with contextlib.redirect_stdout(sys.stderr):  # stdout is reserved for results
+            progress(futures, notebook=False)
+        say("")
+    return client.gather(futures)

@@ -1,0 +1,83 @@
+"""Graph500 search keys (GRAPH500.md section 6), bit-exact with 3.0.1.
+
+Candidates come from one continuous MRG stream starting at ``skip(2, 0, 0)``:
+the reference asks for two doubles at position ``counter`` (state
+``skip(2, 0, 2*counter)``, 4 draws) and then adds 2 to ``counter``, so
+candidate i uses draws 4i..4i+3. Candidate ``r = int((d0 + d1) * N) % N`` is
+taken unless it is already a root or has no incident non-self-loop edge; at
+most N candidates are tried (``counter <= 2N``), so fewer than n roots come
+back when the graph has fewer eligible vertices.
+
+Eligibility is decided by streaming the edge list once per batch of
+candidates (batches double), so the edge list may be a numpy, zarr or dask
+array of any size.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from dbfs.arrays import iter_rows
+from dbfs.generate import mrg
+
+
+def candidates(scale: int, seed1: int, seed2: int, count: int, start_state=None):
+    """The first ``count`` root candidates and the stream state after them."""
+    n = 1 << scale
+    st = mrg.PyStream(start_state or mrg.skip(mrg.seed_state(seed1, seed2), 2, 0, 0))
+    out = np.empty(count, dtype=np.int64)
+    for i in range(count):
+        d0 = st.double()
+        d1 = st.double()
+        out[i] = int((d0 + d1) * n) % n
+    return out, st.z
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _mark_incident(edges, sorted_cands, hit):
+    """hit[j] = 1 if sorted_cands[j] is an endpoint of a non-self-loop edge."""
+    k = sorted_cands.shape[0]
+    for i in prange(edges.shape[0]):
+        u = edges[i, 0]
+        v = edges[i, 1]
+        if u == v:
+            continue
+        j = np.searchsorted(sorted_cands, u)
+        if j < k and sorted_cands[j] == u:
+            hit[j] = 1
+        j = np.searchsorted(sorted_cands, v)
+        if j < k and sorted_cands[j] == v:
+            hit[j] = 1
+
+
+def eligible(edges, cands: np.ndarray) -> np.ndarray:
+    """Boolean mask: which of ``cands`` have an incident non-self-loop edge."""
+    uniq = np.unique(cands)
+    hit = np.zeros(uniq.shape[0], dtype=np.uint8)
+    for _, block in iter_rows(edges):
+        _mark_incident(block, uniq, hit)
+    return hit[np.searchsorted(uniq, cands)].astype(bool)
+
+
+def graph500_roots(edges, scale: int, seed1: int = 2, seed2: int = 3, n: int = 64) -> np.ndarray:
+    """The reference's search keys, in its order (int64, length <= n)."""
+    nverts = 1 << int(scale)
+    roots: list[int] = []
+    chosen: set[int] = set()
+    tried = 0
+    batch = max(4 * n, 64)
+    state = None
+    while len(roots) < n and tried < nverts:
+        take = min(batch, nverts - tried)
+        cands, state = candidates(scale, seed1, seed2, take, state)
+        ok = eligible(edges, cands)
+        for r, good in zip(cands.tolist(), ok.tolist()):
+            tried += 1
+            if r in chosen or not good:
+                continue
+            roots.append(r)
+            chosen.add(r)
+            if len(roots) == n:
+                break
+        batch *= 2
+    return np.array(roots, dtype=np.int64)

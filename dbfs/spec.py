@@ -1,0 +1,173 @@
+"""Graph specifications: what a dataset is, its name, and its edge function.
+
+A :class:`GraphSpec` fully determines a dataset's edge list. Its
+``edges(start, stop)`` is a pure function returning int64 ``(k, 2)`` rows
+``[start, stop)``; every kind is block-seeded (no state shared between
+ranges), so the bytes never depend on chunking, workers or device.
+
+Kinds and names (the dataset directory is ``name``):
+
+=========  =========================================  ===============================
+kind       parameters                                 name
+=========  =========================================  ===============================
+kronecker  scale, edgefactor, seed1, seed2            kron-s16-ef16-s2-3
+rmat       + a, b, c (numerators out of 10000)        rmat-s16-ef16-a4500-b2200-c2200-s2-3
+uniform    scale, edgefactor, seed1, seed2            uniform-s16-ef16-s2-3
+grid2d     scale (N = 2**scale lattice vertices)      grid2d-s16
+grid3d     scale                                      grid3d-s15
+import     input file (edge list or Matrix Market)    import-<stem>-<sha256[:8]>
+=========  =========================================  ===============================
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dbfs.errors import DbfsError
+
+KINDS = ("kronecker", "rmat", "uniform", "grid2d", "grid3d", "import")
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    kind: str = "kronecker"
+    scale: int = 16
+    edgefactor: int = 16
+    seed1: int = 2
+    seed2: int = 3
+    initiator: tuple[int, int, int] | None = None  # rmat: (a, b, c) numerators / 10000
+    input: str | None = None  # import: path of the source file
+    input_digest: str | None = None  # import: sha256 of the file contents
+    _imported: object = field(default=None, compare=False, repr=False)
+
+    # ---- construction -------------------------------------------------
+    @classmethod
+    def make(cls, kind="kronecker", scale=16, edgefactor=16, seed1=2, seed2=3,
+             a=None, b=None, c=None, input=None) -> "GraphSpec":
+        """Checked constructor used by the CLI and the API."""
+        from dbfs.generate.graph500 import check_params
+
+        if kind not in KINDS:
+            raise DbfsError(f"unknown graph kind {kind!r}: use one of {', '.join(KINDS)}")
+        if kind == "import":
+            if input is None:
+                raise DbfsError("kind import needs an input file: pass --input FILE (edge list or .mtx)")
+            return cls._from_file(input)
+        if input is not None:
+            kind = "import"
+            return cls._from_file(input)
+        max_scale = 42
+        check_params(scale, edgefactor, seed1, seed2, max_scale)
+        initiator = None
+        if kind == "rmat":
+            from dbfs.generate.rmat import initiator_numerators
+
+            initiator = initiator_numerators(0.57 if a is None else a, 0.19 if b is None else b,
+                                             0.19 if c is None else c)
+        elif a is not None or b is not None or c is not None:
+            raise DbfsError(f"--a/--b/--c set an R-MAT initiator, which kind {kind} does not take: pass --kind rmat")
+        if kind in ("grid2d", "grid3d"):
+            return cls(kind=kind, scale=int(scale), edgefactor=0, seed1=0, seed2=0)
+        return cls(kind=kind, scale=int(scale), edgefactor=int(edgefactor), seed1=int(seed1),
+                   seed2=int(seed2), initiator=initiator)
+
+    @classmethod
+    def _from_file(cls, path) -> "GraphSpec":
+        from dbfs.generate.importer import file_digest, read_edges
+
+        p = Path(path)
+        edges, n = read_edges(str(p))
+        scale = max(1, int(np.ceil(np.log2(max(n, 2)))))
+        return cls(kind="import", scale=scale, edgefactor=0, seed1=0, seed2=0,
+                   input=str(p.resolve()), input_digest=file_digest(str(p)),
+                   _imported=(edges, int(n)))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GraphSpec":
+        d = dict(d)
+        if d.get("initiator") is not None:
+            d["initiator"] = tuple(d["initiator"])
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__ and not k.startswith("_")})
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("_imported", None)
+        if d["initiator"] is not None:
+            d["initiator"] = list(d["initiator"])
+        return d
+
+    # ---- identity -----------------------------------------------------
+    @property
+    def name(self) -> str:
+        if self.kind == "kronecker":
+            return f"kron-s{self.scale}-ef{self.edgefactor}-s{self.seed1}-{self.seed2}"
+        if self.kind == "rmat":
+            a, b, c = self.initiator
+            return f"rmat-s{self.scale}-ef{self.edgefactor}-a{a}-b{b}-c{c}-s{self.seed1}-{self.seed2}"
+        if self.kind == "uniform":
+            return f"uniform-s{self.scale}-ef{self.edgefactor}-s{self.seed1}-{self.seed2}"
+        if self.kind in ("grid2d", "grid3d"):
+            return f"{self.kind}-s{self.scale}"
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(self.input).stem)[:40]
+        return f"import-{stem}-{self.input_digest[:8]}"
+
+    # ---- sizes and edges ---------------------------------------------
+    def counts(self) -> tuple[int, int]:
+        """(n_vertices, n_edges)."""
+        if self.kind in ("kronecker", "rmat", "uniform"):
+            return 1 << self.scale, self.edgefactor << self.scale
+        if self.kind in ("grid2d", "grid3d"):
+            from dbfs.generate.grid import grid_counts
+
+            return tuple(int(x) for x in grid_counts(self.kind, self.scale))
+        edges, n = self._load_import()
+        return n, int(edges.shape[0])
+
+    @property
+    def n_vertices(self) -> int:
+        return self.counts()[0]
+
+    @property
+    def n_edges(self) -> int:
+        return self.counts()[1]
+
+    @property
+    def stored_dtype(self):
+        """uint32 pairs while every id fits (N <= 2**32), int64 above."""
+        return np.dtype(np.uint32) if self.n_vertices <= (1 << 32) else np.dtype(np.int64)
+
+    def _load_import(self):
+        if self._imported is None:
+            from dbfs.generate.importer import file_digest, read_edges
+
+            if not Path(self.input).exists():
+                raise DbfsError(f"input file {self.input} of this imported dataset is gone: pass --input again")
+            if file_digest(self.input) != self.input_digest:
+                raise DbfsError(f"input file {self.input} changed since import: import it again with --input")
+            object.__setattr__(self, "_imported", read_edges(self.input))
+        edges, n = self._imported
+        return edges, int(n)
+
+    def edges(self, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """int64 (k, 2): edge tuples [start, stop) of this graph."""
+        if self.kind == "kronecker":
+            from dbfs.generate.graph500 import GRAPH500_INITIATOR, kron_core
+
+            return kron_core(self.scale, self.n_edges, self.seed1, self.seed2, start, stop, GRAPH500_INITIATOR)
+        if self.kind == "rmat":
+            from dbfs.generate.graph500 import kron_core
+
+            return kron_core(self.scale, self.n_edges, self.seed1, self.seed2, start, stop, self.initiator)
+        if self.kind == "uniform":
+            from dbfs.generate.uniform import uniform_edges
+
+            return uniform_edges(self.scale, self.edgefactor, self.seed1, self.seed2, start, stop)
+        if self.kind in ("grid2d", "grid3d"):
+            from dbfs.generate.grid import grid_edges
+
+            return grid_edges(self.kind, self.scale, start, stop)
+        edges, _ = self._load_import()
+        return np.ascontiguousarray(edges[start:stop], dtype=np.int64)
