@@ -21,9 +21,9 @@ from dbfs.arrays import iter_rows
 from dbfs.generate import mrg
 
 
-def candidates(scale: int, seed1: int, seed2: int, count: int, start_state=None):
+def candidates(nverts: int, seed1: int, seed2: int, count: int, start_state=None):
     """The first ``count`` root candidates and the stream state after them."""
-    n = 1 << scale
+    n = int(nverts)
     st = mrg.PyStream(start_state or mrg.skip(mrg.seed_state(seed1, seed2), 2, 0, 0))
     out = np.empty(count, dtype=np.int64)
     for i in range(count):
@@ -59,9 +59,13 @@ def eligible(edges, cands: np.ndarray) -> np.ndarray:
     return hit[np.searchsorted(uniq, cands)].astype(bool)
 
 
-def graph500_roots(edges, scale: int, seed1: int = 2, seed2: int = 3, n: int = 64) -> np.ndarray:
-    """The reference's search keys, in its order (int64, length <= n)."""
-    nverts = 1 << int(scale)
+def graph500_roots(edges, scale: int, seed1: int = 2, seed2: int = 3, n: int = 64,
+                   n_vertices: int | None = None) -> np.ndarray:
+    """The reference's search keys, in its order (int64, length <= n).
+
+    N is ``2**scale`` (Graph500) unless ``n_vertices`` is given (imported graphs).
+    """
+    nverts = int(n_vertices) if n_vertices is not None else 1 << int(scale)
     roots: list[int] = []
     chosen: set[int] = set()
     tried = 0
@@ -69,7 +73,7 @@ def graph500_roots(edges, scale: int, seed1: int = 2, seed2: int = 3, n: int = 6
     state = None
     while len(roots) < n and tried < nverts:
         take = min(batch, nverts - tried)
-        cands, state = candidates(scale, seed1, seed2, take, state)
+        cands, state = candidates(nverts, seed1, seed2, take, state)
         ok = eligible(edges, cands)
         for r, good in zip(cands.tolist(), ok.tolist()):
             tried += 1

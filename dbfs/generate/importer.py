@@ -17,12 +17,14 @@ shape (M, 2), one row per stored edge in file order, 0-based ids.
 ``fmt=None`` detects: a ``.mtx`` extension or a file starting with
 ``%%MatrixMarket`` is Matrix Market, anything else an edge list.
 
-Parsing is a Numba byte parser: the file is read as bytes, cut into chunks at
-line ends, each chunk's newlines counted in parallel (room for one row per
-line), each chunk parsed in parallel into its own slice of the output, then
-the gaps left by comment lines closed in chunk order, so the result never
-depends on the chunk count. Every problem is a one-line :class:`DbfsError` naming the file,
-the line number where there is one, and the fix.
+Parsing is a Numba byte parser. The file is read as bytes with a newline
+appended, so every line ends in one (the parser needs no bounds checks); the
+bytes are cut into chunks at line ends; each chunk's newlines are counted in
+parallel (room for one row per line); each chunk is parsed in parallel into
+its own slice of the output; the gaps left by comment lines are closed in
+chunk order. The result never depends on the chunk or thread count. Every
+problem is a one-line :class:`DbfsError` naming the file, the line number
+where there is one, and the fix.
 
 ``file_digest(path)`` is the sha256 of the file bytes, shortened (8 hex
 characters by default) for dataset names.
@@ -44,7 +46,7 @@ MM_FIELDS = ("real", "integer", "pattern")
 MM_SYMMETRIES = ("general", "symmetric")
 MAX_DIGITS = 18  # any 18-digit id fits in int64; longer ones are refused
 
-# parser error codes (_parse_chunk) -> message stem
+# parser error codes (_parse_range) -> message stem
 E_OK, E_COLUMNS, E_NOT_INT, E_NEGATIVE, E_TOO_BIG = 0, 1, 2, 3, 4
 _ERRORS = {
     E_COLUMNS: "has fewer than 2 columns; each data line needs 'u v'",
@@ -54,7 +56,7 @@ _ERRORS = {
 }
 
 _NL, _CR, _SP, _TAB = 10, 13, 32, 9
-_HASH, _PCT, _MINUS, _PLUS, _ZERO, _NINE = 35, 37, 45, 43, 48, 57
+_HASH, _PCT, _MINUS, _PLUS, _ZERO = 35, 37, 45, 43, 48
 CHUNK_BYTES = 1 << 22  # target chunk size; chunks are cut at line ends
 
 
@@ -78,16 +80,6 @@ def _chunk_bounds(buf, n_chunks):
     return bounds
 
 
-@njit(inline="always", nogil=True, cache=True)
-def _line_is_data(buf, p, end):
-    """True if the line starting at p (before end) holds data, not blank/comment."""
-    while p < end and _is_blank(buf[p]):
-        p += 1
-    if p >= end or buf[p] == _NL:
-        return False
-    return buf[p] != _HASH and buf[p] != _PCT
-
-
 @njit(parallel=True, nogil=True, cache=True)
 def _count_newlines(buf, bounds, n_newlines):
     """Per chunk: newline characters (a tight loop LLVM vectorises)."""
@@ -99,55 +91,64 @@ def _count_newlines(buf, bounds, n_newlines):
 
 
 @njit(inline="always", nogil=True, cache=True)
-def _parse_id(buf, p, end, res):
-    """Parse one integer token at p; res[0] = value, res[1] = error; returns new p."""
-    neg = False
-    if buf[p] == _MINUS or buf[p] == _PLUS:
-        neg = buf[p] == _MINUS
+def _parse_id(buf, p):
+    """Parse the id token at p (not blank, not newline): (new p, value, error).
+
+    No bounds checks: every line, the last included, ends in a newline.
+    """
+    c = buf[p]
+    neg = c == _MINUS
+    if neg or c == _PLUS:
         p += 1
+    first = p
     value = 0
-    digits = 0
-    while p < end and _ZERO <= buf[p] <= _NINE:
-        value = value * 10 + (buf[p] - _ZERO)
-        digits += 1
+    d = np.int64(buf[p]) - _ZERO
+    while 0 <= d <= 9:
+        value = value * 10 + d
         p += 1
-    if digits == 0 or (p < end and not _is_blank(buf[p]) and buf[p] != _NL):
-        res[1] = E_NOT_INT
-    elif digits > MAX_DIGITS:
-        res[1] = E_TOO_BIG
+        d = np.int64(buf[p]) - _ZERO
+    c = buf[p]
+    err = E_OK
+    if p == first or not (_is_blank(c) or c == _NL):
+        err = E_NOT_INT
+    elif p - first > MAX_DIGITS:
+        err = E_TOO_BIG
     elif neg and value != 0:
-        res[1] = E_NEGATIVE
-    res[0] = value
-    return p
+        err = E_NEGATIVE
+    return p, value, err
 
 
 @njit(nogil=True, cache=True)
 def _parse_range(buf, p, end, out, row, line):
-    """Parse the data lines of buf[p:end] into out[row:], line being p's line.
+    """Parse the lines of buf[p:end] into out[row:], line being p's line number.
 
-    Returns (rows written, error code, line of the error); stops at an error.
+    buf[end - 1] is a newline. Returns (rows written, error code, line of the
+    error); stops at the first error.
     """
     row0 = row
-    res = np.zeros(2, dtype=np.int64)
     while p < end:
-        if _line_is_data(buf, p, end):
-            while _is_blank(buf[p]):
-                p += 1
-            p = _parse_id(buf, p, end, res)
-            u = res[0]
-            if res[1] == E_OK:
-                while p < end and _is_blank(buf[p]):
+        c = buf[p]
+        while _is_blank(c):
+            p += 1
+            c = buf[p]
+        if not (c == _NL or c == _HASH or c == _PCT):
+            p, u, err = _parse_id(buf, p)
+            v = 0
+            if err == E_OK:
+                c = buf[p]
+                while _is_blank(c):
                     p += 1
-                if p >= end or buf[p] == _NL or buf[p] == _HASH or buf[p] == _PCT:
-                    res[1] = E_COLUMNS
+                    c = buf[p]
+                if c == _NL or c == _HASH or c == _PCT:
+                    err = E_COLUMNS
                 else:
-                    p = _parse_id(buf, p, end, res)
-            if res[1] != E_OK:
-                return row - row0, res[1], line
+                    p, v, err = _parse_id(buf, p)
+            if err != E_OK:
+                return row - row0, err, line
             out[row, 0] = u
-            out[row, 1] = res[0]
+            out[row, 1] = v
             row += 1
-        while p < end and buf[p] != _NL:
+        while buf[p] != _NL:  # rest of the line: extra columns, comment
             p += 1
         p += 1
         line += 1
@@ -156,11 +157,7 @@ def _parse_range(buf, p, end, out, row, line):
 
 @njit(parallel=True, nogil=True, cache=True)
 def _parse_chunks(buf, bounds, offsets, out, n_rows, err_code, err_line, first_line):
-    """Parse chunk c into out[offsets[c]:], n_rows[c] rows (see _parse_range).
-
-    offsets leave room for one row per line of the chunk; first_line[c] is the
-    1-based number of the chunk's first line.
-    """
+    """Parse chunk c into out[offsets[c]:], n_rows[c] rows (see _parse_range)."""
     for c in prange(bounds.shape[0] - 1):
         n_rows[c], err_code[c], err_line[c] = _parse_range(
             buf, bounds[c], bounds[c + 1], out, offsets[c], first_line[c]
@@ -168,25 +165,26 @@ def _parse_chunks(buf, bounds, offsets, out, n_rows, err_code, err_line, first_l
 
 
 def _parse(buf: np.ndarray, path, first_line: int = 1) -> np.ndarray:
-    """All data lines of buf as int64 (M, 2); line numbers start at first_line."""
+    """All data lines of buf (ending in a newline) as int64 (M, 2).
+
+    Line numbers in errors count from first_line, the number of buf's first line.
+    """
     if buf.shape[0] == 0:
         return np.empty((0, 2), dtype=np.int64)
+    assert buf[-1] == _NL  # _read_bytes appends it; the parser relies on it
     n_chunks = int(max(1, min(buf.shape[0] // CHUNK_BYTES, 64 * numba.get_num_threads())))
     bounds = _chunk_bounds(buf, n_chunks)
     n_newlines = np.zeros(n_chunks, dtype=np.int64)
     _count_newlines(buf, bounds, n_newlines)
-    # a chunk of k newlines holds at most k + 1 lines (the last may lack one)
+    # room for one row per line; chunk c starts at line first_line + offsets[c]
     offsets = np.zeros(n_chunks, dtype=np.int64)
-    np.cumsum(n_newlines[:-1] + 1, out=offsets[1:])
-    lines = np.full(n_chunks, first_line, dtype=np.int64)
-    np.cumsum(n_newlines[:-1], out=lines[1:])
-    lines[1:] += first_line
-    capacity = int(n_newlines.sum()) + n_chunks
+    np.cumsum(n_newlines[:-1], out=offsets[1:])
+    capacity = int(n_newlines.sum())
     out = np.empty((capacity, 2), dtype=np.int64)
     n_rows = np.zeros(n_chunks, dtype=np.int64)
     err_code = np.zeros(n_chunks, dtype=np.int64)
     err_line = np.zeros(n_chunks, dtype=np.int64)
-    _parse_chunks(buf, bounds, offsets, out, n_rows, err_code, err_line, lines)
+    _parse_chunks(buf, bounds, offsets, out, n_rows, err_code, err_line, offsets + first_line)
     bad = np.flatnonzero(err_code)
     if bad.size:
         c = bad[0]
@@ -204,8 +202,18 @@ def _parse(buf: np.ndarray, path, first_line: int = 1) -> np.ndarray:
 
 
 def _read_bytes(path) -> np.ndarray:
+    """The file's bytes plus a final newline (a sentinel for the parser)."""
     try:
-        return np.fromfile(path, dtype=np.uint8)
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            buf = np.empty(size + 1, dtype=np.uint8)
+            view = memoryview(buf)
+            got = 0
+            while got < size:
+                k = f.readinto(view[got:size])
+                if not k:
+                    break
+                got += k
     except FileNotFoundError:
         raise DbfsError(f"{path}: no such file; check the path") from None
     except IsADirectoryError:
@@ -214,12 +222,15 @@ def _read_bytes(path) -> np.ndarray:
         raise DbfsError(
             f"{path}: cannot read ({e.strerror or e}); check the file's permissions"
         ) from None
+    buf = buf[: got + 1]
+    buf[got] = _NL
+    return buf
 
 
 def _detect(path, buf: np.ndarray) -> str:
     if str(path).lower().endswith(".mtx"):
         return "mtx"
-    if buf[: len(MM_BANNER)].tobytes() == MM_BANNER:
+    if buf[: len(MM_BANNER)].tobytes().lower() == MM_BANNER.lower():
         return "mtx"
     return "edgelist"
 
@@ -243,7 +254,7 @@ def _next_line(buf: np.ndarray, p: int) -> int:
 def _read_mtx(path, buf: np.ndarray) -> tuple[np.ndarray, int]:
     end = _next_line(buf, 0)
     header = buf[:end].tobytes().decode("ascii", "replace").split()
-    if not header or header[0] != MM_BANNER.decode():
+    if not header or header[0].lower() != MM_BANNER.decode().lower():
         raise DbfsError(
             f"{path}: not a Matrix Market file (no %%MatrixMarket header); "
             "use fmt='edgelist' for a plain edge list"
@@ -313,7 +324,7 @@ def read_edges(path, fmt: str | None = None) -> tuple[np.ndarray, int]:
         raise DbfsError(f"unknown graph file format {fmt!r}; use one of {', '.join(FORMATS)} or None")
     path = os.fspath(path)
     buf = _read_bytes(path)
-    if buf.shape[0] == 0:
+    if buf.shape[0] == 1:
         raise DbfsError(f"{path}: file is empty; give a file with at least one edge")
     fmt = fmt or _detect(path, buf)
     if fmt == "mtx":
