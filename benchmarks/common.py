@@ -1,48 +1,20 @@
-"""Shared bits for benchmark scripts: machine description and JSON records."""
+"""Shared bits for benchmark scripts: JSON records and repeat timing."""
 from __future__ import annotations
 
 import json
 import os
-import platform
-import socket
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from dbfs.report import machine
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def machine() -> dict:
-    import numpy
-
-    cpu = "?"
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = None
-    try:
-        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        pass
-    versions = {"python": sys.version.split()[0], "numpy": numpy.__version__}
-    for mod in ("numba", "dask", "distributed", "zarr", "scipy", "cupy", "igraph", "graphblas", "networkx"):
-        try:
-            versions[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001 - optional peers
-            pass
-    import dbfs
-
-    versions["dbfs"] = dbfs.__version__
-    return {"host": socket.gethostname(), "platform": platform.platform(), "cpu": cpu,
-            "cores": len(os.sched_getaffinity(0)), "memory_bytes": mem, "versions": versions}
-
-
 def write_record(kind: str, record: dict, out_dir=None) -> Path:
+    """Write ``record`` (plus machine and time) to results/<kind>-<UTC stamp>.json."""
     out = Path(out_dir or os.environ.get("DBFS_RESULTS") or RESULTS)
     out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -54,6 +26,7 @@ def write_record(kind: str, record: dict, out_dir=None) -> Path:
 
 
 def median_time(fn, repeat=3):
+    """(median seconds, all seconds) of ``repeat`` calls of fn()."""
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter()

@@ -239,3 +239,21 @@ def test_help_works():
     res = run("--help")
     assert "generate" in res.stdout and "datasets" in res.stdout
     assert "[default: 16]" in run("generate", "--help").stdout
+
+
+@pytest.mark.distributed
+def test_generate_joins_existing_scheduler(tmp_path):
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        res = run("generate", "--datasets", tmp_path, "--scale", 9, "--scheduler", cluster.scheduler_address)
+        assert f"joined Dask cluster {cluster.scheduler_address}" in res.stderr
+        assert cluster.scheduler.workers  # our exit left the cluster running
+    assert store.status(tmp_path / "kron-s9-ef16-s2-3")[0] == "complete"
+
+
+def test_unreachable_scheduler(tmp_path):
+    res = gen(tmp_path, "--scale", 4, ok=False)  # sanity: threads works
+    assert res.exit_code == 0
+    res = run("generate", "--datasets", tmp_path, "--scale", 5, "--scheduler", "tcp://127.0.0.1:9", ok=False)
+    assert res.exit_code == 2 and "cannot reach the Dask scheduler" in res.stderr
