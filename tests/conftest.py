@@ -1,4 +1,4 @@
-"""Shared fixtures: the Graph500 reference vectors in ../shared/testdata."""
+"""Shared fixtures: the Graph500 3.0.1 reference vectors (tests/golden)."""
 import json
 import os
 from pathlib import Path
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 _HERE = Path(__file__).resolve().parent
-GOLDEN = Path(os.environ.get("DBFS_GOLDEN", _HERE.parent.parent / "shared" / "testdata" / "graph500"))
+# a copy of ../shared/testdata/graph500 (Graph500 3.0.1 reference vectors, 270 kB) lives in tests/golden
+GOLDEN = Path(os.environ.get("DBFS_GOLDEN", _HERE / "golden"))
 
 
 def _load_json(name):
