@@ -176,7 +176,7 @@ def _write_block(edges_path: str, block: np.ndarray, start: int) -> int:
 
     from dbfs.checksum import partial_checksum
 
-    arr = zarr.open_array(edges_path, mode="r+", config=_WRITE_CONFIG)
+    arr = zarr.open_array(edges_path, mode="r+").with_config(_WRITE_CONFIG)  # open_array ignores config=
     arr[start:start + block.shape[0]] = block.astype(arr.dtype, copy=False)
     return partial_checksum(block, start)
 
