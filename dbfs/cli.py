@@ -148,6 +148,177 @@ def export(name, out, datasets):
     click.echo(str(path))
 
 
+# ---------------------------------------------------------------------------
+def _parse_size(text):
+    if text is None:
+        return None
+    units = {"": 1, "B": 1, "K": 1 << 10, "KB": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MB": 1 << 20, "MIB": 1 << 20,
+             "G": 1 << 30, "GB": 1 << 30, "GIB": 1 << 30, "T": 1 << 40, "TB": 1 << 40, "TIB": 1 << 40}
+    import re
+
+    m = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", str(text))
+    if not m or m.group(2).upper() not in units:
+        raise DbfsError(f"size {text!r} is not understood: use e.g. 512MiB, 2GB or 1073741824")
+    return int(float(m.group(1)) * units[m.group(2).upper()])
+
+
+@cli.command()
+@click.argument("name")
+@click.option("--partitions", "-P", type=int, default=1, help="Number of CSR partitions.")
+@click.option("--partitioning", type=click.Choice(["block", "cyclic"]), default="block", help="Vertex ownership rule.")
+@click.option("--keep-duplicates", is_flag=True, help="Keep duplicate edges in the CSR.")
+@click.option("--relabel", type=click.Choice(["none", "degree"]), default="none",
+              help="Renumber vertices by descending degree, heavy neighbours first.")
+@click.option("--memory-budget", default=None, metavar="SIZE", show_default="from worker memory",
+              help="Peak memory per task, e.g. 512MiB.")
+@datasets_opt
+@scheduler_opt
+@workers_opt
+def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budget, datasets, scheduler, workers):
+    """Kernel 1: build (or reuse) the partitioned CSR of dataset NAME, out of core."""
+    from dbfs import kernel1, store
+    from dbfs.cluster import client_for
+
+    budget = _parse_size(memory_budget)
+    if partitions < 1:
+        raise DbfsError(f"--partitions {partitions} is invalid: use 1 or more")
+    ds = store.open_dataset(name, datasets)
+    with client_for(scheduler, n_workers=workers) as client:
+        attrs = kernel1.build_partitioned(ds.path, P=partitions, partitioning=partitioning,
+                                          dedupe=not keep_duplicates, relabel=relabel,
+                                          memory_budget=budget, client=client, progress=True)
+    variant = kernel1.variant_name(partitions, partitioning, not keep_duplicates, relabel)
+    click.echo(f"{name}/csr/{variant}: construction_time {attrs['construction_time']:.3f} s, "
+               f"nnz {sum(attrs['nnz']):,}")
+
+
+def _spec_or_name(name, scale, edgefactor, seed1, seed2):
+    from dbfs.spec import GraphSpec
+
+    if name:
+        return name
+    return GraphSpec.make(scale=scale, edgefactor=edgefactor, seed1=seed1, seed2=seed2)
+
+
+_run_common = [
+    click.option("--scale", type=int, default=16, help="Kronecker SCALE when no NAME is given."),
+    click.option("--edgefactor", type=int, default=16, help="Kronecker edgefactor when no NAME is given."),
+    click.option("--seed1", type=int, default=2, help="First seed (generation and search keys)."),
+    click.option("--seed2", type=int, default=3, help="Second seed."),
+    click.option("--algorithm", "-a", default="do", help="BFS algorithm (see `dbfs algorithms`)."),
+    click.option("--backend", type=click.Choice(["cpu", "gpu"]), default="cpu", help="Where Kernel 2 runs."),
+    click.option("--relabel", type=click.Choice(["none", "degree"]), default="none", help="CSR variant to search."),
+    datasets_opt, scheduler_opt, workers_opt,
+]
+
+
+def _apply(opts):
+    def deco(f):
+        for o in reversed(opts):
+            f = o(f)
+        return f
+
+    return deco
+
+
+@cli.command()
+@click.argument("name", required=False)
+@_apply(_run_common)
+@click.option("--roots", "n_roots", type=int, default=64, help="Number of search keys.")
+@click.option("--json", "json_path", default=None, metavar="FILE", help="Write the full result as JSON.")
+@click.option("--plot", "plot_path", default=None, metavar="FILE.png", help="Write per-level and TEPS plots.")
+@click.option("--no-validate", is_flag=True, help="Skip validation (results marked unvalidated).")
+def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, relabel, datasets, scheduler, workers,
+        n_roots, json_path, plot_path, no_validate):
+    """Graph500 end to end: generate and build if needed, search from the keys, validate, report.
+
+    NAME is a stored dataset; without it a Kronecker graph of --scale is used.
+    Graph500 output goes to stdout, progress to stderr.
+    """
+    from dbfs.cluster import client_for
+    from dbfs.pipeline import RunConfig, run_fields, run_graph500
+    from dbfs.stats import render_graph500
+
+    if n_roots < 1:
+        raise DbfsError(f"--roots {n_roots} is invalid: use at least 1 search key (Graph500 uses 64)")
+    cfg = RunConfig(algorithm=algorithm, backend=backend, n_roots=n_roots, validate=not no_validate,
+                    relabel=relabel)
+    from dbfs.bfs import get_algorithm
+
+    get_algorithm(algorithm, backend)
+    target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
+    with client_for(scheduler, n_workers=workers) as client:
+        res = run_graph500(target, datasets, cfg, client)
+    if res.validated and not res.ok:
+        for f in res.failures:
+            click.echo(f"dbfs: root {f['root']}: validation failed: {f['summary']}", err=True)
+        click.echo("No results printed for invalid run.")
+        sys.exit(1)
+    fields = run_fields(res)
+    click.echo(render_graph500(fields), nl=False)
+    if json_path:
+        from dbfs.report import write_json
+
+        click.echo(f"dbfs: wrote {write_json(json_path, res, {k: v for k, v, _ in fields})}", err=True)
+    if plot_path:
+        from dbfs.pipeline import per_level_comparison
+        from dbfs.report import plot_run
+
+        click.echo(f"dbfs: wrote {plot_run(plot_path, res, per_level_comparison(res, datasets, cfg))}", err=True)
+
+
+@cli.command("bfs")
+@click.argument("name", required=False)
+@click.option("--root", "root", type=int, required=True, help="Search key (original vertex id).")
+@_apply(_run_common)
+def bfs_cmd(name, root, scale, edgefactor, seed1, seed2, algorithm, backend, relabel, datasets, scheduler, workers):
+    """One search from --root on dataset NAME: levels and per-level statistics."""
+    from dbfs.bfs import bfs, get_algorithm
+    from dbfs.cluster import client_for
+    from dbfs.pipeline import RunConfig, check_root, ensure_csr, ensure_dataset, load_graph
+
+    get_algorithm(algorithm, backend)
+    cfg = RunConfig(algorithm=algorithm, backend=backend, relabel=relabel)
+    target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
+    from dbfs import kernel1, store
+
+    if name:
+        ds = store.open_dataset(name, datasets)
+    else:
+        with client_for(scheduler, n_workers=workers) as client:
+            ds = ensure_dataset(target, datasets, client)
+    variant = kernel1.variant_name(1, "block", True, relabel)
+    if variant not in [v["name"] for v in kernel1.list_variants(ds.path) if v.get("complete")]:
+        if name:
+            raise DbfsError(f"dataset {ds.name} has no CSR variant {variant}: build it with "
+                            f"`dbfs build {ds.name}" + (" --relabel degree`" if relabel == "degree" else "`"))
+        with client_for(scheduler, n_workers=workers) as client:
+            variant, _ = ensure_csr(ds, cfg, client)
+    graph, load_time = load_graph(ds, variant)
+    check_root(graph, root)
+    bfs(graph, root, algorithm=algorithm, backend=backend)  # warm-up
+    import time
+
+    t0 = time.perf_counter()
+    res = bfs(graph, root, algorithm=algorithm, backend=backend, stats=True)
+    t = time.perf_counter() - t0
+    reached = int((res.parent >= 0).sum())
+    click.echo(f"dataset {ds.name}  root {root}  algorithm {algorithm}  backend {backend}")
+    click.echo(f"{'level':>5}  {'dir':>3}  {'frontier':>12}  {'edges examined':>15}  {'time ms':>9}")
+    for d in res.level_stats:
+        click.echo(f"{d['level']:>5}  {d['direction']:>3}  {d['frontier']:>12,}  {d['edges']:>15,}  {d['time'] * 1e3:>9.3f}")
+    click.echo(f"levels {len(res.level_stats)}  reached {reached:,} of {graph.n_vertices:,}  time {t * 1e3:.3f} ms")
+
+
+@cli.command()
+def algorithms():
+    """List the registered BFS algorithms per backend."""
+    from dbfs.bfs import ALGORITHMS
+
+    for backend, names in ALGORITHMS.items():
+        click.echo(f"{backend}: {' '.join(names)}")
+
+
 def main(argv=None):  # console-script entry point
     return cli.main(args=argv, prog_name="dbfs")
 

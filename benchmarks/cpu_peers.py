@@ -1,0 +1,147 @@
+"""dbfs CPU Kernel 2 against Python BFS peers, same graphs, same roots, one process.
+
+    python benchmarks/cpu_peers.py [--scales 18 20] [--roots 16] [--algorithms do td spmv]
+
+For each SCALE: the Graph500 graph and its search keys (dbfs generator, bit-exact),
+dbfs's CSR (in-memory Kernel 1), then for every root each contender runs one
+search (after one warm-up search each) and is timed around its call only:
+
+- dbfs ``do``, ``td``, ``spmv`` (``dbfs.bfs.bfs``, Numba),
+- scipy ``csgraph.breadth_first_order`` on the same CSR (directed=True: the
+  CSR is already symmetric), returning predecessors,
+- igraph ``Graph.bfs`` (graph built from the deduplicated undirected edges),
+- python-graphblas (SuiteSparse:GraphBLAS) min-parent BFS loop
+  (``min_firsti`` semiring, masked by visited),
+- networkx ``bfs_predecessors`` (SCALE <= 18, first 2 roots only: it is slow).
+
+TEPS use the Graph500 nedge of each root (from dbfs.validate on dbfs's ``do``
+parent; nedge depends only on the root's component). The table prints
+harmonic-mean GTEPS and the ratio dbfs/peer, and the JSON record in
+benchmarks/results/ keeps every time. Recorded peers on the 2-core machine
+(PERFORMANCE.md): GAP 1.10 GTEPS and Graph500 omp-csr 0.94 at SCALE 20.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+GAP_GTEPS = {16: 1.54, 18: 1.29, 20: 1.10, 22: 0.96}
+OMP_CSR_GTEPS = {16: 1.16, 18: 0.96, 20: 0.94}
+
+
+def hmean(teps):
+    teps = np.asarray(teps, dtype=float)
+    return len(teps) / np.sum(1.0 / teps)
+
+
+def peers(graph, edges_undirected):
+    """name -> (setup(), search(root)) for each available peer."""
+    out = {}
+    n = graph.n_vertices
+    try:
+        import scipy.sparse as sp
+        from scipy.sparse.csgraph import breadth_first_order
+
+        A = sp.csr_matrix((np.ones(graph.nnz, np.int8), graph.indices, graph.indptr), shape=(n, n))
+        out["scipy"] = lambda r: breadth_first_order(A, r, directed=True, return_predecessors=True)
+    except ImportError:
+        pass
+    try:
+        import igraph
+
+        G = igraph.Graph(n=n, edges=edges_undirected, directed=False)
+        out["igraph"] = lambda r: G.bfs(r)
+    except ImportError:
+        pass
+    try:
+        import graphblas as gb
+        from graphblas import semiring
+
+        u, v = edges_undirected[:, 0], edges_undirected[:, 1]
+        M = gb.Matrix.from_coo(np.concatenate([u, v]), np.concatenate([v, u]), True, nrows=n, ncols=n)
+
+        def gb_bfs(r):
+            parents = gb.Vector(gb.dtypes.INT64, n)
+            parents[r] = r
+            front = gb.Vector(gb.dtypes.INT64, n)
+            front[r] = r
+            while front.nvals:
+                front(~parents.S, replace=True) << semiring.min_firsti(front @ M)
+                parents(front.S) << front
+            return parents
+
+        out["graphblas"] = gb_bfs
+    except ImportError:
+        pass
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scales", type=int, nargs="+", default=[18, 20])
+    ap.add_argument("--roots", type=int, default=16)
+    ap.add_argument("--algorithms", nargs="+", default=["do", "td", "spmv"])
+    args = ap.parse_args()
+
+    from benchmarks.common import write_record
+    from dbfs.bfs import bfs
+    from dbfs.generate.graph500 import kronecker_edges
+    from dbfs.kernel1 import build_csr
+    from dbfs.roots import graph500_roots
+    from dbfs.validate import validate
+
+    records = []
+    for scale in args.scales:
+        edges = kronecker_edges(scale)
+        roots = graph500_roots(edges, scale, n=args.roots).tolist()
+        graph = build_csr(edges, n_vertices=1 << scale)
+        rows = np.repeat(np.arange(graph.n_vertices), np.diff(graph.indptr))
+        keep = rows < graph.indices
+        und = np.stack([rows[keep], graph.indices[keep].astype(np.int64)], axis=1)
+        nedge = {}
+        for r in roots:
+            p = bfs(graph, r, algorithm="do").parent
+            v = validate(edges, r, p)
+            assert v.ok, v.summary()
+            nedge[r] = v.nedge
+        contenders = {f"dbfs-{a}": (lambda a: lambda r: bfs(graph, r, algorithm=a))(a) for a in args.algorithms}
+        contenders.update(peers(graph, und))
+        if scale <= 18:
+            try:
+                import networkx as nx
+
+                NG = nx.Graph()
+                NG.add_nodes_from(range(graph.n_vertices))
+                NG.add_edges_from(und.tolist())
+                contenders["networkx"] = lambda r: dict(nx.bfs_predecessors(NG, r))
+            except ImportError:
+                pass
+        res = {}
+        for name, fn in contenders.items():
+            use = roots[:2] if name == "networkx" else roots
+            fn(use[0])  # warm-up
+            times = []
+            for r in use:
+                t0 = time.perf_counter()
+                fn(r)
+                times.append(time.perf_counter() - t0)
+            teps = [nedge[r] / t for r, t in zip(use, times)]
+            res[name] = {"roots": use, "times": times, "hmean_teps": hmean(teps)}
+        base = res["dbfs-do"]["hmean_teps"]
+        print(f"\nSCALE {scale}: {graph.n_vertices:,} vertices, {edges.shape[0]:,} tuples, {len(roots)} roots")
+        print(f"{'contender':<14} {'GTEPS (hmean)':>14} {'dbfs-do / it':>13}")
+        for name, r in res.items():
+            print(f"{name:<14} {r['hmean_teps'] / 1e9:>14.4f} {base / r['hmean_teps']:>13.2f}")
+        for label, table in (("GAP (recorded)", GAP_GTEPS), ("omp-csr (rec.)", OMP_CSR_GTEPS)):
+            if scale in table:
+                print(f"{label:<14} {table[scale]:>14.4f} {base / (table[scale] * 1e9):>13.2f}")
+        records.append({"scale": scale, "n_roots": len(roots), "nedge": nedge, "results": res,
+                        "ratios_dbfs_do_over": {k: base / v["hmean_teps"] for k, v in res.items()},
+                        "recorded_peers_gteps": {"gap": GAP_GTEPS.get(scale), "omp_csr": OMP_CSR_GTEPS.get(scale)}})
+    write_record("cpu_peers", {"scales": records})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,833 @@
+"""CPU BFS kernels (Numba): one contract, several algorithms.
+
+Contract (what :func:`dbfs.bfs.bfs` calls): ``search(graph, root, stats=False,
+**opts) -> (parent, level_stats)`` where ``graph`` is a :class:`CSRGraph`,
+``root`` an INTERNAL vertex id, ``parent`` an int64 array over internal ids
+(``parent[root] == root``, -1 for unreached) and ``level_stats`` a list of
+per-level dicts (empty unless ``stats``). Only per-level work happens in
+Python; every per-vertex and per-edge loop is compiled.
+
+Algorithms (registered under these names):
+
+- ``seq-list``: Graph500 2.x ``seq-list``: a sequential queue BFS walking
+  singly linked adjacency lists (``head[v]``, ``next[k]``) threaded through the
+  edge list; half-edge ``k`` is tuple ``k >> 1`` seen from its endpoint
+  ``k & 1``. The lists are built over ``graph.meta["edges"]`` (the Kernel 1
+  input, original ids) when it is there, else over the CSR's undirected edges
+  (each ``u < v`` entry once); they are Kernel-1 data, built on first use and
+  kept in ``graph.meta["_seq_list"]``.
+- ``seq-csr``: sequential queue BFS on the CSR (Graph500 2.x ``seq-csr``).
+- ``td``: parallel top-down, one :func:`td_step` per level.
+- ``bu``: parallel bottom-up, one :func:`bu_step` per level.
+- ``do``: direction-optimizing (Beamer et al., SC'12), ``td_step`` and
+  ``bu_step`` chosen per level by :mod:`dbfs.bfs.policy`
+  (``policy="beamer"`` with ``alpha=15, beta=18`` by default, or
+  ``policy="change_state"``, Yasui et al.'s growing/shrinking rule).
+- ``spmv``: linear algebra BFS: ``y = A x`` over the (min, select-index)
+  semiring, masked by the unvisited set, push (sparse x, SpMSpV) or pull
+  (dense x, SpMV) per level as GraphBLAS does (Yang, Buluc and Owens, ICPP'18)
+  with the same policy. ``parent[v]`` is the smallest internal id among v's
+  neighbours in the previous level, so its parent array is deterministic.
+
+Named steps (GAP style, Beamer's gapbs ``TDStep``/``BUStep``/
+``QueueToBitmap``/``BitmapToQueue``). Each works on a LOCAL vertex range so a
+distributed backend can call it per partition: ``indptr`` has one row per
+local vertex, local row ``i`` is global vertex ``offset + i``, ``indices``
+hold global ids; single-process callers pass ``offset = 0``.
+
+Encodings:
+
+- queue: int64 array of global vertex ids.
+- bitmap: int64 words, bit ``v & 63`` of word ``v >> 6``. Local bitmaps
+  (``visited``, ``next``) index local ids, so ``offset`` must be a multiple
+  of 64 for them; the frontier bitmap read by ``bu_step`` is global.
+- ``visited``: the vertices not to search: those reached so far, those
+  with no edges (never reachable) and the padding bits past the last vertex.
+  Drivers keep it exact at level boundaries (bottom-up sets its own words,
+  a serial :func:`mark_queue` adds each top-down level), so bottom-up reads
+  neither ``parent`` nor isolated vertices' rows; top-down uses it as a
+  filter before touching ``parent``.
+
+Races (no compare-and-swap in Numba): ``td_step`` claims ``parent[v] = u``
+with a plain store from several threads; aligned 8-byte stores are atomic on
+the supported CPUs, so ``parent[v]`` ends as one of the writers, all in the
+current frontier, hence a valid BFS parent. Each thread remembers its
+(v, u) claims and a second pass keeps only those with ``parent[v] == u``, so
+every newly reached vertex is queued once (in a multigraph, a duplicate edge
+split over two chunks may queue a vertex twice; that only repeats work).
+Bottom-up writes only the vertices its thread owns (whole 64-bit words), so
+it needs no atomics at all.
+"""
+from __future__ import annotations
+
+import time
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from dbfs.bfs import register
+from dbfs.bfs.policy import BU, TD, make_policy
+
+# edges per top-down work chunk, and a cap on the number of chunks
+_TD_GRAIN = 2048
+_MAX_CHUNKS = 1024
+# below this many frontier edges a top-down step runs on one thread
+_TD_SERIAL_EDGES = 16384
+# below this many words bitmap_to_queue runs on one thread
+_B2Q_SERIAL_WORDS = 1 << 16
+
+
+# ----------------------------------------------------------------- helpers
+@njit(parallel=True, nogil=True, cache=True)
+def _fill_parent(n):
+    parent = np.empty(n, np.int64)
+    for i in prange(n):
+        parent[i] = -1
+    return parent
+
+
+@njit(nogil=True, cache=True)
+def _new_bitmap(nloc, pad_ones):
+    """Zeroed bitmap of ceil(nloc/64) words; pad_ones sets the bits >= nloc."""
+    nwords = (nloc + 63) >> 6
+    bm = np.zeros(nwords, np.int64)
+    if pad_ones and (nloc & 63) != 0:
+        w = nwords - 1
+        for b in range(nloc & 63, 64):
+            bm[w] |= np.int64(1) << b
+    return bm
+
+
+@njit(nogil=True, cache=True)
+def frontier_edges(indptr, offset, queue):
+    """Sum of the degrees of the (local) vertices in ``queue``."""
+    if queue.shape[0] > 65536:
+        return _frontier_edges_parallel(indptr, offset, queue)
+    s = 0
+    for i in range(queue.shape[0]):
+        r = queue[i] - offset
+        s += indptr[r + 1] - indptr[r]
+    return s
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _frontier_edges_parallel(indptr, offset, queue):
+    s = 0
+    for i in prange(queue.shape[0]):
+        r = queue[i] - offset
+        s += indptr[r + 1] - indptr[r]
+    return s
+
+
+@njit(nogil=True, cache=True)
+def _degree_offsets(indptr, offset, queue):
+    f = queue.shape[0]
+    off = np.empty(f + 1, np.int64)
+    off[0] = 0
+    acc = 0
+    for i in range(f):
+        r = queue[i] - offset
+        acc += indptr[r + 1] - indptr[r]
+        off[i + 1] = acc
+    return off
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _degree_offsets_par(indptr, offset, queue):
+    """Exclusive prefix sum of frontier degrees (len f + 1), two-pass parallel."""
+    f = queue.shape[0]
+    if f < 65536:
+        return _degree_offsets(indptr, offset, queue)
+    nb = 64
+    sums = np.zeros(nb + 1, np.int64)
+    for b in prange(nb):
+        i0 = b * f // nb
+        i1 = (b + 1) * f // nb
+        s = 0
+        for i in range(i0, i1):
+            r = queue[i] - offset
+            s += indptr[r + 1] - indptr[r]
+        sums[b + 1] = s
+    for b in range(nb):
+        sums[b + 1] += sums[b]
+    off = np.empty(f + 1, np.int64)
+    off[0] = 0
+    for b in prange(nb):
+        i0 = b * f // nb
+        i1 = (b + 1) * f // nb
+        acc = sums[b]
+        for i in range(i0, i1):
+            r = queue[i] - offset
+            acc += indptr[r + 1] - indptr[r]
+            off[i + 1] = acc
+    return off
+
+
+# ------------------------------------------------------------- named steps
+@njit(nogil=True, cache=True)
+def td_step(indptr, indices, offset, frontier, parent, visited):
+    """Top-down step: claim every unvisited neighbour of the frontier.
+
+    frontier: int64 global ids of local vertices (rows ``frontier - offset``);
+    parent: indexed by global id (the claim targets); visited: bitmap over
+    global ids, a SUBSET of the visited set used as a cheap filter (a clear
+    bit falls back to ``parent``; it is not updated here, see
+    :func:`mark_queue`). Small frontiers (fewer
+    than ``_TD_SERIAL_EDGES`` edges) run serially: waking threads costs more
+    than the work. Otherwise work is split into equal EDGE ranges (a hub's
+    list may span several chunks), each chunk writes claims into its own
+    slice of a buffer, a verify pass drops the claims that lost a race, and a
+    prefix sum compacts the survivors.
+
+    Returns (next_frontier int64, edges examined).
+    """
+    f = frontier.shape[0]
+    if f <= _TD_SERIAL_EDGES:
+        E = 0
+        for i in range(f):
+            r = frontier[i] - offset
+            E += indptr[r + 1] - indptr[r]
+        if E <= _TD_SERIAL_EDGES:
+            return _td_step_serial(indptr, indices, offset, frontier, parent, visited, E)
+    return _td_step_parallel(indptr, indices, offset, frontier, parent, visited)
+
+
+@njit(nogil=True, cache=True)
+def _td_step_serial(indptr, indices, offset, frontier, parent, visited, E):
+    out = np.empty(min(E, parent.shape[0]), np.int64)
+    w = 0
+    for i in range(frontier.shape[0]):
+        u = frontier[i]
+        r = u - offset
+        for j in range(indptr[r], indptr[r + 1]):
+            v = indices[j]
+            if (visited[v >> 6] >> (v & 63)) & 1:
+                continue
+            if parent[v] < 0:
+                parent[v] = u
+                out[w] = v
+                w += 1
+    return out[:w].copy(), E
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _td_step_parallel(indptr, indices, offset, frontier, parent, visited):
+    f = frontier.shape[0]
+    if f == 0:
+        return np.empty(0, np.int64), 0
+    degoff = _degree_offsets_par(indptr, offset, frontier)
+    E = degoff[f]
+    if E == 0:
+        return np.empty(0, np.int64), 0
+    C = E // _TD_GRAIN
+    if C < 1:
+        C = 1
+    if C > _MAX_CHUNKS:
+        C = _MAX_CHUNKS
+    out_v = np.empty(E, np.int64)
+    out_u = np.empty(E, np.int64)
+    cnt = np.zeros(C + 1, np.int64)
+    for c in prange(C):
+        e0 = c * E // C
+        e1 = (c + 1) * E // C
+        i = np.searchsorted(degoff, e0, side="right") - 1
+        k = e0
+        w = e0
+        while k < e1:
+            u = frontier[i]
+            row = u - offset
+            base = indptr[row] - degoff[i]
+            stop = degoff[i + 1]
+            if stop > e1:
+                stop = e1
+            for j in range(base + k, base + stop):
+                v = indices[j]
+                if (visited[v >> 6] >> (v & 63)) & 1:
+                    continue
+                if parent[v] < 0:
+                    parent[v] = u
+                    out_v[w] = v
+                    out_u[w] = u
+                    w += 1
+            k = stop
+            i += 1
+        cnt[c + 1] = w - e0
+    # verify: keep the claims that won (parent[v] == u)
+    for c in prange(C):
+        e0 = c * E // C
+        w = e0
+        for k in range(e0, e0 + cnt[c + 1]):
+            v = out_v[k]
+            if parent[v] == out_u[k]:
+                out_v[w] = v
+                w += 1
+        cnt[c + 1] = w - e0
+    starts = np.empty(C + 1, np.int64)
+    starts[0] = 0
+    for c in range(C):
+        starts[c + 1] = starts[c] + cnt[c + 1]
+    nxt = np.empty(starts[C], np.int64)
+    for c in prange(C):
+        e0 = c * E // C
+        s = starts[c]
+        for k in range(cnt[c + 1]):
+            nxt[s + k] = out_v[e0 + k]
+    return nxt, E
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def bu_step(indptr, indices, offset, front, parent, visited, nxt):
+    """Bottom-up step over the local rows (GAP's BUStep).
+
+    front: global frontier bitmap; parent, visited, nxt: local (index = global
+    id - offset, ``offset % 64 == 0``). ``visited`` must be EXACT here (every
+    reached vertex has its bit; bits may also mark vertices never to search,
+    such as isolated ones). Each thread owns whole 64-vertex words: it scans
+    the unvisited vertices of a word, stops at the first neighbour in the
+    frontier (early exit), then writes the word's next and visited bits once,
+    so no atomics are needed.
+
+    Returns (vertices awakened, edges examined, sum of their degrees).
+    """
+    nloc = indptr.shape[0] - 1
+    nwords = (nloc + 63) >> 6
+    awake = 0
+    examined = 0
+    awake_deg = 0
+    for w in prange(nwords):
+        vis = visited[w]
+        if vis == -1:
+            nxt[w] = 0
+            continue
+        nb = np.int64(0)
+        base = w << 6
+        for b in range(64):
+            bit = np.int64(1) << b
+            if vis & bit:
+                continue
+            vl = base + b
+            s = indptr[vl]
+            e = indptr[vl + 1]
+            j = s
+            while j < e:
+                u = indices[j]
+                j += 1
+                if (front[u >> 6] >> (u & 63)) & 1:
+                    parent[vl] = u
+                    nb |= bit
+                    awake += 1
+                    awake_deg += e - s
+                    break
+            examined += j - s
+        nxt[w] = nb
+        visited[w] = vis | nb
+    return awake, examined, awake_deg
+
+
+@njit(nogil=True, cache=True)
+def mark_queue(queue, offset, bitmap):
+    """Set the bits of ``queue - offset`` (serial: a bit set is a
+    read-modify-write of a shared word, so threads could lose bits)."""
+    for i in range(queue.shape[0]):
+        v = queue[i] - offset
+        bitmap[v >> 6] |= np.int64(1) << (v & 63)
+
+
+@njit(nogil=True, cache=True)
+def queue_to_bitmap(queue, offset, bitmap):
+    """Clear ``bitmap`` and set the bits of ``queue - offset``."""
+    for w in range(bitmap.shape[0]):
+        bitmap[w] = 0
+    mark_queue(queue, offset, bitmap)
+
+
+@njit(nogil=True, cache=True)
+def bitmap_to_queue(bitmap, offset):
+    """Global ids ``offset + i`` of the set bits, ascending (count, scan, write)."""
+    if bitmap.shape[0] < _B2Q_SERIAL_WORDS:
+        return _bitmap_to_queue_serial(bitmap, offset)
+    return _bitmap_to_queue_parallel(bitmap, offset)
+
+
+@njit(nogil=True, cache=True)
+def _bitmap_to_queue_serial(bitmap, offset):
+    s = 0
+    for w in range(bitmap.shape[0]):
+        x = np.uint64(bitmap[w])
+        while x != 0:
+            x &= x - np.uint64(1)
+            s += 1
+    out = np.empty(s, np.int64)
+    p = 0
+    for w in range(bitmap.shape[0]):
+        x = bitmap[w]
+        if x != 0:
+            for b in range(64):
+                if (x >> b) & 1:
+                    out[p] = offset + (w << 6) + b
+                    p += 1
+    return out
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _bitmap_to_queue_parallel(bitmap, offset):
+    nwords = bitmap.shape[0]
+    C = nwords // 64
+    if C < 1:
+        C = 1
+    if C > _MAX_CHUNKS:
+        C = _MAX_CHUNKS
+    cnt = np.zeros(C + 1, np.int64)
+    for c in prange(C):
+        w0 = c * nwords // C
+        w1 = (c + 1) * nwords // C
+        s = 0
+        for w in range(w0, w1):
+            x = np.uint64(bitmap[w])
+            while x != 0:
+                x &= x - np.uint64(1)
+                s += 1
+        cnt[c + 1] = s
+    for c in range(C):
+        cnt[c + 1] += cnt[c]
+    out = np.empty(cnt[C], np.int64)
+    for c in prange(C):
+        w0 = c * nwords // C
+        w1 = (c + 1) * nwords // C
+        p = cnt[c]
+        for w in range(w0, w1):
+            x = bitmap[w]
+            if x != 0:
+                for b in range(64):
+                    if (x >> b) & 1:
+                        out[p] = offset + (w << 6) + b
+                        p += 1
+    return out
+
+
+# ------------------------------------------------- linear-algebra steps (spmv)
+@njit(parallel=True, nogil=True, cache=True)
+def spmv_pull_step(indptr, indices, offset, front, parent, visited, nxt, rows_sorted):
+    """Masked SpMV over (min, select-index): for each unvisited local v,
+    parent[v] = min{u in adj(v) : u in front}. With sorted rows the first hit
+    is the minimum (early exit); otherwise the whole row is scanned.
+
+    Returns (vertices awakened, edges examined, sum of their degrees).
+    """
+    nloc = indptr.shape[0] - 1
+    nwords = (nloc + 63) >> 6
+    awake = 0
+    examined = 0
+    awake_deg = 0
+    big = np.int64(1) << 62
+    for w in prange(nwords):
+        vis = visited[w]
+        if vis == -1:
+            nxt[w] = 0
+            continue
+        nb = np.int64(0)
+        base = w << 6
+        for b in range(64):
+            bit = np.int64(1) << b
+            if vis & bit:
+                continue
+            vl = base + b
+            s = indptr[vl]
+            e = indptr[vl + 1]
+            best = big
+            j = s
+            while j < e:
+                u = indices[j]
+                j += 1
+                if (front[u >> 6] >> (u & 63)) & 1:
+                    if u < best:
+                        best = u
+                    if rows_sorted:
+                        break
+            examined += j - s
+            if best != big:
+                parent[vl] = best
+                nb |= bit
+                awake += 1
+                awake_deg += e - s
+        nxt[w] = nb
+        visited[w] = vis | nb
+    return awake, examined, awake_deg
+
+
+@njit(nogil=True, cache=True)
+def _min_frontier_neighbour(indptr, indices, r, front, rows_sorted):
+    """(smallest neighbour of local row r in ``front`` or 2**62, entries read)."""
+    s = indptr[r]
+    e = indptr[r + 1]
+    best = np.int64(1) << 62
+    j = s
+    while j < e:
+        u = indices[j]
+        j += 1
+        if (front[u >> 6] >> (u & 63)) & 1:
+            if u < best:
+                best = u
+            if rows_sorted:
+                break
+    return best, j - s
+
+
+@njit(nogil=True, cache=True)
+def min_parent_fixup(indptr, offset, indices, queue, front, parent, rows_sorted):
+    """After a push (top-down) step: set parent[v] of each newly reached v to
+    its smallest neighbour in the old frontier ``front`` (the SpMSpV result).
+    Returns the adjacency entries read."""
+    if queue.shape[0] > 4096:
+        return _min_parent_fixup_parallel(indptr, offset, indices, queue, front, parent, rows_sorted)
+    examined = 0
+    for i in range(queue.shape[0]):
+        v = queue[i]
+        best, k = _min_frontier_neighbour(indptr, indices, v - offset, front, rows_sorted)
+        examined += k
+        parent[v] = best
+    return examined
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _min_parent_fixup_parallel(indptr, offset, indices, queue, front, parent, rows_sorted):
+    examined = 0
+    for i in prange(queue.shape[0]):
+        v = queue[i]
+        best, k = _min_frontier_neighbour(indptr, indices, v - offset, front, rows_sorted)
+        examined += k
+        parent[v] = best
+    return examined
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _rows_sorted(indptr, indices):
+    n = indptr.shape[0] - 1
+    bad = 0
+    for v in prange(n):
+        for j in range(indptr[v] + 1, indptr[v + 1]):
+            if indices[j - 1] > indices[j]:
+                bad += 1
+                break
+    return bad == 0
+
+
+# ------------------------------------------------------- sequential searches
+@njit(nogil=True, cache=True)
+def _seq_csr_levels(indptr, indices, parent, queue, head, tail, max_levels, lv_n, lv_e):
+    """Run up to max_levels levels of a queue BFS; queue[head:tail] is the
+    current frontier. Records frontier size / edges per level into lv_n/lv_e
+    (from index 0). Returns (new head, new tail, levels run)."""
+    done = 0
+    while head < tail and done < max_levels:
+        end = tail
+        ecount = 0
+        lv_n[done] = end - head
+        while head < end:
+            u = queue[head]
+            head += 1
+            s = indptr[u]
+            e = indptr[u + 1]
+            ecount += e - s
+            for j in range(s, e):
+                v = indices[j]
+                if parent[v] < 0:
+                    parent[v] = u
+                    queue[tail] = v
+                    tail += 1
+        lv_e[done] = ecount
+        done += 1
+    return head, tail, done
+
+
+@njit(nogil=True, cache=True)
+def _seq_list_levels(head_of, next_of, ends, parent, queue, head, tail, max_levels, lv_n, lv_e):
+    """Graph500 2.x seq-list: walk the linked half-edge list of each queued
+    vertex; half-edge k is tuple k >> 1 seen from endpoint k & 1."""
+    done = 0
+    while head < tail and done < max_levels:
+        end = tail
+        ecount = 0
+        lv_n[done] = end - head
+        while head < end:
+            u = queue[head]
+            head += 1
+            k = head_of[u]
+            while k >= 0:
+                v = ends[k >> 1, 1 - (k & 1)]
+                ecount += 1
+                if parent[v] < 0:
+                    parent[v] = u
+                    queue[tail] = v
+                    tail += 1
+                k = next_of[k]
+        lv_e[done] = ecount
+        done += 1
+    return head, tail, done
+
+
+@njit(nogil=True, cache=True)
+def _build_seq_list(ends, n):
+    """head/next over the tuples (Graph500 2.x seq-list make_graph_data_structure):
+    self-loops and out-of-range tuples are left out of the lists."""
+    m = ends.shape[0]
+    head_of = np.full(n, -1, np.int64)
+    next_of = np.full(2 * m, -1, np.int64)
+    for k in range(m):
+        i = ends[k, 0]
+        j = ends[k, 1]
+        if i < 0 or j < 0 or i >= n or j >= n or i == j:
+            continue
+        next_of[2 * k] = head_of[i]
+        head_of[i] = 2 * k
+        next_of[2 * k + 1] = head_of[j]
+        head_of[j] = 2 * k + 1
+    return head_of, next_of
+
+
+@njit(nogil=True, cache=True)
+def levels_from_parent(parent, root):
+    """BFS levels implied by a VALID parent array (-1 where unreached)."""
+    n = parent.shape[0]
+    lev = np.full(n, -1, np.int64)
+    lev[root] = 0
+    stack = np.empty(n, np.int64)
+    for v in range(n):
+        if parent[v] < 0 or lev[v] >= 0:
+            continue
+        sp = 0
+        x = v
+        while lev[x] < 0 and sp < n:
+            stack[sp] = x
+            sp += 1
+            x = parent[x]
+        d = lev[x]
+        while sp > 0:
+            sp -= 1
+            d += 1
+            lev[stack[sp]] = d
+    return lev
+
+
+# --------------------------------------------------------------- drivers
+
+def _level_record(level, direction, n_f, edges, t0, discovered):
+    return {"level": level, "direction": direction, "frontier": int(n_f),
+            "edges": int(edges), "discovered": int(discovered), "time": time.perf_counter() - t0}
+
+
+def _seq_driver(step, args, graph, root, stats):
+    n = graph.n_vertices
+    parent = _fill_parent(n)
+    parent[root] = root
+    queue = np.empty(n, np.int64)
+    queue[0] = root
+    lv_n = np.empty(max(n, 1), np.int64)
+    lv_e = np.empty(max(n, 1), np.int64)
+    if not stats:
+        step(*args, parent, queue, 0, 1, n + 1, lv_n, lv_e)
+        return parent, []
+    rec = []
+    head, tail, level = 0, 1, 0
+    while head < tail:
+        t0 = time.perf_counter()
+        old_tail = tail
+        head, tail, _ = step(*args, parent, queue, head, tail, 1, lv_n, lv_e)
+        rec.append(_level_record(level, TD, lv_n[0], lv_e[0], t0, tail - old_tail))
+        level += 1
+    return parent, rec
+
+
+@register("seq-csr")
+def seq_csr(graph, root, stats=False):
+    """Sequential queue BFS on the CSR."""
+    return _seq_driver(_seq_csr_levels, (graph.indptr, graph.indices), graph, root, stats)
+
+
+def seq_list_structure(graph):
+    """(head, next, ends): the seq-list linked lists over internal ids, built
+    once per graph (Kernel-1 data) and cached in ``graph.meta["_seq_list"]``."""
+    cached = graph.meta.get("_seq_list")
+    if cached is not None:
+        return cached
+    edges = graph.meta.get("edges")
+    if edges is not None:
+        ends = np.ascontiguousarray(np.asarray(edges), dtype=np.int64)
+        if graph.iperm is not None:
+            ends = np.asarray(graph.iperm, dtype=np.int64)[ends]
+    else:
+        rows = np.repeat(np.arange(graph.n_vertices, dtype=np.int64), np.diff(graph.indptr))
+        cols = np.asarray(graph.indices, dtype=np.int64)
+        keep = rows < cols
+        ends = np.ascontiguousarray(np.stack([rows[keep], cols[keep]], axis=1))
+    head_of, next_of = _build_seq_list(ends, graph.n_vertices)
+    graph.meta["_seq_list"] = (head_of, next_of, ends)
+    return graph.meta["_seq_list"]
+
+
+@register("seq-list")
+def seq_list(graph, root, stats=False):
+    """Graph500 2.x seq-list (linked lists over the edge list)."""
+    head_of, next_of, ends = seq_list_structure(graph)
+    return _seq_driver(_seq_list_levels, (head_of, next_of, ends), graph, root, stats)
+
+
+def _deg(indptr, v):
+    return int(indptr[v + 1] - indptr[v])
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _no_edge_bitmap(indptr):
+    """Bits of the vertices without edges, plus the padding bits."""
+    nloc = indptr.shape[0] - 1
+    nwords = (nloc + 63) >> 6
+    bm = np.empty(nwords, np.int64)
+    for w in prange(nwords):
+        x = np.int64(0)
+        for b in range(64):
+            v = (w << 6) + b
+            if v >= nloc or indptr[v + 1] == indptr[v]:
+                x |= np.int64(1) << b
+        bm[w] = x
+    return bm
+
+
+def start_visited(graph, root):
+    """The visited bitmap a search starts from: the root, the vertices that
+    have no edges (never reachable, so bottom-up never looks at them) and the
+    padding bits. The no-edge bitmap is Kernel-1 data, computed once per
+    graph and cached in ``graph.meta["_no_edge_bitmap"]``."""
+    bm = graph.meta.get("_no_edge_bitmap")
+    if bm is None:
+        bm = graph.meta["_no_edge_bitmap"] = _no_edge_bitmap(graph.indptr)
+    visited = bm.copy()
+    visited[root >> 6] |= np.int64(1) << (root & 63)
+    return visited
+
+
+@register("td")
+def top_down(graph, root, stats=False):
+    """Parallel top-down BFS: td_step per level."""
+    indptr, indices = graph.indptr, graph.indices
+    parent = _fill_parent(graph.n_vertices)
+    parent[root] = root
+    visited = start_visited(graph, root)
+    queue = np.array([root], dtype=np.int64)
+    rec = []
+    level = 0
+    while queue.shape[0]:
+        t0 = time.perf_counter()
+        n_f = queue.shape[0]
+        queue, examined = td_step(indptr, indices, 0, queue, parent, visited)
+        mark_queue(queue, 0, visited)
+        if stats:
+            rec.append(_level_record(level, TD, n_f, examined, t0, queue.shape[0]))
+        level += 1
+    return parent, rec
+
+
+@register("bu")
+def bottom_up(graph, root, stats=False):
+    """Parallel bottom-up BFS: bu_step per level (frontier bitmap)."""
+    indptr, indices, n = graph.indptr, graph.indices, graph.n_vertices
+    parent = _fill_parent(n)
+    parent[root] = root
+    front = _new_bitmap(n, False)
+    nxt = _new_bitmap(n, False)
+    visited = start_visited(graph, root)
+    front[root >> 6] |= np.int64(1) << (root & 63)
+    rec = []
+    n_f, level = 1, 0
+    while n_f:
+        t0 = time.perf_counter()
+        awake, examined, _ = bu_step(indptr, indices, 0, front, parent, visited, nxt)
+        if stats:
+            rec.append(_level_record(level, BU, n_f, examined, t0, awake))
+        front, nxt = nxt, front
+        n_f = awake
+        level += 1
+    return parent, rec
+
+
+def _hybrid(graph, root, stats, pol, semiring):
+    """Direction-optimizing loop shared by ``do`` (any parent) and ``spmv``
+    (min-id parent). The frontier lives in one representation at a time:
+    a queue for top-down/push, a bitmap for bottom-up/pull."""
+    indptr, indices, n = graph.indptr, graph.indices, graph.n_vertices
+    rows_sorted = False
+    if semiring:
+        rows_sorted = graph.meta.get("_rows_sorted")
+        if rows_sorted is None:
+            rows_sorted = bool(_rows_sorted(indptr, indices))
+            graph.meta["_rows_sorted"] = rows_sorted
+    parent = _fill_parent(n)
+    parent[root] = root
+    front = _new_bitmap(n, False)
+    nxt = _new_bitmap(n, False)
+    visited = start_visited(graph, root)  # exact at every level boundary
+    queue = np.array([root], dtype=np.int64)
+    have_queue = True  # else the frontier is in `front`
+    n_f = 1
+    m_f = _deg(indptr, root)
+    m_u = int(indptr[-1]) - m_f
+    pol.start(n)
+    rec = []
+    level = 0
+    while n_f:
+        t0 = time.perf_counter()
+        d = pol.next(n_f, m_f, m_u)
+        if d == TD:
+            if not have_queue:
+                queue = bitmap_to_queue(front, 0)
+                have_queue = True
+            if semiring:
+                queue_to_bitmap(queue, 0, front)
+            new_q, examined = td_step(indptr, indices, 0, queue, parent, visited)
+            mark_queue(new_q, 0, visited)
+            if semiring:
+                examined += min_parent_fixup(indptr, 0, indices, new_q, front, parent, rows_sorted)
+            queue = new_q
+            new_n = queue.shape[0]
+            new_m = frontier_edges(indptr, 0, queue) if new_n else 0
+        else:
+            if have_queue:
+                queue_to_bitmap(queue, 0, front)
+                have_queue = False
+            if semiring:
+                new_n, examined, new_m = spmv_pull_step(indptr, indices, 0, front, parent, visited,
+                                                        nxt, rows_sorted)
+            else:
+                new_n, examined, new_m = bu_step(indptr, indices, 0, front, parent, visited, nxt)
+            front, nxt = nxt, front
+        if stats:
+            rec.append(_level_record(level, d, n_f, examined, t0, new_n))
+        n_f, m_f = new_n, new_m
+        m_u -= new_m
+        level += 1
+    return parent, rec
+
+
+@register("do")
+def direction_optimizing(graph, root, stats=False, policy="beamer", alpha=None, beta=None,
+                         unexplored="gap"):
+    """Direction-optimizing BFS; see :mod:`dbfs.bfs.policy` for the rules
+    (alpha/beta None: the policy's defaults; unexplored: beamer only)."""
+    return _hybrid(graph, root, stats, _policy(policy, alpha, beta, unexplored), semiring=False)
+
+
+@register("spmv")
+def spmv(graph, root, stats=False, policy="beamer", alpha=None, beta=None, unexplored="gap"):
+    """Linear-algebra BFS over (min, select-index); deterministic parents;
+    push/pull chosen per level by the same policies as ``do``."""
+    return _hybrid(graph, root, stats, _policy(policy, alpha, beta, unexplored), semiring=True)
+
+
+def _policy(policy, alpha, beta, unexplored):
+    if policy == "beamer":
+        return make_policy(policy, alpha, beta, unexplored=unexplored)
+    return make_policy(policy, alpha, beta)
+
+
+def num_threads() -> int:
+    return numba.get_num_threads()

@@ -1,0 +1,236 @@
+"""The Graph500 pipeline: generate -> Kernel 1 -> load -> roots -> Kernel 2 + validate -> stats.
+
+``run_graph500(cfg)`` wires the stages (each reused when stored) and returns a
+:class:`RunResult`; the CLI prints it. Timing rules (GRAPH500.md section 7):
+generation and loading are not timed as Kernel 1; ``construction_time`` is
+the stored Kernel 1 variant's end-to-end build time (edges in zarr to CSR in
+zarr); one untimed warm-up search runs first; each search is timed alone
+around the backend call (per-search setup inside the timer, the parent array
+written when the clock stops) and validated afterwards, untimed, against
+the stored INPUT edge list.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dbfs.errors import DbfsError
+
+
+def say(msg: str, quiet: bool = False) -> None:
+    if not quiet:
+        print(f"dbfs: {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class RunConfig:
+    algorithm: str = "do"
+    backend: str = "cpu"
+    n_roots: int = 64
+    validate: bool = True
+    partitions: int = 1
+    partitioning: str = "block"
+    relabel: str = "none"
+    dedupe: bool = True
+    opts: dict = field(default_factory=dict)
+    quiet: bool = False
+
+
+@dataclass
+class RunResult:
+    spec: dict
+    dataset: str
+    scale: int
+    edgefactor: int
+    n_vertices: int
+    n_edges: int
+    config: dict
+    generation_time: float
+    construction_time: float
+    load_time: float
+    roots: list
+    times: list
+    nedges: list
+    validate_times: list
+    valid: list
+    failures: list
+    levels: list  # per root: list of per-level dicts
+    validated: bool
+    num_processes: int = 1
+
+    @property
+    def ok(self) -> bool:
+        return all(self.valid) if self.validated else True
+
+
+def ensure_dataset(spec_or_name, root, client=None, quiet=False):
+    """A complete dataset for a GraphSpec (generated if needed) or a stored name."""
+    from dbfs import store
+    from dbfs.spec import GraphSpec
+
+    if isinstance(spec_or_name, GraphSpec):
+        ds, _ = store.generate(spec_or_name, root, client=client, quiet=quiet)
+        return ds
+    return store.open_dataset(spec_or_name, root)
+
+
+def ensure_csr(ds, cfg: RunConfig, client=None) -> tuple[str, dict]:
+    """(variant name, its attributes), building the CSR variant if not stored."""
+    from dbfs import kernel1
+
+    attrs = kernel1.build_partitioned(ds.path, P=cfg.partitions, partitioning=cfg.partitioning,
+                                      dedupe=cfg.dedupe, relabel=cfg.relabel, client=client,
+                                      progress=not cfg.quiet)
+    variant = kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
+    return variant, attrs
+
+
+def load_graph(ds, variant: str):
+    """Load a stored single-process CSR; returns (CSRGraph, load_time seconds)."""
+    from dbfs import kernel1
+
+    t0 = time.perf_counter()
+    g = kernel1.load_csr(ds.path, variant)
+    return g, time.perf_counter() - t0
+
+
+def edges_for_validation(ds, budget_bytes: int | None = None):
+    """The stored edge list in memory when it fits the budget, else the zarr array
+    (validation then streams it in chunks)."""
+    arr = ds.edges()
+    nbytes = ds.n_edges * 2 * np.dtype(arr.dtype).itemsize
+    if budget_bytes is None:
+        try:
+            import os
+
+            budget_bytes = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+        except (ValueError, OSError):
+            budget_bytes = 1 << 30
+    return arr[:] if nbytes <= budget_bytes else arr
+
+
+def pick_roots(ds, edges, n: int) -> np.ndarray:
+    from dbfs.roots import graph500_roots
+
+    spec = ds.attrs["spec"]
+    return graph500_roots(edges, ds.scale, spec.get("seed1", 2), spec.get("seed2", 3), n=n,
+                          n_vertices=ds.n_vertices)
+
+
+def check_root(graph, root: int) -> None:
+    """Raise DbfsError for a root that is out of range or has no neighbour."""
+    n = graph.n_vertices
+    if not 0 <= root < n:
+        raise DbfsError(f"root {root} is out of range for a graph of {n:,} vertices: pass 0 <= --root < {n}")
+    r = graph.to_internal(root)
+    if graph.indptr[r + 1] == graph.indptr[r]:
+        raise DbfsError(f"root {root} is isolated (no non-self-loop edge): pick a vertex with neighbours, "
+                        f"e.g. one of the Graph500 roots (`dbfs run`)")
+
+
+def search(graph, root: int, cfg: RunConfig):
+    """One timed search; returns (BFSResult, seconds)."""
+    from dbfs.bfs import bfs
+
+    t0 = time.perf_counter()
+    res = bfs(graph, root, algorithm=cfg.algorithm, backend=cfg.backend, stats=True, **cfg.opts)
+    return res, time.perf_counter() - t0
+
+
+def run_graph500(spec_or_name, root_dir=None, cfg: RunConfig | None = None, client=None) -> RunResult:
+    from dbfs.bfs import get_algorithm
+    from dbfs.validate import validate
+
+    cfg = cfg or RunConfig()
+    if cfg.n_roots < 1:
+        raise DbfsError(f"--roots {cfg.n_roots} is invalid: use at least 1 search key (Graph500 uses 64)")
+    get_algorithm(cfg.algorithm, cfg.backend)  # unknown algorithm/backend fails before any work
+    ds = ensure_dataset(spec_or_name, root_dir, client, cfg.quiet)
+    variant, k1 = ensure_csr(ds, cfg, client)
+    graph, load_time = load_graph(ds, variant)
+    say(f"loaded CSR {variant} of {ds.name} in {load_time:.3f} s", cfg.quiet)
+    edges = edges_for_validation(ds)
+    roots = pick_roots(ds, edges, cfg.n_roots)
+    if len(roots) == 0:
+        raise DbfsError(f"dataset {ds.name} has no vertex with a non-self-loop edge: nothing to search")
+
+    search(graph, int(roots[0]), cfg)  # untimed warm-up (JIT, caches), as the reference does
+    times, nedges, vtimes, valid, failures, levels = [], [], [], [], [], []
+    for i, r in enumerate(roots.tolist()):
+        res, t = search(graph, r, cfg)
+        times.append(t)
+        levels.append(res.level_stats or [])
+        if cfg.validate:
+            t0 = time.perf_counter()
+            v = validate(edges, r, res.parent, n_vertices=ds.n_vertices)
+            vtimes.append(time.perf_counter() - t0)
+            valid.append(bool(v.ok))
+            nedges.append(int(v.nedge))
+            if not v.ok:
+                failures.append({"root": r, "summary": v.summary(), "rules": v.rules_failed})
+        else:
+            # TEPS still needs nedge: count it with the validator's edge rule only
+            nedges.append(_nedge_only(edges, res.parent, ds.n_vertices))
+        say(f"search {i + 1}/{len(roots)} root {r}: {t * 1e3:.2f} ms, "
+            f"{nedges[-1] / t / 1e9:.3f} GTEPS" + ("" if not cfg.validate else (" valid" if valid[-1] else " INVALID")),
+            cfg.quiet)
+    spec = ds.attrs["spec"]
+    return RunResult(spec=spec, dataset=ds.name, scale=ds.scale, edgefactor=int(spec.get("edgefactor") or 0),
+                     n_vertices=ds.n_vertices, n_edges=ds.n_edges,
+                     config={"algorithm": cfg.algorithm, "backend": cfg.backend, "variant": variant,
+                             "opts": cfg.opts, "partitions": cfg.partitions},
+                     generation_time=float(ds.attrs.get("generation_time", 0.0)),
+                     construction_time=float(k1["construction_time"]), load_time=load_time,
+                     roots=roots.tolist(), times=times, nedges=nedges, validate_times=vtimes, valid=valid,
+                     failures=failures, levels=levels, validated=cfg.validate, num_processes=cfg.partitions)
+
+
+def _nedge_only(edges, parent, n):
+    """Graph500 3.0.1 nedge (non-self-loop tuples with both ends reached), for
+    --no-validate runs, streamed over the edge list."""
+    from dbfs.arrays import iter_rows
+
+    reached = np.asarray(parent) >= 0
+    total = 0
+    for _, block in iter_rows(edges):
+        u, v = block[:, 0], block[:, 1]
+        total += int(np.count_nonzero((u != v) & reached[u] & reached[v]))
+    return total
+
+
+def run_fields(res: RunResult) -> list:
+    """The Graph500 output fields of a run (stats.graph500_fields) plus dbfs extras.
+
+    Without validation the ``*_validate`` keys are left out and
+    ``validation: unvalidated`` is appended, so the output cannot pass for a
+    validated run.
+    """
+    from dbfs.stats import graph500_fields, teps_stats
+
+    te = teps_stats(res.times, res.nedges)
+    extra = [("bfs  mean_TEPS", te["mean"]), ("load_time", res.load_time),
+             ("algorithm", res.config["algorithm"]), ("backend", res.config["backend"])]
+    fields = graph500_fields(res.scale, res.edgefactor, len(res.roots), res.generation_time, res.num_processes,
+                             res.construction_time, res.times, res.nedges,
+                             res.validate_times if res.validated else [0.0], extra=None)
+    if not res.validated:
+        fields = [f for f in fields if not f[0].endswith("_validate")]
+        extra.append(("validation", "unvalidated"))
+    return fields + [(k, v, "s" if isinstance(v, str) else "g") for k, v in extra]
+
+
+def per_level_comparison(res: RunResult, root_dir, cfg: RunConfig) -> dict:
+    """Per-level records of td, bu and the run's algorithm on the run's first root (untimed)."""
+    from dbfs.bfs import bfs
+    from dbfs.store import open_dataset
+
+    ds = open_dataset(res.dataset, root_dir)
+    graph, _ = load_graph(ds, res.config["variant"])
+    out = {}
+    for alg in dict.fromkeys(["td", "bu", cfg.algorithm]):
+        backend = cfg.backend
+        out[f"{alg} ({backend})"] = bfs(graph, res.roots[0], algorithm=alg, backend=backend, stats=True).level_stats
+    return out

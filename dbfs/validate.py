@@ -1,0 +1,326 @@
+"""Graph500 validation of one BFS result against the INPUT edge list.
+
+``validate(edges, root, parent, n_vertices=None, chunk_edges=2**22)
+-> ValidationResult(ok, nedge, failures, levels)``
+
+Independent of what it checks: it imports nothing from :mod:`dbfs.bfs` and
+never looks at a CSR; it reads the Graph500 edge list (int (M, 2), self-loops
+and duplicates allowed) in row chunks of ``chunk_edges`` tuples, so ``edges``
+may be a NumPy array or anything sliceable by rows (a zarr or Dask array).
+
+Encodings: ``parent`` is int, one entry per vertex, ``parent[root] == root``,
+-1 for unreached. ``n_vertices`` defaults to ``len(parent)``.
+``levels`` (int64, -1 unreached) is derived by following parent pointers;
+vertices whose chain is broken get -2 and are left out of the edge rules
+(they are already reported).
+
+Rules (Graph500 spec section 8, 3.0.1 ``validate.c``), one function each, in
+this order; if an earlier rule makes later ones meaningless (bad ids, bad
+root) validation stops there:
+
+- ``length``: ``len(parent) == n_vertices``.
+- ``range``: every parent is -1 or a vertex id in ``[0, n)``.
+- ``root``: ``0 <= root < n`` and ``parent[root] == root``.
+- ``cycle``: following parents from a reached vertex reaches the root (no
+  cycle, no self-parent other than the root).
+- ``parent-unreached``: a reached vertex's parent is itself reached.
+- ``edge-range``: every input endpoint is in ``[0, n)``.
+- ``edge-span``: no input edge joins a reached and an unreached vertex, so
+  the tree spans the root's whole component (rule 4, second half).
+- ``level-diff``: the endpoints of every input edge differ in level by at
+  most one (rule 4), which also makes tree edges differ by exactly one
+  (rule 3: a tree edge differs by one by construction of the levels).
+- ``tree-edge``: every reached vertex but the root has its parent edge
+  ``{v, parent[v]}`` among the input tuples (rules 2 and 5).
+
+``nedge`` (3.0.1 rule, for TEPS): the number of input tuples that are not
+self-loops and have both endpoints reached; duplicates count once per tuple.
+
+Per-chunk passes are Numba kernels that only count; a failing chunk is
+re-scanned serially to collect up to ``max_examples`` offending vertices.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit, prange
+
+__all__ = ["Failure", "ValidationResult", "validate", "RULES"]
+
+RULES = ("length", "range", "root", "cycle", "parent-unreached", "edge-range", "edge-span",
+         "level-diff", "tree-edge")
+
+DEFAULT_CHUNK_EDGES = 1 << 22
+MAX_EXAMPLES = 16
+
+
+@dataclass
+class Failure:
+    rule: str
+    message: str
+    vertices: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    count: int = 0
+
+
+@dataclass
+class ValidationResult:
+    ok: bool
+    nedge: int
+    failures: list = field(default_factory=list)
+    levels: np.ndarray | None = None
+
+    @property
+    def rules_failed(self) -> list:
+        return [f.rule for f in self.failures]
+
+    def summary(self) -> str:
+        if self.ok:
+            return f"valid (nedge {self.nedge})"
+        return "; ".join(f"{f.rule}: {f.message}" for f in self.failures)
+
+
+def _fail(rule, message, vertices, count=None):
+    v = np.asarray(vertices, dtype=np.int64).ravel()
+    return Failure(rule, message, v[:MAX_EXAMPLES], int(v.size if count is None else count))
+
+
+# ------------------------------------------------------------ vertex rules
+def check_length(parent, n):
+    if parent.shape[0] != n:
+        return _fail("length", f"parent has {parent.shape[0]} entries, graph has {n} vertices", [], 1)
+    return None
+
+
+def check_range(parent, n):
+    bad = np.flatnonzero((parent < -1) | (parent >= n))
+    if bad.size:
+        return _fail("range", f"{bad.size} parent value(s) are neither -1 nor a vertex id in [0, {n})", bad)
+    return None
+
+
+def check_root(parent, root, n):
+    if not 0 <= root < n:
+        return _fail("root", f"root {root} is not a vertex id in [0, {n})", [], 1)
+    if parent[root] != root:
+        return _fail("root", f"parent[root] is {int(parent[root])}, not the root {root}", [root])
+    return None
+
+
+@njit(nogil=True, cache=True)
+def _levels_from_chains(parent, root):
+    """Levels by following parent pointers, with status per vertex:
+    0 ok / unreached, 1 on a cycle, 2 parent unreached, 3 descends from 1 or 2."""
+    n = parent.shape[0]
+    UNSET = -3
+    ONSTACK = -4
+    lev = np.full(n, UNSET, np.int64)
+    status = np.zeros(n, np.int8)
+    for v in range(n):
+        if parent[v] < 0:
+            lev[v] = -1
+    lev[root] = 0
+    stack = np.empty(n, np.int64)
+    for v in range(n):
+        if lev[v] != UNSET:
+            continue
+        sp = 0
+        x = v
+        while lev[x] == UNSET:
+            lev[x] = ONSTACK
+            stack[sp] = x
+            sp += 1
+            x = parent[x]
+        top = lev[x]
+        if top >= 0:
+            d = top
+            while sp > 0:
+                sp -= 1
+                d += 1
+                lev[stack[sp]] = d
+            continue
+        # broken chain: stack[sp-1] is the vertex whose parent x is bad
+        if top == ONSTACK:
+            # x is on the current stack: the cycle is stack[k:] from x's slot
+            k = sp - 1
+            while stack[k] != x:
+                k -= 1
+            for i in range(k, sp):
+                status[stack[i]] = 1
+            for i in range(sp):
+                lev[stack[i]] = -2
+                if status[stack[i]] == 0:
+                    status[stack[i]] = 3
+        else:
+            # x unreached (-1) or already broken (-2)
+            last = stack[sp - 1]
+            status[last] = 2 if top == -1 else 3
+            for i in range(sp):
+                lev[stack[i]] = -2
+                if status[stack[i]] == 0:
+                    status[stack[i]] = 3
+    return lev, status
+
+
+def check_chains(status):
+    out = []
+    cyc = np.flatnonzero(status == 1)
+    if cyc.size:
+        out.append(_fail("cycle", f"{cyc.size} vertex(es) lie on a parent cycle that misses the root", cyc))
+    pun = np.flatnonzero(status == 2)
+    if pun.size:
+        out.append(_fail("parent-unreached",
+                         f"{pun.size} reached vertex(es) have an unreached parent (-1)", pun))
+    return out
+
+
+# -------------------------------------------------------------- edge rules
+@njit(parallel=True, nogil=True, cache=True)
+def _edge_pass(chunk, parent, lev, has_edge):
+    """Count per-rule violations over one chunk; mark tree edges; count nedge.
+
+    Returns (nedge, n_edge_range, n_edge_span, n_level_diff)."""
+    m = chunk.shape[0]
+    n = parent.shape[0]
+    nedge = 0
+    n_range = 0
+    n_span = 0
+    n_diff = 0
+    for k in prange(m):
+        u = chunk[k, 0]
+        v = chunk[k, 1]
+        if u < 0 or v < 0 or u >= n or v >= n:
+            n_range += 1
+            continue
+        lu = lev[u]
+        lv = lev[v]
+        if lu == -2 or lv == -2:
+            continue
+        if lu >= 0 and lv >= 0:
+            if u != v:
+                nedge += 1
+            d = lu - lv
+            if d > 1 or d < -1:
+                n_diff += 1
+            if u != v:
+                if parent[v] == u:
+                    has_edge[v] = 1
+                if parent[u] == v:
+                    has_edge[u] = 1
+        elif lu >= 0 or lv >= 0:
+            n_span += 1
+    return nedge, n_range, n_span, n_diff
+
+
+@njit(nogil=True, cache=True)
+def _edge_examples(chunk, lev, kind, out, nout):
+    """Collect offending endpoints of one rule (kind 0 range, 1 span, 2 level)."""
+    n = lev.shape[0]
+    for k in range(chunk.shape[0]):
+        if nout >= out.shape[0] - 1:
+            break
+        u = chunk[k, 0]
+        v = chunk[k, 1]
+        bad_range = u < 0 or v < 0 or u >= n or v >= n
+        if kind == 0:
+            if bad_range:
+                out[nout] = u
+                out[nout + 1] = v
+                nout += 2
+            continue
+        if bad_range:
+            continue
+        lu = lev[u]
+        lv = lev[v]
+        if lu == -2 or lv == -2:
+            continue
+        if kind == 1 and (lu >= 0) != (lv >= 0):
+            out[nout] = u
+            out[nout + 1] = v
+            nout += 2
+        elif kind == 2 and lu >= 0 and lv >= 0 and (lu - lv > 1 or lv - lu > 1):
+            out[nout] = u
+            out[nout + 1] = v
+            nout += 2
+    return nout
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _missing_tree_edges(lev, has_edge, root):
+    n = lev.shape[0]
+    cnt = 0
+    for v in prange(n):
+        if lev[v] > 0 and has_edge[v] == 0 and v != root:
+            cnt += 1
+    return cnt
+
+
+_EDGE_RULES = (
+    ("edge-range", "input tuple(s) have an endpoint outside [0, {n})"),
+    ("edge-span", "input edge(s) join a reached and an unreached vertex (the tree misses part of the root's component)"),
+    ("level-diff", "input edge(s) join vertices whose levels differ by more than one"),
+)
+
+
+def check_edges(edges, parent, lev, n, chunk_edges):
+    """Stream the edge list once: edge-range, edge-span, level-diff, nedge,
+    and the tree-edge marks. Returns (nedge, failures, has_edge)."""
+    m = int(edges.shape[0])
+    has_edge = np.zeros(n, np.uint8)
+    totals = [0, 0, 0]
+    examples = [np.empty(2 * MAX_EXAMPLES + 2, np.int64) for _ in range(3)]
+    nex = [0, 0, 0]
+    nedge = 0
+    step = max(1, int(chunk_edges))
+    for s in range(0, m, step):
+        chunk = np.ascontiguousarray(np.asarray(edges[s:min(s + step, m)]), dtype=np.int64)
+        if chunk.ndim != 2 or chunk.shape[1] != 2:
+            raise ValueError(f"edges must have shape (M, 2); got a chunk of shape {chunk.shape}")
+        ne, *counts = _edge_pass(chunk, parent, lev, has_edge)
+        nedge += int(ne)
+        for kind, c in enumerate(counts):
+            if c:
+                totals[kind] += int(c)
+                nex[kind] = _edge_examples(chunk, lev, kind, examples[kind], nex[kind])
+    failures = []
+    for kind, (rule, text) in enumerate(_EDGE_RULES):
+        if totals[kind]:
+            failures.append(_fail(rule, f"{totals[kind]} " + text.format(n=n),
+                                  examples[kind][:nex[kind]], totals[kind]))
+    return nedge, failures, has_edge
+
+
+def check_tree_edges(lev, has_edge, root):
+    cnt = int(_missing_tree_edges(lev, has_edge, root))
+    if cnt:
+        bad = np.flatnonzero((lev > 0) & (has_edge == 0))
+        return _fail("tree-edge",
+                     f"{cnt} reached vertex(es) have a parent that is not an input neighbour", bad, cnt)
+    return None
+
+
+# ----------------------------------------------------------------- driver
+def validate(edges, root, parent, n_vertices=None, chunk_edges=DEFAULT_CHUNK_EDGES) -> ValidationResult:
+    """Check one search (see the module docstring for the rules)."""
+    parent = np.ascontiguousarray(np.asarray(parent), dtype=np.int64)
+    n = int(n_vertices) if n_vertices is not None else parent.shape[0]
+    root = int(root)
+    failures = []
+    for f in (check_length(parent, n),):
+        if f:
+            return ValidationResult(False, 0, [f])
+    f = check_range(parent, n)
+    if f:
+        return ValidationResult(False, 0, [f])
+    f = check_root(parent, root, n)
+    if f:
+        return ValidationResult(False, 0, [f])
+    lev, status = _levels_from_chains(parent, root)
+    failures += check_chains(status)
+    nedge, edge_failures, has_edge = check_edges(edges, parent, lev, n, chunk_edges)
+    failures += edge_failures
+    f = check_tree_edges(lev, has_edge, root)
+    if f:
+        failures.append(f)
+    failures.sort(key=lambda x: RULES.index(x.rule))
+    return ValidationResult(not failures, int(nedge), failures, lev)

@@ -1,0 +1,380 @@
+"""CPU BFS kernels: every algorithm against the NumPy oracle and the validator.
+
+Invariants checked (never identical parent arrays, except spmv's min rule):
+the parent array validates against the input edge list, its nedge equals the
+reference's ``nedge_v3``, and the levels it implies equal the oracle's.
+"""
+import numpy as np
+import pytest
+
+from dbfs.bfs import ALGORITHMS, BFSResult, bfs, get_algorithm
+from dbfs.bfs import cpu
+from dbfs.bfs.policy import BeamerPolicy, ChangeStatePolicy, make_policy
+from dbfs.bfs.reference import Oracle, bfs_levels, min_parents
+from dbfs.errors import DbfsError
+from dbfs.graph import CSRGraph
+from dbfs.validate import validate
+
+try:  # Kernel 1, when it exists
+    from dbfs.kernel1 import build_csr as _kernel1_build_csr
+except ImportError:  # pragma: no cover - depends on what is merged
+    _kernel1_build_csr = None
+
+
+def _numpy_csr(edges, n, dedupe=True, index_dtype=np.int32):
+    """Tiny Kernel 1: symmetrise, drop self-loops, dedupe, sort rows."""
+    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    e = e[e[:, 0] != e[:, 1]]
+    src = np.concatenate([e[:, 0], e[:, 1]])
+    dst = np.concatenate([e[:, 1], e[:, 0]])
+    order = np.lexsort((dst, src))
+    src, dst = src[order], dst[order]
+    if dedupe and src.size:
+        keep = np.ones(src.size, bool)
+        keep[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
+        src, dst = src[keep], dst[keep]
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+    return CSRGraph(indptr, dst.astype(index_dtype), n)
+
+
+def make_graph(edges, n=None, dedupe=True):
+    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    n = int(n) if n is not None else int(e.max()) + 1
+    if _kernel1_build_csr is not None:
+        return _kernel1_build_csr(e, n_vertices=n, dedupe=dedupe)
+    return _numpy_csr(e, n, dedupe=dedupe)
+
+
+def relabel(g, seed=0):
+    """The same graph under a random vertex permutation (perm[new] = old)."""
+    n = g.n_vertices
+    perm = np.random.default_rng(seed).permutation(n).astype(np.int64)
+    iperm = np.empty(n, np.int64)
+    iperm[perm] = np.arange(n)
+    deg = np.diff(g.indptr)[perm]
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(deg, out=indptr[1:])
+    indices = np.empty(g.nnz, g.indices.dtype)
+    for new in range(n):
+        old = perm[new]
+        row = iperm[g.indices[g.indptr[old]:g.indptr[old + 1]]]
+        indices[indptr[new]:indptr[new + 1]] = np.sort(row)
+    return CSRGraph(indptr, indices, n, perm=perm, iperm=iperm)
+
+
+VARIANTS = [
+    ("seq-list", {}),
+    ("seq-csr", {}),
+    ("td", {}),
+    ("bu", {}),
+    ("do", {}),
+    ("do", {"policy": "change_state"}),
+    ("do", {"unexplored": "exact"}),
+    ("spmv", {}),
+]
+IDS = [a + "".join(f"-{v}" for v in o.values()) for a, o in VARIANTS]
+
+
+def test_registry_lists_every_cpu_algorithm():
+    assert set(ALGORITHMS["cpu"]) >= {"seq-list", "seq-csr", "td", "bu", "do", "spmv"}
+    for name in ALGORITHMS["cpu"]:
+        assert callable(get_algorithm(name, "cpu"))
+
+
+def check_search(edges, n, g, root, algorithm, opts, nedge=None, oracle=None):
+    res = bfs(g, root, algorithm, levels=True, **opts)
+    assert isinstance(res, BFSResult)
+    assert res.parent.dtype == np.int64 and res.parent.shape == (n,)
+    assert res.parent[root] == root
+    v = validate(edges, root, res.parent, n_vertices=n)
+    assert v.ok, f"{algorithm} {opts} root {root}: {v.summary()}"
+    lev = bfs_levels(edges, root, n) if oracle is None else oracle
+    np.testing.assert_array_equal(res.levels, lev)
+    np.testing.assert_array_equal(v.levels, lev)
+    if nedge is not None:
+        assert v.nedge == nedge
+    if algorithm == "spmv":
+        np.testing.assert_array_equal(res.parent, min_parents(edges, lev, root))
+    return v
+
+
+# ------------------------------------------------------------ golden graphs
+@pytest.fixture(scope="module")
+def g10(golden10):
+    return make_graph(golden10["edges"], 1 << 10)
+
+
+@pytest.fixture(scope="module")
+def oracle10(golden10):
+    oracle = Oracle(golden10["edges"], 1 << 10)
+    return {r: oracle.levels(r) for r in golden10["roots"]}
+
+
+@pytest.fixture(scope="module")
+def s16(golden16):
+    try:
+        from dbfs.generate.graph500 import kronecker_edges
+    except ImportError as exc:
+        pytest.skip(f"SCALE 16 needs dbfs.generate.graph500.kronecker_edges: {exc}")
+    edges = kronecker_edges(16, 16, 2, 3)
+    assert edges.shape == (golden16["n_edges"], 2)
+    np.testing.assert_array_equal(edges[:len(golden16["first_edges"])], golden16["first_edges"])
+    g = make_graph(edges, 1 << 16)
+    o = Oracle(edges, 1 << 16)
+    oracle = {r: o.levels(r) for r in golden16["roots"]}
+    return edges, g, oracle
+
+
+@pytest.mark.parametrize("algorithm,opts", VARIANTS, ids=IDS)
+def test_golden_scale10_all_roots(golden10, g10, oracle10, algorithm, opts):
+    assert len(golden10["roots"]) == 64
+    for root, nedge in zip(golden10["roots"], golden10["nedge_v3"]):
+        check_search(golden10["edges"], 1 << 10, g10, root, algorithm, opts, nedge, oracle10[root])
+
+
+@pytest.mark.parametrize("algorithm,opts", VARIANTS, ids=IDS)
+def test_golden_scale16_all_roots(golden16, s16, algorithm, opts):
+    edges, g, oracle = s16
+    assert len(golden16["roots"]) == 64
+    for root, nedge in zip(golden16["roots"], golden16["nedge_v3"]):
+        check_search(edges, 1 << 16, g, root, algorithm, opts, nedge, oracle[root])
+
+
+@pytest.mark.parametrize("algorithm,opts", VARIANTS, ids=IDS)
+def test_relabelled_graph_returns_original_ids(golden10, g10, oracle10, algorithm, opts):
+    gr = relabel(g10, seed=7)
+    for root, nedge in list(zip(golden10["roots"], golden10["nedge_v3"]))[:8]:
+        res = bfs(gr, root, algorithm, levels=True, **opts)
+        v = validate(golden10["edges"], root, res.parent)
+        assert v.ok, v.summary()
+        assert v.nedge == nedge
+        np.testing.assert_array_equal(res.levels, oracle10[root])
+
+
+@pytest.mark.parametrize("algorithm,opts", VARIANTS, ids=IDS)
+def test_multigraph_and_int64_indices(golden10, oracle10, algorithm, opts):
+    edges = golden10["edges"]
+    g = _numpy_csr(edges, 1 << 10, dedupe=False, index_dtype=np.int64)
+    assert g.nnz > make_graph(edges, 1 << 10).nnz  # duplicates really kept
+    for root, nedge in list(zip(golden10["roots"], golden10["nedge_v3"]))[:8]:
+        check_search(edges, 1 << 10, g, root, algorithm, opts, nedge, oracle10[root])
+
+
+def test_seq_list_uses_the_input_edge_list(golden10, oracle10):
+    g = make_graph(golden10["edges"], 1 << 10)
+    g.meta["edges"] = golden10["edges"]
+    head, nxt, ends = cpu.seq_list_structure(g)
+    assert ends.shape == golden10["edges"].shape  # lists over the tuples, not the CSR
+    root = golden10["roots"][0]
+    check_search(golden10["edges"], 1 << 10, g, root, "seq-list", {}, golden10["nedge_v3"][0], oracle10[root])
+
+
+# -------------------------------------------------------- hand-made graphs
+def _grid(rows, cols):
+    idx = np.arange(rows * cols).reshape(rows, cols)
+    right = np.stack([idx[:, :-1].ravel(), idx[:, 1:].ravel()], 1)
+    down = np.stack([idx[:-1, :].ravel(), idx[1:, :].ravel()], 1)
+    return np.concatenate([right, down])
+
+
+HAND = {
+    # name: (edges, n, root, nedge)
+    "path": (np.array([[i, i + 1] for i in range(9)]), 10, 0, 9),
+    "path-middle-root": (np.array([[i + 1, i] for i in range(9)]), 10, 5, 9),
+    "star": (np.array([[0, i] for i in range(1, 50)]), 50, 0, 49),
+    "star-leaf-root": (np.array([[i, 0] for i in range(1, 50)]), 50, 17, 49),
+    "cycle": (np.array([[i, (i + 1) % 11] for i in range(11)]), 11, 3, 11),
+    "two-components": (np.array([[0, 1], [1, 2], [2, 0], [3, 4], [4, 5]]), 6, 4, 2),
+    "root-in-pair": (np.array([[0, 1], [2, 3], [3, 4], [4, 2], [5, 6]]), 7, 1, 1),
+    "self-loop-vertices": (np.array([[0, 1], [1, 2], [3, 3], [4, 4], [2, 2], [0, 0]]), 5, 1, 2),
+    "duplicates": (np.array([[0, 1], [1, 0], [0, 1], [1, 2], [2, 1], [2, 3], [3, 0]]), 4, 0, 7),
+    "grid-7x9": (_grid(7, 9), 63, 31, 2 * 7 * 9 - 7 - 9),
+    "grid-1x200": (_grid(1, 200), 200, 199, 199),
+    "single-edge-isolated": (np.array([[0, 1]]), 70, 0, 1),
+    "wide": (np.array([[0, i] for i in range(1, 3000)] + [[i, i + 1] for i in range(1, 2999)]), 3000, 0,
+             2999 + 2998),
+}
+
+
+@pytest.mark.parametrize("algorithm,opts", VARIANTS, ids=IDS)
+@pytest.mark.parametrize("name", sorted(HAND))
+def test_hand_made_graphs(name, algorithm, opts):
+    edges, n, root, nedge = HAND[name]
+    g = make_graph(edges, n)
+    v = check_search(edges, n, g, root, algorithm, opts, nedge)
+    assert v.nedge == nedge
+
+
+def test_hand_made_expected_levels():
+    edges, n, root, _ = HAND["path-middle-root"]
+    res = bfs(make_graph(edges, n), root, "do", levels=True)
+    np.testing.assert_array_equal(res.levels, np.abs(np.arange(10) - 5))
+    edges, n, root, _ = HAND["root-in-pair"]
+    res = bfs(make_graph(edges, n), root, "bu")
+    np.testing.assert_array_equal(res.parent, [1, 1, -1, -1, -1, -1, -1])
+    edges, n, root, _ = HAND["self-loop-vertices"]
+    res = bfs(make_graph(edges, n), root, "td", levels=True)
+    np.testing.assert_array_equal(res.levels, [1, 0, 1, -1, -1])
+
+
+def test_isolated_root_reaches_only_itself():
+    g = make_graph(np.array([[0, 1], [1, 2]]), 5)
+    for name in ALGORITHMS["cpu"]:
+        res = bfs(g, 4, name)
+        np.testing.assert_array_equal(res.parent, [-1, -1, -1, -1, 4])
+
+
+# ------------------------------------------------------------------ stats
+@pytest.mark.parametrize("algorithm,opts", VARIANTS, ids=IDS)
+def test_level_stats(golden10, g10, oracle10, algorithm, opts):
+    root = golden10["roots"][0]
+    res = bfs(g10, root, algorithm, stats=True, **opts)
+    lev = oracle10[root]
+    counts = np.bincount(lev[lev >= 0])
+    rec = res.level_stats
+    assert [r["level"] for r in rec] == list(range(len(counts)))
+    for r in rec:
+        assert set(r) >= {"level", "direction", "frontier", "edges", "time", "discovered"}
+        assert r["direction"] in ("td", "bu")
+        assert r["time"] >= 0 and r["edges"] >= 0
+    assert [r["frontier"] for r in rec] == counts.tolist()
+    assert [r["discovered"] for r in rec] == counts[1:].tolist() + [0]
+    if algorithm in ("td", "seq-csr", "seq-list"):
+        assert {r["direction"] for r in rec} == {"td"}
+    if algorithm == "bu":
+        assert {r["direction"] for r in rec} == {"bu"}
+    assert bfs(g10, root, algorithm, **opts).level_stats is None
+
+
+@pytest.mark.parametrize("policy", ["beamer", "change_state"])
+def test_do_switches_direction_on_kronecker(s16, policy):
+    edges, g, oracle = s16
+    res = bfs(g, 29348, "do", stats=True, policy=policy)
+    dirs = [r["direction"] for r in res.level_stats]
+    assert dirs[0] == "td" and "bu" in dirs
+    assert dirs[-1] == "td"  # the small tail levels go back to top-down
+    examined = sum(r["edges"] for r in res.level_stats)
+    assert examined < g.nnz / 2  # direction optimization skips most edges
+
+
+def test_do_options():
+    edges, n, root, _ = HAND["grid-7x9"]
+    g = make_graph(edges, n)
+    for kw in ({"alpha": 1.0, "beta": 1.0}, {"policy": "change_state", "alpha": 2, "beta": 1000}):
+        assert validate(edges, root, bfs(g, root, "do", **kw).parent).ok
+
+
+# ----------------------------------------------------------------- policy
+def test_beamer_policy_rules():
+    p = BeamerPolicy(alpha=10, beta=10)
+    p.start(1000)
+    assert p.next(1, 5, 995) == "td"          # 5 <= 1000/10 (edges_to_check starts at m_u + m_f)
+    assert p.next(20, 200, 700) == "bu"       # 200 > 995/10
+    assert p.next(500, 3000, 100) == "bu"     # growing: stay
+    assert p.next(200, 300, 10) == "bu"       # shrinking but 200 >= 1000/10
+    assert p.next(50, 60, 5) == "td"          # shrinking and 50 < 100
+    assert p.next(40, 50, 4) == "td"          # gap mode: edges_to_check stays large
+    q = BeamerPolicy(alpha=10, beta=10, unexplored="exact")
+    q.start(1000)
+    seq = [(1, 5, 995), (20, 200, 700), (500, 3000, 100), (50, 60, 5), (40, 50, 4)]
+    assert [q.next(*c) for c in seq] == ["td", "bu", "bu", "td", "bu"]  # 50 > 4/10: back to bu
+
+
+def test_change_state_policy_rules():
+    p = ChangeStatePolicy(alpha=100, beta=50)
+    p.start(1000)
+    assert p.next(1, 100, 900) == "td"
+    assert p.next(5, 100, 900) == "td"        # growing but 5 <= 10
+    assert p.next(40, 100, 900) == "bu"       # growing and 40 > 10
+    assert p.next(300, 100, 900) == "bu"
+    assert p.next(30, 100, 900) == "bu"       # shrinking but 30 >= 20
+    assert p.next(10, 100, 900) == "td"       # shrinking and 10 < 20
+    assert p.next(15, 100, 900) == "bu"       # growing again and 15 > 10
+
+
+def test_make_policy_errors():
+    with pytest.raises(DbfsError, match="unknown direction policy"):
+        make_policy("nope")
+    with pytest.raises(DbfsError, match="alpha > 0"):
+        make_policy("beamer", alpha=0)
+    with pytest.raises(DbfsError, match="unexplored"):
+        make_policy("beamer", unexplored="sometimes")
+    assert make_policy("change_state").alpha == 64.0
+
+
+# ----------------------------------------------------------------- errors
+def test_errors_are_dbfs_errors():
+    g = make_graph(np.array([[0, 1], [1, 2]]), 3)
+    with pytest.raises(DbfsError, match="unknown BFS algorithm 'dfs'"):
+        bfs(g, 0, "dfs")
+    with pytest.raises(DbfsError, match="unknown BFS backend 'fpga'"):
+        bfs(g, 0, "do", backend="fpga")
+    with pytest.raises(DbfsError, match="out of range"):
+        bfs(g, 3, "do")
+    with pytest.raises(DbfsError, match="out of range"):
+        bfs(g, -1, "do")
+    with pytest.raises(DbfsError, match="not an integer"):
+        bfs(g, "x", "do")
+    with pytest.raises(DbfsError, match="no option"):
+        bfs(g, 0, "td", alpha=3)
+    with pytest.raises(DbfsError, match="unknown direction policy"):
+        bfs(g, 0, "do", policy="random")
+
+
+def test_gpu_backend_is_pluggable():
+    g = make_graph(np.array([[0, 1]]), 2)
+    try:
+        import dbfs.bfs.gpu  # noqa: F401
+    except ImportError:
+        with pytest.raises(DbfsError, match=r"backend gpu needs cupy and a CUDA GPU: pip install -e \.\[gpu\]"):
+            bfs(g, 0, "do", backend="gpu")
+    else:  # pragma: no cover - only with a GPU backend installed
+        pytest.skip("dbfs.bfs.gpu is importable here; its own tests cover it")
+
+
+# ------------------------------------------------------------ named steps
+def test_named_steps_on_an_offset_range():
+    """td_step / bu_step on the upper half of a graph as if it were a partition."""
+    edges = _grid(8, 16)  # 128 vertices; rows 64..127 are the 'local' range
+    g = make_graph(edges, 128)
+    off = 64
+    loc_indptr = g.indptr[off:] - g.indptr[off]
+    loc_indices = g.indices[g.indptr[off]:]
+    parent = np.full(128, -1, np.int64)
+    parent[70] = 70
+    gvisited = np.zeros(2, np.int64)  # global filter bitmap
+    cpu.mark_queue(np.array([70, 54]), 0, gvisited)
+    parent[54] = 54  # pretend 54 was reached earlier
+    nxt, examined = cpu.td_step(loc_indptr, loc_indices, off, np.array([70], np.int64), parent, gvisited)
+    assert examined == 4 and sorted(nxt.tolist()) == [69, 71, 86]
+    assert all(parent[v] == 70 for v in nxt)
+    # bottom-up over the local range: frontier bitmap global, visited local and exact
+    front = np.zeros(2, np.int64)
+    cpu.mark_queue(nxt, 0, front)
+    lpar = parent[off:].copy()
+    visited = np.zeros(1, np.int64)
+    cpu.mark_queue(np.array([70, 69, 71, 86]), off, visited)
+    nb = np.zeros(1, np.int64)
+    awake, ex, deg = cpu.bu_step(loc_indptr, loc_indices, off, front, lpar, visited, nb)
+    got = sorted(off + b for b in range(64) if (nb[0] >> b) & 1)
+    assert got == [68, 72, 85, 87, 102]
+    assert awake == 5 and all(lpar[v - off] in nxt for v in got)
+    assert deg == sum(np.diff(g.indptr)[got])
+    q = cpu.bitmap_to_queue(nb, off)
+    assert q.tolist() == got
+    bm = np.zeros(1, np.int64)
+    cpu.queue_to_bitmap(q, off, bm)
+    assert bm[0] == nb[0]
+
+
+def test_bitmap_helpers_large():
+    n = 1 << 22  # big enough for the parallel paths
+    rng = np.random.default_rng(5)
+    q = np.unique(rng.integers(0, n, 300_000))
+    bm = np.zeros(n >> 6, np.int64)
+    cpu.queue_to_bitmap(q, 0, bm)
+    np.testing.assert_array_equal(cpu.bitmap_to_queue(bm, 0), q)
+    np.testing.assert_array_equal(cpu.bitmap_to_queue(bm, 128), q + 128)
+    indptr = np.arange(n + 1, dtype=np.int64) * 2
+    assert cpu.frontier_edges(indptr, 0, q) == 2 * q.size

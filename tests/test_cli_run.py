@@ -1,0 +1,117 @@
+"""`dbfs run`, `dbfs bfs`, `dbfs build` end to end through the CLI."""
+import json
+import re
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from dbfs.cli import cli
+
+REF_KEYS = None
+
+
+def run(*args, ok=True):
+    res = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    if ok:
+        assert res.exit_code == 0, res.output + res.stderr
+    return res
+
+
+def _keys(text):
+    return [line[:32].rstrip().rstrip(":").replace("     !", "").rstrip(":") for line in text.splitlines()]
+
+
+def test_run_scale12_format_json_plot(tmp_path, golden_stdout):
+    js, png = tmp_path / "r.json", tmp_path / "r.png"
+    res = run("run", "--scale", 12, "--datasets", tmp_path, "--scheduler", "threads", "--json", js, "--plot", png)
+    out = res.stdout
+    ref_lines = golden_stdout.splitlines()
+    lines = out.splitlines()
+    # the reference block, key by key, values from column 33, then dbfs extras
+    assert _keys("\n".join(lines[:len(ref_lines)])) == _keys(golden_stdout)
+    for line in lines[:len(ref_lines)]:
+        assert line[32] != " " and line[31] == " ", line
+    assert lines[0] == "SCALE:                          12"
+    assert lines[2] == "NBFS:                           64"
+    assert lines[4] == "num_mpi_processes:              1"
+    assert "bfs  harmonic_mean_TEPS:     !  " in out
+    assert "load_time:" in out and "bfs  mean_TEPS:" in out
+    rec = json.loads(js.read_text())
+    assert len(rec["searches"]) == 64 and rec["validated"] is True
+    s0 = rec["searches"][0]
+    assert s0["valid"] is True and s0["nedge"] > 0 and s0["time"] > 0 and s0["levels"]
+    assert {"level", "direction", "frontier", "edges", "time"} <= set(s0["levels"][0])
+    assert rec["graph500"]["SCALE"] == 12 and rec["machine"]["cores"] >= 1
+    assert rec["construction_time"] > 0 and rec["spec"]["kind"] == "kronecker"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # everything is reused the second time
+    res2 = run("run", "--scale", 12, "--datasets", tmp_path, "--scheduler", "threads", "--roots", 4,
+               "--algorithm", "td")
+    assert "reusing complete dataset" in res2.stderr and "NBFS:                           4" in res2.stdout
+
+
+def test_run_no_validate_marks_output(tmp_path):
+    res = run("run", "--scale", 8, "--datasets", tmp_path, "--scheduler", "threads", "--roots", 3, "--no-validate")
+    assert "validation:" in res.stdout and "unvalidated" in res.stdout
+    assert "min_validate" not in res.stdout
+
+
+def test_run_stored_grid_dataset(tmp_path):
+    run("generate", "--kind", "grid2d", "--scale", 8, "--datasets", tmp_path, "--scheduler", "threads")
+    res = run("run", "grid2d-s8", "--datasets", tmp_path, "--scheduler", "threads", "--roots", 4)
+    assert "NBFS:                           4" in res.stdout
+
+
+def test_invalid_run_prints_no_results(tmp_path):
+    from dbfs.bfs import register
+    from dbfs.bfs.cpu import direction_optimizing
+
+    @register("broken-for-test", backend="cpu")
+    def broken(graph, root, stats=False):
+        parent, levels = direction_optimizing(graph, root, stats=stats)
+        parent = parent.copy()
+        reached = np.flatnonzero((parent >= 0) & (np.arange(parent.size) != root))
+        parent[reached[-1]] = -1  # drop one reached vertex: the tree no longer spans the component
+        return parent, levels
+
+    res = run("run", "--scale", 8, "--datasets", tmp_path, "--scheduler", "threads", "--roots", 2,
+              "--algorithm", "broken-for-test", ok=False)
+    assert res.exit_code == 1
+    assert res.stdout.strip() == "No results printed for invalid run."
+    assert "validation failed" in res.stderr
+
+
+def test_bfs_command_levels(tmp_path):
+    run("generate", "--scale", 10, "--datasets", tmp_path, "--scheduler", "threads")
+    res = run("bfs", "kron-s10-ef16-s2-3", "--root", 458, "--datasets", tmp_path, ok=False)
+    assert res.exit_code == 2 and "dbfs build kron-s10-ef16-s2-3" in res.stderr  # no CSR yet
+    out = run("build", "kron-s10-ef16-s2-3", "--datasets", tmp_path, "--scheduler", "threads").stdout
+    assert "construction_time" in out
+    res = run("bfs", "kron-s10-ef16-s2-3", "--root", 458, "--algorithm", "td", "--datasets", tmp_path)
+    lines = res.stdout.splitlines()
+    assert lines[1].split() == ["level", "dir", "frontier", "edges", "examined", "time", "ms"]
+    assert re.match(r"levels \d+  reached [\d,]+ of 1,024", lines[-1])
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--roots", 0], "--roots 0"),
+    (["--algorithm", "nope"], "unknown BFS algorithm"),
+])
+def test_run_bad_input(tmp_path, args, needle):
+    res = run("run", "--scale", 6, "--datasets", tmp_path, "--scheduler", "threads", *args, ok=False)
+    assert res.exit_code == 2 and needle in res.stderr
+
+
+def test_bfs_bad_roots(tmp_path):
+    # vertex 3 of this edge list has only a self-loop: isolated
+    src = tmp_path / "g.txt"
+    src.write_text("0 1\n1 2\n3 3\n")
+    name = run("generate", "--input", src, "--datasets", tmp_path, "--scheduler", "threads").stdout.strip()
+    run("build", name, "--datasets", tmp_path, "--scheduler", "threads")
+    res = run("bfs", name, "--root", 7, "--datasets", tmp_path, ok=False)
+    assert res.exit_code == 2 and "out of range" in res.stderr
+    res = run("bfs", name, "--root", 3, "--datasets", tmp_path, ok=False)
+    assert res.exit_code == 2 and "isolated" in res.stderr
+    res = run("bfs", "no-such-dataset", "--root", 0, "--datasets", tmp_path, ok=False)
+    assert res.exit_code == 2 and "not found" in res.stderr
