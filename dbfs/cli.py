@@ -192,6 +192,14 @@ def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budge
                f"nnz {sum(attrs['nnz']):,}")
 
 
+def _backend_opts(backend, device_memory_limit):
+    if device_memory_limit is None:
+        return {}
+    if backend != "gpu":
+        raise DbfsError("--device-memory-limit applies to the GPU backend only: add --backend gpu or drop it")
+    return {"device_memory_limit": _parse_size(device_memory_limit)}
+
+
 def _spec_or_name(name, scale, edgefactor, seed1, seed2):
     from dbfs.spec import GraphSpec
 
@@ -208,6 +216,8 @@ _run_common = [
     click.option("--algorithm", "-a", default="do", help="BFS algorithm (see `dbfs algorithms`)."),
     click.option("--backend", type=click.Choice(["cpu", "gpu"]), default="cpu", help="Where Kernel 2 runs."),
     click.option("--relabel", type=click.Choice(["none", "degree"]), default="none", help="CSR variant to search."),
+    click.option("--device-memory-limit", default=None, metavar="SIZE",
+                 help="GPU backend: keep the CSR in pinned host memory when it exceeds SIZE (auto when it does not fit)."),
     datasets_opt, scheduler_opt, workers_opt,
 ]
 
@@ -228,8 +238,8 @@ def _apply(opts):
 @click.option("--json", "json_path", default=None, metavar="FILE", help="Write the full result as JSON.")
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png", help="Write per-level and TEPS plots.")
 @click.option("--no-validate", is_flag=True, help="Skip validation (results marked unvalidated).")
-def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, relabel, datasets, scheduler, workers,
-        n_roots, json_path, plot_path, no_validate):
+def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, relabel, device_memory_limit, datasets, scheduler,
+        workers, n_roots, json_path, plot_path, no_validate):
     """Graph500 end to end: generate and build if needed, search from the keys, validate, report.
 
     NAME is a stored dataset; without it a Kronecker graph of --scale is used.
@@ -242,7 +252,7 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, relabel, data
     if n_roots < 1:
         raise DbfsError(f"--roots {n_roots} is invalid: use at least 1 search key (Graph500 uses 64)")
     cfg = RunConfig(algorithm=algorithm, backend=backend, n_roots=n_roots, validate=not no_validate,
-                    relabel=relabel)
+                    relabel=relabel, opts=_backend_opts(backend, device_memory_limit))
     from dbfs.bfs import get_algorithm
 
     get_algorithm(algorithm, backend)
@@ -271,11 +281,12 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, relabel, data
 @click.argument("name", required=False)
 @click.option("--root", "root", type=int, required=True, help="Search key (original vertex id).")
 @_apply(_run_common)
-def bfs_cmd(name, root, scale, edgefactor, seed1, seed2, algorithm, backend, relabel, datasets, scheduler, workers):
+def bfs_cmd(name, root, scale, edgefactor, seed1, seed2, algorithm, backend, relabel, device_memory_limit, datasets,
+            scheduler, workers):
     """One search from --root on dataset NAME: levels and per-level statistics."""
-    from dbfs.bfs import bfs, get_algorithm
+    from dbfs.bfs import get_algorithm
     from dbfs.cluster import client_for
-    from dbfs.pipeline import RunConfig, check_root, ensure_csr, ensure_dataset, load_graph
+    from dbfs.pipeline import RunConfig, check_root, ensure_csr, ensure_dataset, load_graph, search
 
     get_algorithm(algorithm, backend)
     cfg = RunConfig(algorithm=algorithm, backend=backend, relabel=relabel)
@@ -296,12 +307,9 @@ def bfs_cmd(name, root, scale, edgefactor, seed1, seed2, algorithm, backend, rel
             variant, _ = ensure_csr(ds, cfg, client)
     graph, load_time = load_graph(ds, variant)
     check_root(graph, root)
-    bfs(graph, root, algorithm=algorithm, backend=backend)  # warm-up
-    import time
-
-    t0 = time.perf_counter()
-    res = bfs(graph, root, algorithm=algorithm, backend=backend, stats=True)
-    t = time.perf_counter() - t0
+    cfg.opts = _backend_opts(backend, device_memory_limit)
+    search(graph, root, cfg)  # warm-up
+    res, t = search(graph, root, cfg)
     reached = int((res.parent >= 0).sum())
     click.echo(f"dataset {ds.name}  root {root}  algorithm {algorithm}  backend {backend}")
     click.echo(f"{'level':>5}  {'dir':>3}  {'frontier':>12}  {'edges examined':>15}  {'time ms':>9}")

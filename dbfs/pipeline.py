@@ -132,9 +132,20 @@ def check_root(graph, root: int) -> None:
 
 
 def search(graph, root: int, cfg: RunConfig):
-    """One timed search; returns (BFSResult, seconds)."""
-    from dbfs.bfs import bfs
+    """One timed search; returns (BFSResult, seconds).
 
+    CPU: the clock runs around the backend call (parents written in host
+    memory). GPU: ``dbfs.bfs.gpu.search_timed`` synchronises the device before
+    each clock read and copies the parents to the host after the clock stops.
+    """
+    from dbfs.bfs import BFSResult, bfs
+
+    if cfg.backend == "gpu":
+        from dbfs.bfs import gpu
+
+        parent, seconds, rec = gpu.search_timed(graph, root, cfg.algorithm, stats=True, **cfg.opts)
+        return BFSResult(parent=parent, level_stats=rec, root=root, algorithm=cfg.algorithm, backend="gpu",
+                         opts=dict(cfg.opts)), seconds
     t0 = time.perf_counter()
     res = bfs(graph, root, algorithm=cfg.algorithm, backend=cfg.backend, stats=True, **cfg.opts)
     return res, time.perf_counter() - t0

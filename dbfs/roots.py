@@ -59,13 +59,9 @@ def eligible(edges, cands: np.ndarray) -> np.ndarray:
     return hit[np.searchsorted(uniq, cands)].astype(bool)
 
 
-def graph500_roots(edges, scale: int, seed1: int = 2, seed2: int = 3, n: int = 64,
-                   n_vertices: int | None = None) -> np.ndarray:
-    """The reference's search keys, in its order (int64, length <= n).
-
-    N is ``2**scale`` (Graph500) unless ``n_vertices`` is given (imported graphs).
-    """
-    nverts = int(n_vertices) if n_vertices is not None else 1 << int(scale)
+def select_roots(nverts: int, seed1: int, seed2: int, n: int, is_eligible) -> np.ndarray:
+    """The reference's selection loop: candidates in stream order, skipping
+    repeats and vertices for which ``is_eligible(cands) -> bool mask`` is False."""
     roots: list[int] = []
     chosen: set[int] = set()
     tried = 0
@@ -74,7 +70,7 @@ def graph500_roots(edges, scale: int, seed1: int = 2, seed2: int = 3, n: int = 6
     while len(roots) < n and tried < nverts:
         take = min(batch, nverts - tried)
         cands, state = candidates(nverts, seed1, seed2, take, state)
-        ok = eligible(edges, cands)
+        ok = np.asarray(is_eligible(cands), dtype=bool)
         for r, good in zip(cands.tolist(), ok.tolist()):
             tried += 1
             if r in chosen or not good:
@@ -85,3 +81,13 @@ def graph500_roots(edges, scale: int, seed1: int = 2, seed2: int = 3, n: int = 6
                 break
         batch *= 2
     return np.array(roots, dtype=np.int64)
+
+
+def graph500_roots(edges, scale: int, seed1: int = 2, seed2: int = 3, n: int = 64,
+                   n_vertices: int | None = None) -> np.ndarray:
+    """The reference's search keys, in its order (int64, length <= n).
+
+    N is ``2**scale`` (Graph500) unless ``n_vertices`` is given (imported graphs).
+    """
+    nverts = int(n_vertices) if n_vertices is not None else 1 << int(scale)
+    return select_roots(nverts, seed1, seed2, n, lambda cands: eligible(edges, cands))

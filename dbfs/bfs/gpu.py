@@ -1,0 +1,479 @@
+"""GPU BFS backend (CuPy + CUDA C): one search runs on the device, the host
+only steers the levels.
+
+Contract (what :func:`dbfs.bfs.bfs` calls, ``backend="gpu"``):
+``fn(graph, root, stats=False, **opts) -> (parent, level_stats)`` with
+``root`` an INTERNAL id and ``parent`` an int64 NumPy array over internal ids
+(``parent[root] == root``, -1 unreached). The parent array is computed on the
+device and copied to the host AFTER the search; between levels the host
+reads only one row of four counters (vertices discovered, their degree sum,
+entries examined, scratch), i.e. a few scalars per level.
+
+Algorithms (registered on backend ``"gpu"``):
+
+- ``harish``: Harish & Narayanan (HiPC 2007), the quadratic vertex-parallel
+  wavefront: every level launches one thread per vertex and the vertices of
+  the current level scan their whole lists. Baseline only.
+- ``td``: linear-work top-down. Frontier queue; the neighbour gathering is
+  load-balanced over the frontier's degree prefix sum (``cupy.cumsum``):
+  fixed chunks of consecutive frontier edges per block, each thread finds
+  its edge's owner by binary search, so a hub's list is spread over many
+  blocks (the "LB" strategy of Gunrock / Merrill et al.'s scan-based
+  gather); frontiers of at most 2048 vertices do the scan in shared memory
+  inside the same launch. Claims use ``atomicOr`` on a visited bitmap; the
+  next queue is compacted with one warp-aggregated atomic per warp.
+- ``bu``: bottom-up over a frontier bitmap (Beamer et al., SC'12): one warp
+  per 32-vertex bitmap word, each lane probes its first ``BU_SERIAL``
+  neighbours four at a time (one sector, overlapped latencies), the warp
+  then finishes long lists cooperatively with early exit (ballot). No
+  atomics: a warp owns its words.
+- ``do``: direction-optimizing, TD/BU/TD chosen per level by the CPU
+  backend's policy (:mod:`dbfs.bfs.policy`, same parameters: ``policy``,
+  ``alpha``, ``beta``, ``unexplored``), fed with the same counts (frontier
+  vertices, frontier edges, unexplored edges).
+
+Every algorithm takes ``device_memory_limit`` (bytes, default None): the CSR
+(``indptr`` + ``indices``) is kept on the device when it fits (in the limit,
+or by default in 90% of the free device memory minus the search's working
+set), else in mapped pinned host memory that the same kernels read
+zero-copy over the bus (Graph500 "big data" mode; same results, slower).
+
+Device graph cache: ``graph.meta["gpu"]`` holds a :class:`DeviceGraph` (the
+CSR on the device or mapped host memory and a bitmap of zero-degree
+vertices, built once per graph, like the CSR itself), so repeated searches
+upload nothing. A CSR built by :func:`dbfs.kernel1_gpu.build_csr_gpu` leaves
+its device arrays in ``graph.meta["gpu_csr"]`` and is used without a copy.
+Per-search state (parent fill, visited/frontier bitmaps, queues) is set up
+inside the search.
+
+Timing: :func:`search_device` (device parent, seconds, level stats) and
+:func:`search_timed` (host parent in original ids, seconds, level stats)
+synchronise the device before reading the clock; the device-to-host copy of
+the parent array happens after the clock stops (Graph500: the timer stops
+when the parent array is written).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import cupy as cp
+import numpy as np
+
+from dbfs.bfs import register
+from dbfs.bfs.policy import BU, TD, make_policy
+from dbfs.errors import DbfsError
+from dbfs.graph import CSRGraph
+
+__all__ = ["DeviceGraph", "device_graph", "search_device", "search_timed", "count_nedge", "ALGORITHMS"]
+
+KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
+ALGORITHMS = ("harish", "td", "bu", "do")
+
+_BLOCK = 256          # threads per block, every kernel
+_TD_ITEMS = 8         # edges per thread per td_expand chunk
+_BU_SERIAL = 8        # neighbours a lane scans alone in bu_step
+_TD_SMALL = 2048      # frontiers up to this size take the one-launch top-down kernel
+_COUNTER_ROWS = 4096  # per-level counter rows zeroed at once
+_VID = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
+
+
+# ------------------------------------------------------------------ kernels
+@lru_cache(maxsize=None)
+def _module(vid: str):
+    src = (KERNEL_DIR / "bfs.cu").read_text()
+    opts = (f"-DVID_T={vid}", f"-DTD_BLOCK={_BLOCK}", f"-DTD_ITEMS={_TD_ITEMS}",
+            f"-DBU_SERIAL={_BU_SERIAL}", f"-DTD_SMALL={_TD_SMALL}")
+    return cp.RawModule(code=src, options=opts)
+
+
+_KERNEL_NAMES = ("base_visited", "start_search", "queue_to_bitmap", "bitmap_to_queue", "frontier_degrees",
+                 "td_expand", "td_expand_small", "bu_step", "harish_step", "harish_start", "count_nedge")
+
+
+@lru_cache(maxsize=None)
+def _kernels(vid: str) -> dict:
+    """Compiled kernels for one vertex id type (compiled on first use: call
+    it before a timed region)."""
+    mod = _module(vid)
+    return {name: mod.get_function(name) for name in _KERNEL_NAMES}
+
+
+@lru_cache(maxsize=None)
+def _sm_count() -> int:
+    return int(cp.cuda.Device().attributes["MultiProcessorCount"])
+
+
+def _grid(items: int, per_block: int = _BLOCK) -> tuple:
+    """Blocks for a grid-stride loop over ``items``: enough to fill the GPU, no more."""
+    blocks = max(1, -(-int(items) // per_block))
+    return (min(blocks, 32 * _sm_count()),)
+
+
+def _i64(x) -> np.int64:
+    return np.int64(x)
+
+
+# ------------------------------------------------------------- device graph
+@dataclass
+class DeviceGraph:
+    """The CSR where the kernels read it, plus the zero-degree bitmap.
+
+    ``mode`` is ``"device"`` or ``"host"`` (mapped pinned host memory);
+    ``indptr_host`` is a host copy of ``indptr`` (root degrees for the
+    direction policy); ``keep`` holds the owners of host allocations.
+    """
+
+    n: int
+    nnz: int
+    indptr: object
+    indices: object
+    vid: str
+    base_visited: object
+    mode: str
+    indptr_host: np.ndarray | None = None
+    keep: list = field(default_factory=list)
+
+    @property
+    def nwords(self) -> int:
+        return (self.n + 31) >> 5
+
+    def degree(self, v: int) -> int:
+        if self.indptr_host is not None:
+            return int(self.indptr_host[v + 1] - self.indptr_host[v])
+        pair = self.indptr[v:v + 2].get()
+        return int(pair[1] - pair[0])
+
+
+def _is_device(a) -> bool:
+    return isinstance(a, cp.ndarray)
+
+
+def _mapped_host_array(arr: np.ndarray, keep: list):
+    """A CuPy array over mapped pinned host memory holding a copy of ``arr``.
+
+    With unified addressing (every 64-bit CUDA platform) the host pointer of
+    a mapped pinned allocation is also its device pointer."""
+    nbytes = max(int(arr.nbytes), 8)
+    rt = cp.cuda.runtime
+    flags = getattr(rt, "hostAllocPortable", 1) | getattr(rt, "hostAllocMapped", 2)
+    mem = cp.cuda.PinnedMemory(nbytes, flags)
+    keep.append(mem)
+    host = np.ndarray(arr.shape, dtype=arr.dtype, buffer=cp.cuda.PinnedMemoryPointer(mem, 0))
+    host[...] = arr
+    dev_mem = cp.cuda.UnownedMemory(mem.ptr, nbytes, mem, cp.cuda.Device().id)
+    return cp.ndarray(arr.shape, dtype=arr.dtype, memptr=cp.cuda.MemoryPointer(dev_mem, 0))
+
+
+def _free_device_bytes() -> int:
+    free, _total = cp.cuda.runtime.memGetInfo()
+    return int(free) + int(cp.get_default_memory_pool().free_bytes())
+
+
+def _working_set(n: int, vid_bytes: int) -> int:
+    """Bytes one search allocates: parent, two queues, degree scan buffers, bitmaps."""
+    return 8 * n + 2 * vid_bytes * n + 16 * n + 4 * 4 * ((n + 31) >> 5) + (1 << 24)
+
+
+def _choose_mode(graph: CSRGraph, device_memory_limit) -> str:
+    ip, ix = graph.indptr, graph.indices
+    nbytes = int(ip.nbytes) + int(ix.nbytes)
+    if device_memory_limit is not None:
+        return "device" if nbytes <= int(device_memory_limit) else "host"
+    if _is_device(ip) or "gpu_csr" in graph.meta:
+        return "device"
+    need = nbytes + _working_set(graph.n_vertices, ix.dtype.itemsize)
+    return "device" if need <= 0.9 * _free_device_bytes() else "host"
+
+
+def device_graph(graph: CSRGraph, device_memory_limit=None) -> DeviceGraph:
+    """The cached :class:`DeviceGraph` of ``graph`` (built on first use).
+
+    With ``device_memory_limit=None`` a cached one is reused whatever its
+    mode (free memory shrinks once the graph is on the device)."""
+    cached = graph.meta.get("gpu")
+    if device_memory_limit is None and isinstance(cached, DeviceGraph):
+        return cached
+    mode = _choose_mode(graph, device_memory_limit)
+    if isinstance(cached, DeviceGraph) and cached.mode == mode:
+        return cached
+    n = int(graph.n_vertices)
+    idt = np.dtype(graph.indices.dtype)
+    if idt not in _VID:
+        raise DbfsError(f"CSR indices have dtype {idt}: the GPU backend needs int32 or int64 (Kernel 1 output)")
+    vid = _VID[idt]
+    keep: list = []
+    ip_host = graph.indptr if isinstance(graph.indptr, np.ndarray) else None
+    if mode == "device":
+        pair = graph.meta.get("gpu_csr")
+        if pair is not None:
+            indptr, indices = pair
+        else:
+            indptr = cp.asarray(graph.indptr, dtype=cp.int64)
+            indices = cp.asarray(graph.indices)
+    else:
+        ip = np.ascontiguousarray(cp.asnumpy(graph.indptr), dtype=np.int64)
+        ix = np.ascontiguousarray(cp.asnumpy(graph.indices))
+        indptr = _mapped_host_array(ip, keep)
+        indices = _mapped_host_array(ix, keep)
+        ip_host = ip
+    if ip_host is None:         # root degrees for the policy without a device round trip
+        ip_host = cp.asnumpy(indptr)
+    if cached is not None:      # another mode was cached: let it go first
+        graph.meta.pop("gpu", None)
+    k = _kernels(vid)
+    nwords = (n + 31) >> 5
+    base = cp.empty(max(nwords, 1), cp.uint32)
+    k["base_visited"](_grid(nwords), (_BLOCK,), (indptr, _i64(n), _i64(nwords), base))
+    dg = DeviceGraph(n=n, nnz=int(graph.nnz), indptr=indptr, indices=indices, vid=vid, base_visited=base,
+                     mode=mode, indptr_host=ip_host, keep=keep)
+    graph.meta["gpu"] = dg
+    return dg
+
+
+# ------------------------------------------------------------ search state
+class _State:
+    """Per-search device buffers (from CuPy's pool: no cudaMalloc after the first search)."""
+
+    def __init__(self, dg: DeviceGraph):
+        n, nwords = dg.n, max(dg.nwords, 1)
+        qdt = cp.int32 if dg.vid == "int" else cp.int64
+        self.parent = cp.empty(n, cp.int64)
+        self.parent.fill(-1)
+        self.visited = dg.base_visited.copy()
+        self.front = cp.zeros(nwords, cp.uint32)
+        self.next = cp.empty(nwords, cp.uint32)
+        self.queue = cp.empty(max(n, 1), qdt)
+        self.queue2 = cp.empty(max(n, 1), qdt)
+        self.counters = cp.zeros((_COUNTER_ROWS, 4), cp.uint64)
+
+    def row(self, level: int):
+        r = level % _COUNTER_ROWS
+        if r == 0 and level > 0:
+            self.counters.fill(0)
+        return self.counters[r]
+
+
+class _Fixed:
+    """A policy that always answers one direction (td, bu)."""
+
+    def __init__(self, direction):
+        self.direction = direction
+
+    def start(self, n):
+        pass
+
+    def next(self, n_f, m_f, m_u):
+        return self.direction
+
+
+def _policy(policy, alpha, beta, unexplored):
+    if policy == "beamer":
+        return make_policy(policy, alpha, beta, unexplored=unexplored)
+    return make_policy(policy, alpha, beta)
+
+
+def _check_levels(level, n):
+    """A BFS has at most n levels: more means the counters are wrong (a bug), not a deep graph."""
+    if level > n + 1:
+        raise DbfsError(f"GPU BFS ran {level} levels on a graph of {n} vertices: internal error, "
+                        f"please report it with the graph and root")
+
+
+def _record(level, direction, n_f, edges, discovered, t0):
+    return {"level": level, "direction": direction, "frontier": int(n_f), "edges": int(edges),
+            "discovered": int(discovered), "time": time.perf_counter() - t0}
+
+
+def _td_step(k, dg, st, n_f, m_f, row):
+    """Top-down step from st.queue[:n_f] (m_f frontier edges) into st.queue2.
+
+    Small frontiers: one launch that scans the degrees in shared memory;
+    large ones: degrees, ``cupy.cumsum``, then the load-balanced expansion."""
+    if 0 < m_f and n_f <= _TD_SMALL:
+        k["td_expand_small"](_grid(m_f, _BLOCK * _TD_ITEMS), (_BLOCK,),
+                             (st.queue, _i64(n_f), _i64(m_f), dg.indptr, dg.indices, st.visited, st.parent,
+                              st.queue2, row))
+    elif m_f > 0:
+        deg = cp.empty(n_f, cp.int64)
+        k["frontier_degrees"](_grid(n_f), (_BLOCK,), (st.queue, _i64(n_f), dg.indptr, deg))
+        offs = cp.cumsum(deg)
+        k["td_expand"](_grid(m_f, _BLOCK * _TD_ITEMS), (_BLOCK,),
+                       (st.queue, _i64(n_f), offs, _i64(m_f), dg.indptr, dg.indices, st.visited, st.parent,
+                        st.queue2, row))
+    st.queue, st.queue2 = st.queue2, st.queue
+
+
+def _bu_step(k, dg, st, row):
+    """Bottom-up step from the bitmap st.front into st.next (then swapped)."""
+    k["bu_step"]((min(-(-dg.nwords * 32 // _BLOCK), 32 * _sm_count()),), (_BLOCK,),
+                 (dg.indptr, dg.indices, st.front, st.visited, st.next, st.parent, _i64(dg.nwords), row))
+    st.front, st.next = st.next, st.front
+
+
+def _hybrid(dg: DeviceGraph, root: int, stats: bool, pol):
+    """Level loop shared by td, bu and do: the frontier lives in one
+    representation at a time (queue for top-down, bitmap for bottom-up)."""
+    k = _kernels(dg.vid)
+    st = _State(dg)
+    k["start_search"]((1,), (1,), (st.parent, st.visited, st.front, st.queue, _i64(root)))
+    have_queue = True
+    n_f = 1
+    m_f = dg.degree(root)
+    m_u = dg.nnz - m_f
+    pol.start(dg.n)
+    rec = []
+    level = 0
+    while n_f:
+        t0 = time.perf_counter()
+        d = pol.next(n_f, m_f, m_u)
+        row = st.row(level)
+        if d == TD:
+            if not have_queue:
+                k["bitmap_to_queue"](_grid(dg.nwords), (_BLOCK,), (st.front, _i64(dg.nwords), st.queue, row[3:]))
+                have_queue = True
+            _td_step(k, dg, st, n_f, m_f, row)
+        else:
+            if have_queue:
+                st.front.fill(0)
+                k["queue_to_bitmap"](_grid(n_f), (_BLOCK,), (st.queue, _i64(n_f), st.front))
+                have_queue = False
+            _bu_step(k, dg, st, row)
+        h = row.get()
+        new_n, new_m = int(h[0]), int(h[1])
+        examined = m_f if d == TD else int(h[2])
+        if stats:
+            rec.append(_record(level, d, n_f, examined, new_n, t0))
+        n_f, m_f = new_n, new_m
+        m_u -= new_m
+        level += 1
+        _check_levels(level, dg.n)
+    return st.parent, rec
+
+
+def _harish(dg: DeviceGraph, root: int, stats: bool):
+    k = _kernels(dg.vid)
+    parent = cp.empty(dg.n, cp.int64)
+    parent.fill(-1)
+    lev = cp.empty(dg.n, cp.int32)
+    lev.fill(-1)
+    counters = cp.zeros((_COUNTER_ROWS, 4), cp.uint64)
+    k["harish_start"]((1,), (1,), (lev, parent, _i64(root)))
+    rec = []
+    n_f, level = 1, 0
+    while n_f:
+        t0 = time.perf_counter()
+        r = level % _COUNTER_ROWS
+        if r == 0 and level > 0:
+            counters.fill(0)
+        row = counters[r]
+        k["harish_step"](_grid(dg.n), (_BLOCK,), (dg.indptr, dg.indices, lev, parent, _i64(dg.n), _i64(level), row))
+        h = row.get()
+        if stats:
+            rec.append(_record(level, TD, n_f, int(h[2]), int(h[0]), t0))
+        n_f = int(h[0])
+        level += 1
+        _check_levels(level, dg.n)
+    return parent, rec
+
+
+def _search(graph: CSRGraph, root: int, algorithm: str, stats: bool = False, device_memory_limit=None,
+            policy: str = "beamer", alpha=None, beta=None, unexplored: str = "gap"):
+    """Run one search from INTERNAL ``root``; returns (device parent, level stats)."""
+    dg = device_graph(graph, device_memory_limit)
+    if algorithm == "harish":
+        return _harish(dg, root, stats)
+    if algorithm == "td":
+        return _hybrid(dg, root, stats, _Fixed(TD))
+    if algorithm == "bu":
+        return _hybrid(dg, root, stats, _Fixed(BU))
+    if algorithm == "do":
+        return _hybrid(dg, root, stats, _policy(policy, alpha, beta, unexplored))
+    raise DbfsError(f"unknown GPU BFS algorithm {algorithm!r}: use one of {', '.join(ALGORITHMS)}")
+
+
+# ------------------------------------------------------ registered backends
+@register("harish", backend="gpu")
+def harish(graph, root, stats=False, device_memory_limit=None):
+    """Quadratic vertex-parallel wavefront (Harish & Narayanan 2007). The
+    parent array is copied to the host after the search."""
+    parent, rec = _search(graph, root, "harish", stats, device_memory_limit)
+    return parent.get(), rec
+
+
+@register("td", backend="gpu")
+def top_down(graph, root, stats=False, device_memory_limit=None):
+    """Load-balanced top-down BFS (frontier queue, visited bitmap). The
+    parent array is copied to the host after the search."""
+    parent, rec = _search(graph, root, "td", stats, device_memory_limit)
+    return parent.get(), rec
+
+
+@register("bu", backend="gpu")
+def bottom_up(graph, root, stats=False, device_memory_limit=None):
+    """Bottom-up BFS over a frontier bitmap (warp-cooperative early exit).
+    The parent array is copied to the host after the search."""
+    parent, rec = _search(graph, root, "bu", stats, device_memory_limit)
+    return parent.get(), rec
+
+
+@register("do", backend="gpu")
+def direction_optimizing(graph, root, stats=False, device_memory_limit=None, policy="beamer", alpha=None,
+                         beta=None, unexplored="gap"):
+    """Direction-optimizing BFS with :mod:`dbfs.bfs.policy`'s rules. The
+    parent array is copied to the host after the search."""
+    parent, rec = _search(graph, root, "do", stats, device_memory_limit, policy, alpha, beta, unexplored)
+    return parent.get(), rec
+
+
+# ------------------------------------------------------------------ timing
+def _internal_root(graph: CSRGraph, root) -> int:
+    n = int(graph.n_vertices)
+    r = int(root)
+    if not 0 <= r < n:
+        raise DbfsError(f"root {r} is out of range for a graph of {n} vertices: pass 0 <= root < {n}")
+    return graph.to_internal(r)
+
+
+def search_device(graph: CSRGraph, root: int, algorithm: str = "do", stats: bool = False, **opts):
+    """One timed search from ORIGINAL id ``root``.
+
+    Returns ``(parent, seconds, level_stats)`` with ``parent`` the CuPy
+    int64 array over INTERNAL ids, left on the device. The device graph is
+    built and the kernels compiled before the clock starts; the device is
+    synchronised before each clock read.
+    """
+    if algorithm not in ALGORITHMS:
+        raise DbfsError(f"unknown GPU BFS algorithm {algorithm!r}: use one of {', '.join(ALGORITHMS)}")
+    r = _internal_root(graph, root)
+    dg = device_graph(graph, opts.get("device_memory_limit"))
+    _kernels(dg.vid)
+    dev = cp.cuda.Device()
+    dev.synchronize()
+    t0 = time.perf_counter()
+    parent, rec = _search(graph, r, algorithm, stats, **opts)
+    dev.synchronize()
+    seconds = time.perf_counter() - t0
+    return parent, seconds, rec
+
+
+def search_timed(graph: CSRGraph, root: int, algorithm: str = "do", stats: bool = False, **opts):
+    """:func:`search_device`, then the parent copied to the host (after the
+    clock stopped) and mapped to ORIGINAL ids: ``(parent, seconds, level_stats)``."""
+    parent, seconds, rec = search_device(graph, root, algorithm, stats, **opts)
+    return graph.to_original(parent.get()), seconds, rec
+
+
+def count_nedge(edges, parent) -> int:
+    """Graph500 3.0.1 nedge on the device: tuples of ``edges`` (CuPy int64
+    (M, 2), the INPUT list) that are not self-loops and have both endpoints
+    reached in ``parent`` (CuPy int64, -1 unreached, same ids as edges)."""
+    e = cp.ascontiguousarray(edges, dtype=cp.int64)
+    p = cp.ascontiguousarray(parent, dtype=cp.int64)
+    out = cp.zeros(4, cp.uint64)
+    m = int(e.shape[0])
+    if m:   # count_nedge uses no vertex-id type: any compiled module serves
+        _kernels("int")["count_nedge"](_grid(m), (_BLOCK,), (e, _i64(m), p, out))
+    return int(out[0])
