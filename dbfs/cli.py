@@ -192,6 +192,14 @@ def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budge
                f"nnz {sum(attrs['nnz']):,}")
 
 
+def _partitions(backend, partitions):
+    if partitions < 1:
+        raise DbfsError(f"--partitions {partitions} is invalid: use 1 or more")
+    if partitions > 1 and backend != "dask":
+        raise DbfsError(f"--partitions {partitions} needs --backend dask (the {backend} backend searches one partition)")
+    return partitions
+
+
 def _backend_opts(backend, device_memory_limit):
     if device_memory_limit is None:
         return {}
@@ -214,7 +222,9 @@ _run_common = [
     click.option("--seed1", type=int, default=2, help="First seed (generation and search keys)."),
     click.option("--seed2", type=int, default=3, help="Second seed."),
     click.option("--algorithm", "-a", default="do", help="BFS algorithm (see `dbfs algorithms`)."),
-    click.option("--backend", type=click.Choice(["cpu", "gpu"]), default="cpu", help="Where Kernel 2 runs."),
+    click.option("--backend", type=click.Choice(["cpu", "gpu", "dask"]), default="cpu",
+                 help="Where Kernel 2 runs: this process (cpu), one GPU (gpu), or Dask workers (dask)."),
+    click.option("--partitions", "-P", type=int, default=1, help="CSR partitions (dask backend: one per worker slot)."),
     click.option("--relabel", type=click.Choice(["none", "degree"]), default="none", help="CSR variant to search."),
     click.option("--device-memory-limit", default=None, metavar="SIZE",
                  help="GPU backend: keep the CSR in pinned host memory when it exceeds SIZE (auto when it does not fit)."),
@@ -238,8 +248,8 @@ def _apply(opts):
 @click.option("--json", "json_path", default=None, metavar="FILE", help="Write the full result as JSON.")
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png", help="Write per-level and TEPS plots.")
 @click.option("--no-validate", is_flag=True, help="Skip validation (results marked unvalidated).")
-def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, relabel, device_memory_limit, datasets, scheduler,
-        workers, n_roots, json_path, plot_path, no_validate):
+def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, relabel, device_memory_limit, datasets,
+        scheduler, workers, n_roots, json_path, plot_path, no_validate):
     """Graph500 end to end: generate and build if needed, search from the keys, validate, report.
 
     NAME is a stored dataset; without it a Kronecker graph of --scale is used.
@@ -252,10 +262,12 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, relabel, devi
     if n_roots < 1:
         raise DbfsError(f"--roots {n_roots} is invalid: use at least 1 search key (Graph500 uses 64)")
     cfg = RunConfig(algorithm=algorithm, backend=backend, n_roots=n_roots, validate=not no_validate,
-                    relabel=relabel, opts=_backend_opts(backend, device_memory_limit))
-    from dbfs.bfs import get_algorithm
+                    relabel=relabel, opts=_backend_opts(backend, device_memory_limit),
+                    partitions=_partitions(backend, partitions))
+    if backend != "dask":
+        from dbfs.bfs import get_algorithm
 
-    get_algorithm(algorithm, backend)
+        get_algorithm(algorithm, backend)
     target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
     with client_for(scheduler, n_workers=workers) as client:
         res = run_graph500(target, datasets, cfg, client)
@@ -281,41 +293,51 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, relabel, devi
 @click.argument("name", required=False)
 @click.option("--root", "root", type=int, required=True, help="Search key (original vertex id).")
 @_apply(_run_common)
-def bfs_cmd(name, root, scale, edgefactor, seed1, seed2, algorithm, backend, relabel, device_memory_limit, datasets,
-            scheduler, workers):
-    """One search from --root on dataset NAME: levels and per-level statistics."""
-    from dbfs.bfs import get_algorithm
-    from dbfs.cluster import client_for
-    from dbfs.pipeline import RunConfig, check_root, ensure_csr, ensure_dataset, load_graph, search
+def bfs_cmd(name, root, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, relabel, device_memory_limit,
+            datasets, scheduler, workers):
+    """One search from --root on dataset NAME: levels and per-level statistics.
 
-    get_algorithm(algorithm, backend)
-    cfg = RunConfig(algorithm=algorithm, backend=backend, relabel=relabel)
-    target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
+    NAME must already have the CSR variant (`dbfs build NAME`); without NAME a
+    Kronecker graph of --scale is generated and built if needed.
+    """
+    import contextlib
+
     from dbfs import kernel1, store
+    from dbfs.cluster import client_for
+    from dbfs.pipeline import RunConfig, check_root, ensure_csr, ensure_dataset, make_runner
 
-    if name:
-        ds = store.open_dataset(name, datasets)
-    else:
-        with client_for(scheduler, n_workers=workers) as client:
-            ds = ensure_dataset(target, datasets, client)
-    variant = kernel1.variant_name(1, "block", True, relabel)
-    if variant not in [v["name"] for v in kernel1.list_variants(ds.path) if v.get("complete")]:
-        if name:
-            raise DbfsError(f"dataset {ds.name} has no CSR variant {variant}: build it with "
-                            f"`dbfs build {ds.name}" + (" --relabel degree`" if relabel == "degree" else "`"))
-        with client_for(scheduler, n_workers=workers) as client:
+    if backend != "dask":
+        from dbfs.bfs import get_algorithm
+
+        get_algorithm(algorithm, backend)
+    cfg = RunConfig(algorithm=algorithm, backend=backend, relabel=relabel, quiet=True,
+                    partitions=_partitions(backend, partitions), opts=_backend_opts(backend, device_memory_limit))
+    ds = store.open_dataset(name, datasets) if name else None
+    variant = kernel1.variant_name(cfg.partitions, "block", True, relabel)
+    built = ds is not None and variant in [v["name"] for v in kernel1.list_variants(ds.path) if v.get("complete")]
+    if ds is not None and not built:
+        hint = f"dbfs build {ds.name}" + (f" --partitions {cfg.partitions}" if cfg.partitions > 1 else "") + (
+            " --relabel degree" if relabel == "degree" else "")
+        raise DbfsError(f"dataset {ds.name} has no CSR variant {variant}: build it with `{hint}`")
+    need_client = backend == "dask" or ds is None
+    with (client_for(scheduler, n_workers=workers) if need_client else contextlib.nullcontext()) as client:
+        if ds is None:
+            ds = ensure_dataset(_spec_or_name(name, scale, edgefactor, seed1, seed2), datasets, client)
             variant, _ = ensure_csr(ds, cfg, client)
-    graph, load_time = load_graph(ds, variant)
-    check_root(graph, root)
-    cfg.opts = _backend_opts(backend, device_memory_limit)
-    search(graph, root, cfg)  # warm-up
-    res, t = search(graph, root, cfg)
-    reached = int((res.parent >= 0).sum())
+        check_root(ds, root)
+        runner = make_runner(client, ds, variant, None, cfg)
+        try:
+            runner.search(root)  # warm-up
+            t = runner.search(root)
+            levels = runner.level_stats
+        finally:
+            runner.close()
     click.echo(f"dataset {ds.name}  root {root}  algorithm {algorithm}  backend {backend}")
     click.echo(f"{'level':>5}  {'dir':>3}  {'frontier':>12}  {'edges examined':>15}  {'time ms':>9}")
-    for d in res.level_stats:
+    for d in levels:
         click.echo(f"{d['level']:>5}  {d['direction']:>3}  {d['frontier']:>12,}  {d['edges']:>15,}  {d['time'] * 1e3:>9.3f}")
-    click.echo(f"levels {len(res.level_stats)}  reached {reached:,} of {graph.n_vertices:,}  time {t * 1e3:.3f} ms")
+    reached = sum(d.get("discovered", 0) for d in levels) + 1
+    click.echo(f"levels {len(levels)}  reached {reached:,} of {ds.n_vertices:,}  time {t * 1e3:.3f} ms")
 
 
 @cli.command()

@@ -51,8 +51,14 @@ def client_for(scheduler: str | None = None, n_workers: int | None = None,
     n = n_workers or default_workers()
     env = {"NUMBA_NUM_THREADS": str(threads_per_worker), "OMP_NUM_THREADS": str(threads_per_worker),
            "MKL_NUM_THREADS": str(threads_per_worker), "OPENBLAS_NUM_THREADS": str(threads_per_worker)}
-    cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
-                           memory_limit=memory_limit, dashboard_address=":0", env=env, silence_logs=40)
+    import dask
+
+    # pre-spawn-environ reaches the worker before it re-imports __main__ (and with it
+    # Numba); the Nanny's env= comes too late for scripts that import dbfs at top level
+    pre = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}, **env)
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": pre}):
+        cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
+                               memory_limit=memory_limit, dashboard_address=":0", env=env, silence_logs=40)
     client = Client(cluster)
     if not quiet:
         say(f"dbfs: started LocalCluster ({n} worker processes x {threads_per_worker} thread); "

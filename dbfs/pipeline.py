@@ -120,15 +120,24 @@ def pick_roots(ds, edges, n: int) -> np.ndarray:
                           n_vertices=ds.n_vertices)
 
 
-def check_root(graph, root: int) -> None:
-    """Raise DbfsError for a root that is out of range or has no neighbour."""
-    n = graph.n_vertices
+def check_root(ds, root: int) -> None:
+    """Raise DbfsError for a root that is out of range or has no non-self-loop
+    edge in the dataset's INPUT edge list (one streamed pass)."""
+    from dbfs.roots import eligible
+
+    n = ds.n_vertices
     if not 0 <= root < n:
         raise DbfsError(f"root {root} is out of range for a graph of {n:,} vertices: pass 0 <= --root < {n}")
-    r = graph.to_internal(root)
-    if graph.indptr[r + 1] == graph.indptr[r]:
+    if not eligible(ds.edges(), np.array([root], dtype=np.int64))[0]:
         raise DbfsError(f"root {root} is isolated (no non-self-loop edge): pick a vertex with neighbours, "
                         f"e.g. one of the Graph500 roots (`dbfs run`)")
+
+
+def make_runner(client, ds, variant, edges, cfg: RunConfig):
+    """The search/validate driver for cfg.backend (see _LocalRunner, _DaskRunner)."""
+    if cfg.backend == "dask":
+        return _DaskRunner(client, ds, variant, cfg)
+    return _LocalRunner(ds, variant, edges, cfg)
 
 
 def search(graph, root: int, cfg: RunConfig):
@@ -158,45 +167,118 @@ def run_graph500(spec_or_name, root_dir=None, cfg: RunConfig | None = None, clie
     cfg = cfg or RunConfig()
     if cfg.n_roots < 1:
         raise DbfsError(f"--roots {cfg.n_roots} is invalid: use at least 1 search key (Graph500 uses 64)")
-    get_algorithm(cfg.algorithm, cfg.backend)  # unknown algorithm/backend fails before any work
+    if cfg.backend == "dask":
+        if client is None:
+            raise DbfsError("--backend dask needs a Dask cluster: drop --scheduler threads")
+        if cfg.algorithm not in ("do", "td", "bu"):
+            raise DbfsError(f"algorithm {cfg.algorithm!r} has no dask backend: use do, td or bu")
+    else:
+        get_algorithm(cfg.algorithm, cfg.backend)  # unknown algorithm/backend fails before any work
     ds = ensure_dataset(spec_or_name, root_dir, client, cfg.quiet)
     variant, k1 = ensure_csr(ds, cfg, client)
-    graph, load_time = load_graph(ds, variant)
-    say(f"loaded CSR {variant} of {ds.name} in {load_time:.3f} s", cfg.quiet)
     edges = edges_for_validation(ds)
     roots = pick_roots(ds, edges, cfg.n_roots)
     if len(roots) == 0:
         raise DbfsError(f"dataset {ds.name} has no vertex with a non-self-loop edge: nothing to search")
 
-    search(graph, int(roots[0]), cfg)  # untimed warm-up (JIT, caches), as the reference does
+    runner = make_runner(client, ds, variant, edges, cfg)
+    say(f"loaded CSR {variant} of {ds.name} in {runner.load_time:.3f} s", cfg.quiet)
     times, nedges, vtimes, valid, failures, levels = [], [], [], [], [], []
-    for i, r in enumerate(roots.tolist()):
-        res, t = search(graph, r, cfg)
-        times.append(t)
-        levels.append(res.level_stats or [])
-        if cfg.validate:
-            t0 = time.perf_counter()
-            v = validate(edges, r, res.parent, n_vertices=ds.n_vertices)
-            vtimes.append(time.perf_counter() - t0)
-            valid.append(bool(v.ok))
-            nedges.append(int(v.nedge))
-            if not v.ok:
-                failures.append({"root": r, "summary": v.summary(), "rules": v.rules_failed})
-        else:
-            # TEPS still needs nedge: count it with the validator's edge rule only
-            nedges.append(_nedge_only(edges, res.parent, ds.n_vertices))
-        say(f"search {i + 1}/{len(roots)} root {r}: {t * 1e3:.2f} ms, "
-            f"{nedges[-1] / t / 1e9:.3f} GTEPS" + ("" if not cfg.validate else (" valid" if valid[-1] else " INVALID")),
-            cfg.quiet)
+    try:
+        runner.search(int(roots[0]))  # untimed warm-up (JIT, caches), as the reference does
+        for i, r in enumerate(roots.tolist()):
+            t = runner.search(r)
+            times.append(t)
+            levels.append(runner.level_stats or [])
+            if cfg.validate:
+                t0 = time.perf_counter()
+                v = runner.validate(r)
+                vtimes.append(time.perf_counter() - t0)
+                valid.append(bool(v.ok))
+                nedges.append(int(v.nedge))
+                if not v.ok:
+                    failures.append({"root": r, "summary": v.summary(), "rules": v.rules_failed})
+            else:
+                nedges.append(runner.nedge(r))
+            say(f"search {i + 1}/{len(roots)} root {r}: {t * 1e3:.2f} ms, {nedges[-1] / t / 1e9:.3f} GTEPS"
+                + ("" if not cfg.validate else (" valid" if valid[-1] else " INVALID")), cfg.quiet)
+    finally:
+        runner.close()
     spec = ds.attrs["spec"]
     return RunResult(spec=spec, dataset=ds.name, scale=ds.scale, edgefactor=int(spec.get("edgefactor") or 0),
                      n_vertices=ds.n_vertices, n_edges=ds.n_edges,
                      config={"algorithm": cfg.algorithm, "backend": cfg.backend, "variant": variant,
-                             "opts": cfg.opts, "partitions": cfg.partitions},
+                             "opts": cfg.opts, "partitions": cfg.partitions, "events": runner.events},
                      generation_time=float(ds.attrs.get("generation_time", 0.0)),
-                     construction_time=float(k1["construction_time"]), load_time=load_time,
+                     construction_time=float(k1["construction_time"]), load_time=runner.load_time,
                      roots=roots.tolist(), times=times, nedges=nedges, validate_times=vtimes, valid=valid,
                      failures=failures, levels=levels, validated=cfg.validate, num_processes=cfg.partitions)
+
+
+class _LocalRunner:
+    """Single-process backends (cpu, gpu): the graph in this process."""
+
+    events: list = []
+
+    def __init__(self, ds, variant, edges, cfg):
+        self.graph, self.load_time = load_graph(ds, variant)
+        self.edges, self.cfg, self.n = edges, cfg, ds.n_vertices
+        self.parent = None
+        self.level_stats = None
+
+    def search(self, root):
+        res, t = search(self.graph, root, self.cfg)
+        self.parent, self.level_stats = res.parent, res.level_stats
+        return t
+
+    def validate(self, root):
+        from dbfs.validate import validate
+
+        return validate(self.edges, root, self.parent, n_vertices=self.n)
+
+    def nedge(self, root):
+        return _nedge_only(self.edges, self.parent, self.n)
+
+    def close(self):
+        pass
+
+
+class _DaskRunner:
+    """``--backend dask``: partitions pinned to workers, parents stay there,
+    validation as Dask tasks over the stored edge chunks."""
+
+    def __init__(self, client, ds, variant, cfg):
+        from dbfs.bfs import distributed
+
+        self.mod, self.client, self.ds, self.cfg = distributed, client, ds, cfg
+        self.dg = distributed.load_distributed(client, ds.path, variant)
+        self.load_time = self.dg.load_time
+        self.result = None
+        self.level_stats = None
+
+    @property
+    def events(self):
+        return list(self.dg.events)
+
+    def search(self, root):
+        if self.result is not None:
+            self.result.release()
+        self.result, seconds, self.level_stats = self.mod.search(self.dg, root, algorithm=self.cfg.algorithm,
+                                                                 stats=True, **self.cfg.opts)
+        for ev in self.result.events:
+            say(f"worker lost during the search from {root}: {ev}; partitions reloaded, search rerun", self.cfg.quiet)
+        return seconds
+
+    def validate(self, root):
+        return self.mod.validate_distributed(self.client, self.ds.path, self.dg, self.result, root)
+
+    def nedge(self, root):
+        return int(self.validate(root).nedge)
+
+    def close(self):
+        if self.result is not None:
+            self.result.release()
+        self.dg.close()
 
 
 def _nedge_only(edges, parent, n):
@@ -242,6 +324,6 @@ def per_level_comparison(res: RunResult, root_dir, cfg: RunConfig) -> dict:
     graph, _ = load_graph(ds, res.config["variant"])
     out = {}
     for alg in dict.fromkeys(["td", "bu", cfg.algorithm]):
-        backend = cfg.backend
+        backend = "cpu" if cfg.backend == "dask" else cfg.backend
         out[f"{alg} ({backend})"] = bfs(graph, res.roots[0], algorithm=alg, backend=backend, stats=True).level_stats
     return out

@@ -115,3 +115,23 @@ def test_bfs_bad_roots(tmp_path):
     assert res.exit_code == 2 and "isolated" in res.stderr
     res = run("bfs", "no-such-dataset", "--root", 0, "--datasets", tmp_path, ok=False)
     assert res.exit_code == 2 and "not found" in res.stderr
+
+
+@pytest.mark.distributed
+def test_run_dask_backend_matches_cpu(tmp_path):
+    args = ("--scale", 10, "--datasets", tmp_path, "--roots", 4)
+    cpu = run("run", *args, "--scheduler", "threads").stdout
+    res = run("run", *args, "--backend", "dask", "--partitions", 3, "--workers", 2)
+    assert "num_mpi_processes:              3" in res.stdout
+    nedge = [l for l in cpu.splitlines() if l.startswith("min_nedge")]
+    assert nedge and nedge[0] in res.stdout.splitlines()
+    res = run("bfs", "kron-s10-ef16-s2-3", "--root", 458, "--backend", "dask", "--partitions", 3,
+              "--datasets", tmp_path, "--workers", 2)
+    ref = run("bfs", "kron-s10-ef16-s2-3", "--root", 458, "--datasets", tmp_path).stdout
+    summary = lambda out: out.splitlines()[-1].split("  time")[0]  # noqa: E731
+    assert summary(res.stdout) == summary(ref) and "reached 897 of 1,024" in summary(ref)
+
+
+def test_partitions_need_dask(tmp_path):
+    res = run("run", "--scale", 6, "--datasets", tmp_path, "--partitions", 2, ok=False)
+    assert res.exit_code == 2 and "--backend dask" in res.stderr

@@ -1,0 +1,277 @@
+"""Distributed BFS benchmark: per-level overhead and TEPS of ``--backend dask``.
+
+Two parts, both in one JSON record (``benchmarks/results/dask_bfs-<stamp>.json``):
+
+1. ``exchange`` (skip with ``--no-exchange``): the cost of driving one BSP
+   level on Dask, four ways, with tiny data (a 1 kB all-to-all plus a count
+   all-gather per level, W worker processes x 1 thread, one partition each):
+
+   - ``client-loop``: per level the client submits W pinned tasks, each
+     depending on all W outputs of the level before, and gathers them;
+   - ``chained``: the same tasks submitted ``--levels`` levels ahead (the
+     client is not in the loop; a lower bound for a task-based BFS, which
+     needs a second task level per BFS level to agree on the counts);
+   - ``mesh-dask``: one long-running task per worker, messages through
+     distributed's comm layer (``transport="dask"`` of dbfs.bfs.distributed);
+   - ``mesh-tcp``: the same loop over the raw TCP mesh (the default).
+
+2. ``bfs``: for each SCALE in ``--scales`` (Graph500 Kronecker, edgefactor
+   16) and each ``PxW`` in ``--configs`` (P partitions on W worker processes
+   of cores/W threads): ``--reps`` rounds over ``--roots`` Graph500 search
+   keys, each dask search timed right after the single-process ``do`` (this
+   process, all cores) on the same root, so drift on a shared machine hits
+   both alike (with a 50 ms pause before each, so the other side's OpenMP
+   threads have stopped spinning); per root the median of the rounds. Reported: harmonic-mean
+   TEPS (Graph500 count) of both and their ratio, median time and wall time,
+   per-level overhead (``overhead`` of the level records: time not in
+   per-partition compute) as mean / median / p90 / max over all levels,
+   load and mesh times, and the first search's per-level records. A warm-up
+   search per config is validated with ``validate_distributed`` and must
+   agree with the serial nedge.
+
+    python benchmarks/dask_bfs.py --scales 18
+    python benchmarks/dask_bfs.py --scales 24 26 --configs 1x1 4x4 8x8 16x16 --roots 16
+
+Top-level imports stay light: Dask's worker processes re-import this script.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+# ----------------------------------------------------------------- exchange
+def _lvl_task(i, *prev):
+    s = 0
+    for c, _ in prev:
+        s += c
+    return (s + i, np.zeros(128, np.int64))
+
+
+def _mesh_loop(mesh_id, widx, W, levels):
+    from dbfs.bfs.distributed import _MESHES
+
+    mesh = _MESHES[(mesh_id, widx)]
+    peers = [j for j in range(W) if j != widx]
+    payload = np.zeros(128, np.int64)
+    mesh.exchange({j: ({"deg": 0}, []) for j in peers})          # barrier
+    times = []
+    for _ in range(levels):
+        t = time.perf_counter()
+        mesh.exchange({j: ([widx], [payload]) for j in peers})   # data all-to-all
+        mesh.exchange({j: ((1, 2, 3, 0.0), []) for j in peers})   # counts all-gather
+        times.append(time.perf_counter() - t)
+    return times
+
+
+def bench_exchange(workers_list, levels, reps=3):
+    from dbfs.bfs.distributed import close_mesh, open_mesh
+    from dbfs.cluster import client_for
+
+    out = []
+    for W in workers_list:
+        with client_for(n_workers=W, threads_per_worker=1, quiet=True) as client:
+            ws = sorted(client.scheduler_info(n_workers=-1)["workers"])
+            row = {"W": W}
+            # client in the loop
+            per = []
+            for _ in range(reps):
+                prev = []
+                t0 = time.perf_counter()
+                for _lv in range(levels):
+                    futs = [client.submit(_lvl_task, i, *prev, workers=[w], allow_other_workers=False, pure=False)
+                            for i, w in enumerate(ws)]
+                    client.gather(futs)
+                    prev = futs
+                per.append((time.perf_counter() - t0) / levels)
+            row["client-loop_ms"] = 1e3 * statistics.median(per)
+            # chained ahead
+            per = []
+            for _ in range(reps):
+                prev = []
+                t0 = time.perf_counter()
+                for _lv in range(levels):
+                    prev = [client.submit(_lvl_task, i, *prev, workers=[w], allow_other_workers=False, pure=False)
+                            for i, w in enumerate(ws)]
+                client.gather(prev)
+                per.append((time.perf_counter() - t0) / levels)
+            row["chained_ms"] = 1e3 * statistics.median(per)
+            # persistent loops on both meshes
+            for transport in ("dask", "tcp-threads", "tcp"):
+                mid = open_mesh(client, ws, transport)
+                per = []
+                for _ in range(reps):
+                    futs = [client.submit(_mesh_loop, mid, i, W, levels, workers=[w], allow_other_workers=False,
+                                          pure=False) for i, w in enumerate(ws)]
+                    times = client.gather(futs)[0]
+                    per.append(statistics.median(times))
+                close_mesh(client, mid, ws)
+                row[f"mesh-{transport}_ms"] = 1e3 * statistics.median(per)
+            out.append(row)
+            print(f"exchange W={W}: " + "  ".join(f"{k} {v:.3f}" for k, v in row.items() if k != "W"),
+                  file=sys.stderr)
+    return out
+
+
+# ---------------------------------------------------------------------- bfs
+def _hmean_teps(times, nedges):
+    s = np.asarray(times) / np.asarray(nedges, dtype=float)
+    return float(1.0 / s.mean())
+
+
+# pause before each timed search: OpenMP threads of the process that ran last
+# spin-wait for a while after their parallel region and would steal the cores
+_QUIET = 0.05
+
+
+def _timed(fn, *args):
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return time.perf_counter() - t0, out
+
+
+def bench_scale(scale, configs, n_roots, reps, datasets, transport):
+    """Per config: start its cluster, then for ``reps`` rounds over the roots
+    time the single-process do and the dask search back to back (drift on a
+    shared machine hits both alike); per root the median of the rounds."""
+    from dbfs import kernel1, store
+    from dbfs.bfs import get_algorithm
+    from dbfs.bfs import distributed as D
+    from dbfs.cluster import client_for
+    from dbfs.roots import graph500_roots
+    from dbfs.spec import GraphSpec
+    from dbfs.validate import validate
+
+    cores = _cores()
+    spec = GraphSpec.make("kronecker", scale)
+    ds, _ = store.generate(spec, root=datasets, client=None, quiet=True)
+    edges = ds.edges()[:]
+    roots = [int(r) for r in graph500_roots(edges, scale, 2, 3, n=n_roots, n_vertices=ds.n_vertices)]
+    rec = {"scale": scale, "n_vertices": ds.n_vertices, "n_edges": ds.n_edges, "roots": roots, "reps": reps}
+
+    kernel1.build_partitioned(ds.path, P=1, client=None, progress=False)
+    g = kernel1.load_csr(ds.path, kernel1.variant_name(1))
+    fn = get_algorithm("do", "cpu")
+    fn(g, roots[0])                                                   # warm-up (JIT)
+    nedges, levels = [], []
+    for r in roots:
+        parent, _ = fn(g, r)
+        v = validate(edges, r, parent)
+        assert v.ok, v.summary()
+        nedges.append(v.nedge)
+        levels.append(int(v.levels.max()) + 1)
+    rec["nedge"] = nedges
+    rec["levels"] = levels
+    rec["dask"] = []
+    for cfg in configs:
+        P, W = (int(x) for x in cfg.split("x"))
+        tpw = max(1, cores // W)
+        kernel1.build_partitioned(ds.path, P=P, client=None, progress=False)
+        with client_for(n_workers=W, threads_per_worker=tpw, quiet=True) as client:
+            dg = D.load_distributed(client, ds.path, kernel1.variant_name(P), transport=transport)
+            res, _, _ = D.search(dg, roots[0])                         # warm-up (JIT on the workers)
+            vd = D.validate_distributed(client, ds.path, dg, res, roots[0])
+            assert vd.ok and vd.nedge == nedges[0], vd.summary()
+            res.release()
+            cpu_t = [[] for _ in roots]
+            secs = [[] for _ in roots]
+            walls, ovs, first = [], [], None
+            for _rep in range(reps):
+                for k, r in enumerate(roots):
+                    time.sleep(_QUIET)
+                    cpu_t[k].append(_timed(fn, g, r)[0])
+                    time.sleep(_QUIET)
+                    res, sec, lst = D.search(dg, r, stats=True)
+                    secs[k].append(sec)
+                    walls.append(res.wall)
+                    ovs += [x["overhead"] for x in lst]
+                    first = first or lst
+                    res.release()
+            cpu_med = [statistics.median(x) for x in cpu_t]
+            sec_med = [statistics.median(x) for x in secs]
+            row = {"config": cfg, "P": P, "workers": W, "threads_per_worker": tpw, "transport": transport,
+                   "load_time_s": dg.load_time, "mesh_time_s": dg.mesh_time,
+                   "part_load_times_s": [dg.part_load_times[i] for i in range(P)],
+                   "times": sec_med, "all_times": secs, "cpu_do_times": cpu_med,
+                   "median_s": statistics.median(sec_med), "cpu_do_median_s": statistics.median(cpu_med),
+                   "median_wall_s": statistics.median(walls), "hmean_teps": _hmean_teps(sec_med, nedges),
+                   "cpu_do_hmean_teps": _hmean_teps(cpu_med, nedges),
+                   "overhead_ms": {"mean": 1e3 * float(np.mean(ovs)), "median": 1e3 * float(np.median(ovs)),
+                                   "p90": 1e3 * float(np.percentile(ovs, 90)), "max": 1e3 * float(np.max(ovs))},
+                   "levels_per_search": len(first), "first_search_levels": first}
+            row["ratio_vs_cpu_do"] = row["hmean_teps"] / row["cpu_do_hmean_teps"]
+            dg.close()
+        rec["dask"].append(row)
+        print(f"SCALE {scale}: dask {cfg} {row['hmean_teps'] / 1e6:.1f} MTEPS vs cpu do "
+              f"{row['cpu_do_hmean_teps'] / 1e6:.1f}, overhead/level {row['overhead_ms']['median']:.3f} ms median",
+              file=sys.stderr)
+    return rec
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--scales", type=int, nargs="*", default=[18], help="SCALEs of the BFS part")
+    ap.add_argument("--configs", nargs="+", default=["1x1", "2x2", "4x2", "4x4"],
+                    help="PxW: P partitions on W worker processes (cores/W threads each)")
+    ap.add_argument("--roots", type=int, default=8, help="search keys per SCALE")
+    ap.add_argument("--reps", type=int, default=3, help="rounds over the roots (median per root)")
+    ap.add_argument("--transport", default="tcp", choices=["tcp", "tcp-threads", "dask"],
+                    help="mesh of the BFS part")
+    ap.add_argument("--exchange-workers", type=int, nargs="*", default=[2, 4], help="W values of the exchange part")
+    ap.add_argument("--levels", type=int, default=50, help="levels per exchange measurement")
+    ap.add_argument("--no-exchange", action="store_true", help="skip the exchange part")
+    ap.add_argument("--datasets", default=None, help="dataset root (default $DBFS_DATASETS or a temp dir)")
+    ap.add_argument("--out", default=None, help="results directory (default benchmarks/results)")
+    args = ap.parse_args(argv)
+
+    from benchmarks.common import write_record
+
+    record = {"params": vars(args), "cores": _cores(), "loadavg_start": os.getloadavg(),
+              "note": "shared machine: loadavg_start/loadavg_end say how busy it was"}
+    if not args.no_exchange:
+        record["exchange"] = bench_exchange(args.exchange_workers, args.levels)
+    tmp = None
+    datasets = args.datasets or os.environ.get("DBFS_DATASETS")
+    if not datasets and args.scales:
+        tmp = tempfile.TemporaryDirectory(prefix="dbfs-bench-")
+        datasets = tmp.name
+    record["bfs"] = [bench_scale(s, args.configs, args.roots, args.reps, datasets, args.transport) for s in args.scales]
+    record["loadavg_end"] = os.getloadavg()
+    write_record("dask_bfs", record, args.out)
+
+    if record.get("exchange"):
+        print("per-level cost of driving a BSP level (ms, median)")
+        print(f"{'W':>3} {'client-loop':>12} {'chained':>9} {'mesh-dask':>10} {'mesh-tcp-threads':>17} "
+              f"{'mesh-tcp':>9}")
+        for r in record["exchange"]:
+            print(f"{r['W']:>3} {r['client-loop_ms']:>12.2f} {r['chained_ms']:>9.2f} {r['mesh-dask_ms']:>10.3f} "
+                  f"{r['mesh-tcp-threads_ms']:>17.3f} {r['mesh-tcp_ms']:>9.3f}")
+    for s in record["bfs"]:
+        print(f"\nSCALE {s['scale']} ({len(s['roots'])} roots x {s['reps']} rounds, cpu do timed next to each search)")
+        print(f"{'PxW':>5} {'MTEPS':>8} {'cpu do':>8} {'ratio':>6} {'med ms':>8} {'wall ms':>8} {'levels':>6} "
+              f"{'ovh med':>8} {'ovh p90':>8} {'load s':>7}")
+        for d in s["dask"]:
+            print(f"{d['config']:>5} {d['hmean_teps'] / 1e6:8.1f} {d['cpu_do_hmean_teps'] / 1e6:8.1f} "
+                  f"{d['ratio_vs_cpu_do']:6.2f} {1e3 * d['median_s']:8.2f} {1e3 * d['median_wall_s']:8.2f} "
+                  f"{d['levels_per_search']:6d} {d['overhead_ms']['median']:8.3f} {d['overhead_ms']['p90']:8.3f} "
+                  f"{d['load_time_s']:7.2f}")
+    if tmp is not None:
+        tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()

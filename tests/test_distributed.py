@@ -1,0 +1,301 @@
+"""Distributed BFS (``dbfs.bfs.distributed``) on a real LocalCluster.
+
+The oracle is the single-process backend: for every root the distributed
+parent array must validate (serial :func:`dbfs.validate.validate` and the
+Dask-task :func:`validate_distributed`) and agree with ``bfs(graph, root,
+algorithm="do")`` on invariants (level of every vertex, nedge) and on the
+per-level counts (direction, frontier, edges, discovered), never on the
+parent array itself (cuGraph's rule: any valid BFS tree is right).
+
+One module-scoped cluster of 2 worker processes x 1 thread; the worker-death
+test starts its own 3-worker cluster (nannies restart the killed worker).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import ZstdCodec
+
+from dbfs import kernel1, store
+from dbfs.bfs import bfs
+from dbfs.bfs import distributed as D
+from dbfs.errors import DbfsError
+from dbfs.spec import GraphSpec
+from dbfs.validate import validate
+
+pytestmark = pytest.mark.distributed
+
+
+# ---------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def client():
+    from dbfs.cluster import client_for
+
+    with client_for(n_workers=2, threads_per_worker=1, quiet=True) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def droot(tmp_path_factory):
+    return tmp_path_factory.mktemp("dist-datasets")
+
+
+class Graph:
+    """A stored dataset plus its in-memory edges and single-process CSR."""
+
+    def __init__(self, path, edges, n):
+        self.path = path
+        self.edges = np.asarray(edges, dtype=np.int64)
+        self.n = int(n)
+        self.csr = kernel1.build_csr(self.edges, self.n)
+
+    def variant(self, P, client, partitioning="block"):
+        kernel1.build_partitioned(self.path, P=P, partitioning=partitioning, client=client, progress=False)
+        return kernel1.variant_name(P, partitioning)
+
+    def roots(self, k, seed=0):
+        deg = np.diff(self.csr.indptr)
+        cand = np.flatnonzero(deg > 0)
+        return np.random.default_rng(seed).choice(cand, size=min(k, cand.size), replace=False).tolist()
+
+
+def _generated(droot, spec):
+    ds, _ = store.generate(spec, root=droot, client=None, quiet=True)
+    return Graph(ds.path, ds.edges()[:], ds.n_vertices)
+
+
+def _raw(droot, name, edges, n):
+    """A minimal dataset group (edges + counts + marker), for graphs no generator makes."""
+    path = droot / name
+    g = zarr.open_group(str(path), mode="w")
+    g.create_array("edges", data=np.asarray(edges, np.uint32), chunks=(max(1, len(edges) // 3), 2),
+                   compressors=[ZstdCodec(level=1)])
+    g.attrs.update({"n_vertices": int(n), "n_edges": int(len(edges)), "complete": True})
+    return Graph(path, edges, n)
+
+
+@pytest.fixture(scope="module")
+def kron10(droot, golden10):
+    g = _generated(droot, GraphSpec.make("kronecker", 10, 16, 2, 3))
+    assert np.array_equal(g.edges, golden10["edges"])
+    return g
+
+
+@pytest.fixture(scope="module")
+def kron16(droot):
+    return _generated(droot, GraphSpec.make("kronecker", 16, 16, 2, 3))
+
+
+@pytest.fixture(scope="module")
+def grid(droot):
+    return _generated(droot, GraphSpec.make("grid2d", 10))
+
+
+@pytest.fixture(scope="module")
+def forest(droot):
+    """G(n, M) with M = n / 2: hundreds of components (and isolated vertices)."""
+    return _generated(droot, GraphSpec.make("uniform", 11, 1, 5, 7))
+
+
+@pytest.fixture(scope="module")
+def sparse_tail(droot):
+    """1000 vertices, edges only among the first 300: with P = 4 two partitions have no edges."""
+    rng = np.random.default_rng(3)
+    e = rng.integers(0, 300, size=(1500, 2))
+    e = np.concatenate([e, [[999, 999]]])       # a self-loop makes N = 1000
+    return _raw(droot, "sparse-tail", e, 1000)
+
+
+# ----------------------------------------------------------------- helpers
+def check_search(client, g: Graph, dg, root, algorithm="do", validate_dask=True):
+    """Run one distributed search and compare it with the single-process do."""
+    res, seconds, rec = D.search(dg, root, algorithm=algorithm)
+    assert seconds > 0 and res.wall >= seconds
+    parent = D.gather_parent(res)
+    v = validate(g.edges, root, parent)
+    assert v.ok, v.summary()
+    ref = bfs(g.csr, root, algorithm="do", stats=True, levels=True)
+    vref = validate(g.edges, root, ref.parent)
+    assert np.array_equal(v.levels, ref.levels), "levels per vertex differ from the single-process do"
+    assert v.nedge == vref.nedge
+    if algorithm == "do":
+        key = ("direction", "frontier", "edges", "discovered")
+        assert [tuple(r[k] for k in key) for r in rec] == [tuple(r[k] for k in key) for r in ref.level_stats]
+    for r in rec:
+        assert r["overhead"] >= 0 and r["kernel"] >= 0 and r["time"] >= r["overhead"]
+    if validate_dask:
+        vd = D.validate_distributed(client, g.path, dg, res, root)
+        assert vd.ok, vd.summary()
+        assert vd.nedge == v.nedge
+    return res, v
+
+
+# -------------------------------------------------------------------- tests
+@pytest.mark.parametrize("P", [1, 2, 3, 4])
+def test_kron10_golden_roots(client, kron10, golden10, P):
+    dg = D.load_distributed(client, kron10.path, kron10.variant(P, client))
+    try:
+        assert dg.load_time > 0 and set(dg.part_load_times) == set(range(P))
+        assert sorted(dg.rank_worker) == list(range(P))
+        for i, root in enumerate(golden10["roots"][:4]):
+            _, v = check_search(client, kron10, dg, root, validate_dask=(i == 0))
+            assert v.nedge == golden10["nedge_v3"][i]
+    finally:
+        dg.close()
+
+
+@pytest.mark.parametrize("P", [2, 4])
+def test_kron16(client, kron16, golden16, P):
+    with D.load_distributed(client, kron16.path, kron16.variant(P, client)) as dg:
+        for i, root in enumerate(golden16["roots"][:2]):
+            _, v = check_search(client, kron16, dg, root, validate_dask=(i == 0))
+            assert v.nedge == golden16["nedge_v3"][i]
+
+
+def test_grid_many_levels(client, grid):
+    with D.load_distributed(client, grid.path, grid.variant(3, client)) as dg:
+        res, v = check_search(client, grid, dg, 0)
+        assert len(res.level_stats) > 60           # 32 x 32 lattice from a corner: 63 levels
+        check_search(client, grid, dg, 527, validate_dask=False)
+
+
+def test_many_components(client, forest):
+    deg = np.diff(forest.csr.indptr)
+    with D.load_distributed(client, forest.path, forest.variant(4, client)) as dg:
+        roots = forest.roots(5, seed=1)
+        for i, root in enumerate(roots):
+            res, v = check_search(client, forest, dg, root, validate_dask=(i < 2))
+        # an isolated vertex: the tree is the root alone
+        iso = int(np.flatnonzero(deg == 0)[0])
+        res, _, rec = D.search(dg, iso)
+        parent = D.gather_parent(res)
+        assert parent[iso] == iso and (parent >= 0).sum() == 1
+
+
+@pytest.mark.parametrize("P", [3, 4])
+def test_partitions_without_edges(client, sparse_tail, P):
+    with D.load_distributed(client, sparse_tail.path, sparse_tail.variant(P, client)) as dg:
+        nnz = dg.attrs["nnz"]
+        assert 0 in nnz                            # a partition with no edges
+        for root in sparse_tail.roots(3):
+            check_search(client, sparse_tail, dg, root)
+
+
+def test_cyclic(client, kron10, golden10):
+    with D.load_distributed(client, kron10.path, kron10.variant(3, client, "cyclic")) as dg:
+        for root in golden10["roots"][:3]:
+            check_search(client, kron10, dg, root)
+
+
+@pytest.mark.parametrize("algorithm", ["td", "bu"])
+def test_fixed_directions(client, kron10, golden10, algorithm):
+    with D.load_distributed(client, kron10.path, kron10.variant(3, client)) as dg:
+        res, _ = check_search(client, kron10, dg, golden10["roots"][0], algorithm=algorithm, validate_dask=False)
+        assert {r["direction"] for r in res.level_stats} == {algorithm}
+
+
+def test_fewer_workers_than_partitions(client, kron10, golden10):
+    ws = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    variant = kron10.variant(4, client)
+    levels = []
+    for use in (ws, ws[:1]):
+        with D.load_distributed(client, kron10.path, variant, workers=use) as dg:
+            assert set(dg.rank_worker.values()) == set(use)
+            _, v = check_search(client, kron10, dg, golden10["roots"][1], validate_dask=False)
+            levels.append(v.levels)
+    assert np.array_equal(levels[0], levels[1])
+
+
+@pytest.mark.parametrize("transport", ["tcp-threads", "dask"])
+def test_other_transports(client, kron10, golden10, transport):
+    with D.load_distributed(client, kron10.path, kron10.variant(4, client), transport=transport) as dg:
+        check_search(client, kron10, dg, golden10["roots"][2])
+
+
+def test_validate_dask_matches_serial_on_bad_results(client, kron10, golden10):
+    """Corrupt the parent slices on the workers; both validators report the same rules, counts, examples."""
+    from dbfs.validate_dask import validate_partitioned
+
+    root = golden10["roots"][0]
+    with D.load_distributed(client, kron10.path, kron10.variant(3, client)) as dg:
+        res, _, _ = D.search(dg, root)
+        good = D.gather_parent(res)
+        part = res.partitioning
+        reached = np.flatnonzero(good >= 0)
+        cases = {}
+        p = good.copy()
+        p[reached[5]] = reached[6]                 # wrong parent (not an edge / wrong level)
+        p[reached[7]] = -1                         # a reached vertex dropped (span, parent-unreached)
+        cases["edges"] = p
+        p = good.copy()
+        a, b = reached[10], reached[11]
+        p[a], p[b] = b, a                          # a 2-cycle
+        cases["cycle"] = p
+        p = good.copy()
+        p[3] = 5000                                # out of range
+        cases["range"] = p
+        p = good.copy()
+        p[root] = reached[reached != root][0]
+        cases["root"] = p
+        for name, p in cases.items():
+            slices = [client.scatter(p[part.vertex_range(rk).start:part.vertex_range(rk).stop], workers=[w])
+                      for rk, w in sorted(res.rank_worker.items())]
+            vd = validate_partitioned(client, kron10.path, slices, part, root)
+            vs = validate(kron10.edges, root, p)
+            assert not vs.ok and not vd.ok, name
+            assert vd.nedge == vs.nedge, name
+            assert [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vd.failures] == \
+                [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures], name
+
+
+def test_errors(client, kron10):
+    with pytest.raises(DbfsError, match="missing or incomplete"):
+        D.load_distributed(client, kron10.path, "p7-block")
+    with D.load_distributed(client, kron10.path, kron10.variant(2, client)) as dg:
+        with pytest.raises(DbfsError, match="out of range"):
+            D.search(dg, kron10.n)
+        with pytest.raises(DbfsError, match="unknown algorithm"):
+            D.search(dg, 0, algorithm="spmv")
+        with pytest.raises(DbfsError, match="policy"):
+            D.search(dg, 0, policy="nope")
+    with pytest.raises(DbfsError, match="closed"):
+        D.search(dg, 0)
+
+
+def test_worker_death_is_recovered(kron16, golden16):
+    """The worker holding rank 1 exits at level 2 of the first attempt: the
+    partition is reloaded on a live worker, the search reruns and validates."""
+    from dbfs.cluster import client_for
+
+    with client_for(n_workers=3, threads_per_worker=1, quiet=True) as c:
+        variant = kron16.variant(4, c)
+        with D.load_distributed(c, kron16.path, variant, timeout=60) as dg:
+            root = golden16["roots"][0]
+            before = dict(dg.rank_worker)
+            res, seconds, rec = D.search(dg, root, _kill=(1, 2))
+            assert res.attempts == 2 and len(res.events) == 1
+            ev = res.events[0]
+            assert ev["event"] == "worker-lost" and before[1] in ev["workers_lost"] and 1 in ev["ranks_reloaded"]
+            assert dg.events == res.events
+            assert dg.rank_worker[1] != before[1]
+            parent = D.gather_parent(res)
+            v = validate(kron16.edges, root, parent)
+            assert v.ok and v.nedge == golden16["nedge_v3"][0]
+            vd = D.validate_distributed(c, kron16.path, dg, res, root)
+            assert vd.ok and vd.nedge == v.nedge
+            # the graph stays usable
+            res2, _, _ = D.search(dg, golden16["roots"][1])
+            assert validate(kron16.edges, golden16["roots"][1], D.gather_parent(res2)).ok
+
+
+def test_task_error_is_raised_not_retried(client, kron10, golden10):
+    """A genuine error on one worker reaches the caller at once (no retry, no timeout); the graph stays usable."""
+    import time
+
+    with D.load_distributed(client, kron10.path, kron10.variant(2, client), timeout=60) as dg:
+        t0 = time.perf_counter()
+        with pytest.raises(RuntimeError, match="injected failure"):
+            D.search(dg, golden10["roots"][0], _kill=(1, 1, "raise"))
+        assert time.perf_counter() - t0 < 30 and not dg.events
+        check_search(client, kron10, dg, golden10["roots"][0], validate_dask=False)
