@@ -7,7 +7,7 @@ reference's ``nedge_v3``, and the levels it implies equal the oracle's.
 import numpy as np
 import pytest
 
-from dbfs.bfs import ALGORITHMS, BFSResult, bfs, get_algorithm
+from dbfs.bfs import ALGORITHMS, BFSResult, bfs, get_algorithm, prepare
 from dbfs.bfs import cpu
 from dbfs.bfs.policy import BeamerPolicy, ChangeStatePolicy, make_policy
 from dbfs.bfs.reference import Oracle, bfs_levels, min_parents
@@ -218,6 +218,18 @@ def test_hand_made_expected_levels():
     np.testing.assert_array_equal(res.levels, [1, 0, 1, -1, -1])
 
 
+def test_prepare_builds_helpers_once():
+    edges, n, root, _ = HAND["two-components"]
+    g = make_graph(edges, n)
+    assert prepare(g) is g
+    hub = g.meta["_hub"]
+    assert g.meta["_rows_sorted"] is True
+    np.testing.assert_array_equal(hub[:3] >= 0, True)
+    assert hub[4] in (3, 5) and hub[3] == 4
+    bfs(g, root, "do")
+    assert g.meta["_hub"] is hub  # reused, not rebuilt
+
+
 def test_isolated_root_reaches_only_itself():
     g = make_graph(np.array([[0, 1], [1, 2]]), 5)
     for name in ALGORITHMS["cpu"]:
@@ -300,7 +312,7 @@ def test_make_policy_errors():
         make_policy("beamer", alpha=0)
     with pytest.raises(DbfsError, match="unexplored"):
         make_policy("beamer", unexplored="sometimes")
-    assert make_policy("change_state").alpha == 64.0
+    assert (make_policy("change_state").alpha, make_policy("change_state").beta) == (1024.0, 64.0)
 
 
 # ----------------------------------------------------------------- errors
@@ -343,12 +355,13 @@ def test_named_steps_on_an_offset_range():
     loc_indices = g.indices[g.indptr[off]:]
     parent = np.full(128, -1, np.int64)
     parent[70] = 70
-    gvisited = np.zeros(2, np.int64)  # global filter bitmap
+    gvisited = np.zeros(2, np.int64)  # global visited bitmap, exact
     cpu.mark_queue(np.array([70, 54]), 0, gvisited)
     parent[54] = 54  # pretend 54 was reached earlier
     nxt, examined = cpu.td_step(loc_indptr, loc_indices, off, np.array([70], np.int64), parent, gvisited)
     assert examined == 4 and sorted(nxt.tolist()) == [69, 71, 86]
-    assert all(parent[v] == 70 for v in nxt)
+    assert all(parent[v] == 70 for v in nxt) and parent[54] == 54
+    assert all((gvisited[v >> 6] >> (v & 63)) & 1 for v in [54, 69, 70, 71, 86])
     # bottom-up over the local range: frontier bitmap global, visited local and exact
     front = np.zeros(2, np.int64)
     cpu.mark_queue(nxt, 0, front)
@@ -356,7 +369,8 @@ def test_named_steps_on_an_offset_range():
     visited = np.zeros(1, np.int64)
     cpu.mark_queue(np.array([70, 69, 71, 86]), off, visited)
     nb = np.zeros(1, np.int64)
-    awake, ex, deg = cpu.bu_step(loc_indptr, loc_indices, off, front, lpar, visited, nb)
+    hub = cpu.hub_neighbours(g)[off:]
+    awake, ex, deg = cpu.bu_step(loc_indptr, loc_indices, off, front, lpar, visited, nb, hub)
     got = sorted(off + b for b in range(64) if (nb[0] >> b) & 1)
     assert got == [68, 72, 85, 87, 102]
     assert awake == 5 and all(lpar[v - off] in nxt for v in got)
@@ -366,6 +380,27 @@ def test_named_steps_on_an_offset_range():
     bm = np.zeros(1, np.int64)
     cpu.queue_to_bitmap(q, off, bm)
     assert bm[0] == nb[0]
+
+
+def test_td_step_parallel_path_dedupes():
+    """A frontier whose neighbourhoods overlap heavily, over the parallel path."""
+    rng = np.random.default_rng(11)
+    n = 1 << 14
+    edges = rng.integers(0, n, size=(1 << 18, 2))
+    g = make_graph(edges, n)
+    frontier = np.unique(rng.integers(0, n, 2000)).astype(np.int64)
+    parent = np.full(n, -1, np.int64)
+    parent[frontier] = frontier
+    visited = np.zeros(n >> 6, np.int64)
+    cpu.mark_queue(frontier, 0, visited)
+    nxt, examined = cpu.td_step(g.indptr, g.indices, 0, frontier, parent, visited)
+    assert examined == np.diff(g.indptr)[frontier].sum() > cpu._TD_SERIAL_EDGES
+    fset = set(frontier.tolist())
+    want = set(g.indices[np.concatenate([np.arange(g.indptr[u], g.indptr[u + 1]) for u in frontier])].tolist()) - fset
+    assert len(nxt) == len(set(nxt.tolist())) == len(want) and set(nxt.tolist()) == want
+    adj = {int(u): set(g.indices[g.indptr[u]:g.indptr[u + 1]].tolist()) for u in frontier}
+    assert all(int(parent[v]) in fset and v in adj[int(parent[v])] for v in nxt)
+    assert all((visited[v >> 6] >> (v & 63)) & 1 for v in nxt)
 
 
 def test_bitmap_helpers_large():

@@ -103,7 +103,7 @@ class ChangeStatePolicy:
 
     name = "change_state"
 
-    def __init__(self, alpha: float = 64.0, beta: float = 64.0):
+    def __init__(self, alpha: float = 1024.0, beta: float = 64.0):
         if alpha <= 0 or beta <= 0:
             raise DbfsError(
                 f"policy change_state needs alpha > 0 and beta > 0, got alpha={alpha} beta={beta}")
@@ -129,7 +129,7 @@ class ChangeStatePolicy:
 
 
 POLICIES = {"beamer": BeamerPolicy, "change_state": ChangeStatePolicy}
-DEFAULTS = {"beamer": {"alpha": 15.0, "beta": 18.0}, "change_state": {"alpha": 64.0, "beta": 64.0}}
+DEFAULTS = {"beamer": {"alpha": 15.0, "beta": 18.0}, "change_state": {"alpha": 1024.0, "beta": 64.0}}
 
 
 def make_policy(policy: str = "beamer", alpha: float | None = None, beta: float | None = None,
