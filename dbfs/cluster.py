@@ -9,7 +9,13 @@ Numba kernels in concurrent tasks do not oversubscribe the cores. With
 started elsewhere) and leaves it running on exit. ``scheduler="threads"`` uses
 no cluster at all (the threaded scheduler; yields None).
 
-Either way the dashboard link is printed to stderr.
+Either way the dashboard link is printed to stderr. The worker environment is
+passed with the Nanny's ``env=`` (applied after the worker re-imports
+``__main__``), not ``pre-spawn-environ``: the latter is set in the PARENT's
+environment while workers spawn, and a Numba compile in the parent during
+that window pins its thread count (seen on the 16-core GPU host). So scripts
+that start clusters must not import Numba-compiling modules at top level of
+``__main__`` (dbfs's CLI does not).
 """
 from __future__ import annotations
 
@@ -51,14 +57,8 @@ def client_for(scheduler: str | None = None, n_workers: int | None = None,
     n = n_workers or default_workers()
     env = {"NUMBA_NUM_THREADS": str(threads_per_worker), "OMP_NUM_THREADS": str(threads_per_worker),
            "MKL_NUM_THREADS": str(threads_per_worker), "OPENBLAS_NUM_THREADS": str(threads_per_worker)}
-    import dask
-
-    # pre-spawn-environ reaches the worker before it re-imports __main__ (and with it
-    # Numba); the Nanny's env= comes too late for scripts that import dbfs at top level
-    pre = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}) or {}, **env)
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": pre}):
-        cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
-                               memory_limit=memory_limit, dashboard_address=":0", env=env, silence_logs=40)
+    cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
+                           memory_limit=memory_limit, dashboard_address=":0", env=env, silence_logs=40)
     client = Client(cluster)
     if not quiet:
         say(f"dbfs: started LocalCluster ({n} worker processes x {threads_per_worker} thread); "
