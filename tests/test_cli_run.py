@@ -75,8 +75,14 @@ def test_invalid_run_prints_no_results(tmp_path):
         parent[reached[-1]] = -1  # drop one reached vertex: the tree no longer spans the component
         return parent, levels
 
-    res = run("run", "--scale", 8, "--datasets", tmp_path, "--scheduler", "threads", "--roots", 2,
-              "--algorithm", "broken-for-test", ok=False)
+    from dbfs.bfs import ALGORITHMS, _REGISTRY
+
+    try:
+        res = run("run", "--scale", 8, "--datasets", tmp_path, "--scheduler", "threads", "--roots", 2,
+                  "--algorithm", "broken-for-test", ok=False)
+    finally:  # keep the registry clean for tests that loop over every algorithm
+        _REGISTRY.pop(("cpu", "broken-for-test"), None)
+        ALGORITHMS["cpu"].remove("broken-for-test")
     assert res.exit_code == 1
     assert res.stdout.strip() == "No results printed for invalid run."
     assert "validation failed" in res.stderr

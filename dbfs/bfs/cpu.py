@@ -58,9 +58,10 @@ Races (no compare-and-swap in Numba): ``td_step`` claims ``parent[v] = u``
 with a plain store from several threads, for every v whose visited bit was
 clear when the level started; aligned 8-byte stores are atomic on the
 supported CPUs, so ``parent[v]`` ends as one of the writers, all in the
-current frontier, hence a valid BFS parent. The recorded vertices are then
-deduplicated by one serial pass over the (cache-resident) visited bitmap, so
-the next frontier holds each vertex once and ``visited`` stays exact.
+current frontier, hence a valid BFS parent. Visited bits are set with plain
+read-modify-writes that a race may undo; the recorded vertices are then
+deduplicated by one serial pass that also re-sets their bits, so the next
+frontier holds each vertex once and ``visited`` is exact again.
 Bottom-up writes only the vertices its thread owns (whole 64-bit words), so
 it needs no atomics at all.
 """
@@ -201,12 +202,14 @@ def td_step(indptr, indices, offset, frontier, parent, visited):
 
     Small frontiers (fewer than ``_TD_SERIAL_EDGES`` edges) run serially:
     waking threads costs more than the work. Otherwise the work is split into
-    equal EDGE ranges (a hub's list may span several chunks); each chunk
-    writes ``parent[v] = u`` for every neighbour whose visited bit is clear
-    and records v in its own slice of a buffer (a vertex may be recorded by
-    several chunks; every such u is in the frontier, so whichever store lands
-    last is a valid parent). One serial pass then keeps the first record of
-    each vertex, setting its visited bit (the bitmap is small and cached).
+    equal EDGE ranges (a hub's list may span several chunks); each chunk, for
+    every neighbour whose visited bit is clear, sets the bit (a plain
+    read-modify-write: a concurrent update may lose it), writes ``parent[v] =
+    u`` and records v in its own slice of a buffer. A vertex may so be
+    recorded twice (two chunks racing, or a lost bit); every such u is in the
+    frontier, so whichever store lands last is a valid parent. One serial
+    pass over the records then keeps the first record of each vertex and
+    re-sets its visited bit (both bitmaps are small and cached).
 
     Returns (next_frontier int64, edges examined).
     """
@@ -266,8 +269,11 @@ def _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff,
                 stop = e1
             for j in range(base + k, base + stop):
                 v = indices[j]
-                if (visited[v >> 6] >> (v & 63)) & 1:
+                bit = np.int64(1) << (v & 63)
+                word = visited[v >> 6]
+                if word & bit:
                     continue
+                visited[v >> 6] = word | bit  # racy: a lost bit only means a duplicate record
                 parent[v] = u
                 out[w] = v
                 w += 1
@@ -279,20 +285,33 @@ def _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff,
 
 @njit(nogil=True, cache=True)
 def _td_first_records(out, cnt, E, visited):
-    """Keep the first record of each vertex over the chunk slices (serial:
-    exact), setting its visited bit; returns the new frontier."""
+    """Keep the first record of each vertex over the chunk slices (serial, so
+    exact), re-setting its visited bit in case a racy update lost it;
+    returns the new frontier (ascending when it is large)."""
     C = cnt.shape[0]
+    seen = np.zeros(visited.shape[0], np.int64)
     w = 0
     for c in range(C):
         e0 = c * E // C
         for k in range(e0, e0 + cnt[c]):
             v = out[k]
             bit = np.int64(1) << (v & 63)
-            if visited[v >> 6] & bit:
+            if seen[v >> 6] & bit:
                 continue
+            seen[v >> 6] |= bit
             visited[v >> 6] |= bit
             out[w] = v
             w += 1
+    if w > seen.shape[0]:
+        # a large frontier: emit it in ascending order from the bitmap, so the
+        # next step reads indptr and the rows front to back, not at random
+        w = 0
+        for i in range(seen.shape[0]):
+            x = seen[i]
+            while x != 0:
+                out[w] = (i << 6) + _cttz(x)
+                w += 1
+                x &= x - 1
     return out[:w].copy()
 
 
