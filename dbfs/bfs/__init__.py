@@ -114,18 +114,24 @@ def prepare(graph: CSRGraph, backend: str = "cpu") -> CSRGraph:
     return hook(graph) if hook is not None else graph
 
 
-def bfs(graph: CSRGraph, root: int, algorithm: str = "do", backend: str = "cpu",
-        stats: bool = False, levels: bool = False, **opts) -> BFSResult:
-    """Search ``graph`` from ``root``; see the module docstring for the contract."""
-    fn = get_algorithm(algorithm, backend)
-    _check_opts(fn, algorithm, opts)
-    n = int(graph.n_vertices)
+def check_root_id(root, n) -> int:
+    """``int(root)``, or DbfsError unless it is a vertex id in [0, n) (every backend)."""
+    n = int(n)
     try:
         r = int(root)
     except (TypeError, ValueError):
         raise DbfsError(f"root {root!r} is not an integer vertex id: pass 0 <= root < {n}") from None
     if not 0 <= r < n:
         raise DbfsError(f"root {r} is out of range for a graph of {n} vertices: pass 0 <= root < {n}")
+    return r
+
+
+def bfs(graph: CSRGraph, root: int, algorithm: str = "do", backend: str = "cpu",
+        stats: bool = False, levels: bool = False, **opts) -> BFSResult:
+    """Search ``graph`` from ``root``; see the module docstring for the contract."""
+    fn = get_algorithm(algorithm, backend)
+    _check_opts(fn, algorithm, opts)
+    r = check_root_id(root, graph.n_vertices)
     parent_int, rec = fn(graph, graph.to_internal(r), stats=stats, **opts)
     parent = graph.to_original(parent_int)
     lev = None

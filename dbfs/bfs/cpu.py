@@ -380,7 +380,10 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _hub_neighbours(indptr, indices):
+def hub_by_degree(indptr, indices, deg):
+    """``hub[i]``: row i's highest-degree neighbour by ``deg`` (indexed by the
+    ids in ``indices``; first in row order on ties; -1 for an empty row). A
+    partition passes GLOBAL degrees, the single-process backend ``diff(indptr)``."""
     n = indptr.shape[0] - 1
     hub = np.empty(n, indices.dtype)
     for v in prange(n):
@@ -388,7 +391,7 @@ def _hub_neighbours(indptr, indices):
         bd = -1
         for j in range(indptr[v], indptr[v + 1]):
             u = indices[j]
-            d = indptr[u + 1] - indptr[u]
+            d = deg[u]
             if d > bd:
                 bd = d
                 best = u
@@ -402,7 +405,7 @@ def hub_neighbours(graph):
     ``graph.meta["_hub"]`` (see :func:`prepare`)."""
     hub = graph.meta.get("_hub")
     if hub is None:
-        hub = graph.meta["_hub"] = _hub_neighbours(graph.indptr, graph.indices)
+        hub = graph.meta["_hub"] = hub_by_degree(graph.indptr, graph.indices, np.diff(graph.indptr))
     return hub
 
 

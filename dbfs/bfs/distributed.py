@@ -135,7 +135,7 @@ from urllib.parse import urlparse
 import numpy as np
 from numba import njit, prange
 
-from dbfs.bfs.cpu import (_fill_parent, _no_edge_bitmap, bitmap_to_queue, bu_step, frontier_edges,
+from dbfs.bfs.cpu import (_fill_parent, _no_edge_bitmap, bitmap_to_queue, bu_step, frontier_edges, hub_by_degree,
                           queue_to_bitmap, td_step)
 from dbfs.bfs.policy import BU, TD, make_policy
 from dbfs.errors import DbfsError
@@ -225,31 +225,11 @@ def _global_degrees(part: Partitioning, *degs):
     return deg
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def _hub_global(indptr, indices, deg):
-    """``hub[i]``: local row i's highest-degree neighbour (first in row order
-    on ties, -1 if none) by GLOBAL degree: the rule of cpu's hub_neighbours,
-    which reads degrees from a whole-graph indptr that a partition lacks."""
-    n = indptr.shape[0] - 1
-    hub = np.empty(n, indices.dtype)
-    for v in prange(n):
-        best = -1
-        bd = -1
-        for j in range(indptr[v], indptr[v + 1]):
-            u = indices[j]
-            d = deg[u]
-            if d > bd:
-                bd = d
-                best = u
-        hub[v] = best
-    return hub
-
-
 def _prepare_part(p, deg):
     """Kernel-1-like data a partition needs from the whole graph: the hub
     neighbours of bu_step (built at load time, outside any search)."""
     t0 = time.perf_counter()
-    p.hub = _hub_global(p.indptr, p.indices, deg)
+    p.hub = hub_by_degree(p.indptr, p.indices, deg)
     p.prepare_time = time.perf_counter() - t0
     return p
 
@@ -1354,13 +1334,10 @@ def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: s
     """
     if algorithm not in ALGORITHMS:
         raise DbfsError(f"unknown algorithm {algorithm!r} for backend dask: use one of {', '.join(ALGORITHMS)}")
+    from dbfs.bfs import check_root_id
+
     n = dgraph.n_vertices
-    try:
-        r = int(root)
-    except (TypeError, ValueError):
-        raise DbfsError(f"root {root!r} is not an integer vertex id: pass 0 <= root < {n}") from None
-    if not 0 <= r < n:
-        raise DbfsError(f"root {r} is out of range for a graph of {n} vertices: pass 0 <= root < {n}")
+    r = check_root_id(root, n)
     if len(dgraph.part_futures) != dgraph.P:
         raise DbfsError("this DistributedGraph was closed: load it again with load_distributed(...)")
     make_policy(policy, alpha, beta)  # check the parameters on the client
