@@ -37,8 +37,14 @@ datasets_opt = click.option("--datasets", "datasets", default=None, metavar="DIR
 scheduler_opt = click.option("--scheduler", default=None, metavar="ADDRESS",
                              help="Join this Dask scheduler (tcp://host:port); 'threads' runs without a cluster. "
                                   "[default: start a LocalCluster of worker processes]")
-workers_opt = click.option("--workers", type=int, default=None, show_default="one per core",
-                           help="Worker processes of the LocalCluster.")
+_workers = click.option("--workers", type=int, default=None, show_default="one per core",
+                        help="Worker processes of the LocalCluster.")
+_cluster = click.option("--cluster", "cluster_profile", default=None, metavar="NAME|FILE",
+                        help="Cluster profile (YAML; names are files in cluster/), e.g. local-4x4.")
+
+
+def workers_opt(f):
+    return _workers(_cluster(f))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -65,7 +71,7 @@ def cli():
 @click.option("--force", is_flag=True, help="Rebuild even if a complete dataset exists (old copy kept until done).")
 @scheduler_opt
 @workers_opt
-def generate(scale, edgefactor, seed1, seed2, kind, a, b, c, input_, datasets, chunk_edges, force, scheduler, workers):
+def generate(scale, edgefactor, seed1, seed2, kind, a, b, c, input_, datasets, chunk_edges, force, scheduler, workers, cluster_profile):
     """Generate a graph's edge list into the dataset store (zarr)."""
     from dbfs import store
     from dbfs.cluster import client_for
@@ -80,7 +86,7 @@ def generate(scale, edgefactor, seed1, seed2, kind, a, b, c, input_, datasets, c
         store.generate(spec, root)  # reuse: no cluster needed
     else:
         store._check_room(root, store.estimate_bytes(spec))  # fail before starting a cluster
-        with client_for(scheduler, n_workers=workers) as client:
+        with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
             store.generate(spec, root, chunk_edges=chunk_edges, force=force, client=client)
     click.echo(spec.name)
 
@@ -174,7 +180,7 @@ def _parse_size(text):
 @datasets_opt
 @scheduler_opt
 @workers_opt
-def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budget, datasets, scheduler, workers):
+def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budget, datasets, scheduler, workers, cluster_profile):
     """Kernel 1: build (or reuse) the partitioned CSR of dataset NAME, out of core."""
     from dbfs import kernel1, store
     from dbfs.cluster import client_for
@@ -183,7 +189,7 @@ def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budge
     if partitions < 1:
         raise DbfsError(f"--partitions {partitions} is invalid: use 1 or more")
     ds = store.open_dataset(name, datasets)
-    with client_for(scheduler, n_workers=workers) as client:
+    with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
         attrs = kernel1.build_partitioned(ds.path, P=partitions, partitioning=partitioning,
                                           dedupe=not keep_duplicates, relabel=relabel,
                                           memory_budget=budget, client=client, progress=True)
@@ -249,7 +255,7 @@ def _apply(opts):
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png", help="Write per-level and TEPS plots.")
 @click.option("--no-validate", is_flag=True, help="Skip validation (results marked unvalidated).")
 def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, relabel, device_memory_limit, datasets,
-        scheduler, workers, n_roots, json_path, plot_path, no_validate):
+        scheduler, workers, cluster_profile, n_roots, json_path, plot_path, no_validate):
     """Graph500 end to end: generate and build if needed, search from the keys, validate, report.
 
     NAME is a stored dataset; without it a Kronecker graph of --scale is used.
@@ -269,7 +275,7 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, r
 
         get_algorithm(algorithm, backend)
     target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
-    with client_for(scheduler, n_workers=workers) as client:
+    with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
         res = run_graph500(target, datasets, cfg, client)
     if res.validated and not res.ok:
         for f in res.failures:
@@ -294,7 +300,7 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, r
 @click.option("--root", "root", type=int, required=True, help="Search key (original vertex id).")
 @_apply(_run_common)
 def bfs_cmd(name, root, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, relabel, device_memory_limit,
-            datasets, scheduler, workers):
+            datasets, scheduler, workers, cluster_profile):
     """One search from --root on dataset NAME: levels and per-level statistics.
 
     NAME must already have the CSR variant (`dbfs build NAME`); without NAME a
@@ -320,7 +326,7 @@ def bfs_cmd(name, root, scale, edgefactor, seed1, seed2, algorithm, backend, par
             " --relabel degree" if relabel == "degree" else "")
         raise DbfsError(f"dataset {ds.name} has no CSR variant {variant}: build it with `{hint}`")
     need_client = backend == "dask" or ds is None
-    with (client_for(scheduler, n_workers=workers) if need_client else contextlib.nullcontext()) as client:
+    with (client_for(scheduler, n_workers=workers, profile=cluster_profile) if need_client else contextlib.nullcontext()) as client:
         if ds is None:
             ds = ensure_dataset(_spec_or_name(name, scale, edgefactor, seed1, seed2), datasets, client)
             variant, _ = ensure_csr(ds, cfg, client)

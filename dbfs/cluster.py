@@ -26,6 +26,26 @@ import sys
 from dbfs.errors import DbfsError
 
 
+def load_profile(name_or_path: str) -> dict:
+    """A cluster profile (YAML): a path, or a name of a file in the repo's cluster/ folder."""
+    from pathlib import Path
+
+    import yaml
+
+    p = Path(name_or_path)
+    if not p.suffix:
+        p = Path(__file__).resolve().parent.parent / "cluster" / f"{name_or_path}.yaml"
+    try:
+        prof = yaml.safe_load(p.read_text()) or {}
+    except OSError:
+        raise DbfsError(f"cluster profile {name_or_path} not found ({p}): pass a YAML file or a name in cluster/") from None
+    except yaml.YAMLError as e:
+        raise DbfsError(f"cluster profile {p} is not valid YAML ({e.__class__.__name__}): fix the file") from None
+    if prof.get("type") not in ("local", "scheduler") or (prof["type"] == "scheduler" and not prof.get("address")):
+        raise DbfsError(f"cluster profile {p} needs type: local, or type: scheduler with an address")
+    return prof
+
+
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
@@ -36,7 +56,13 @@ def say(msg: str) -> None:
 
 @contextlib.contextmanager
 def client_for(scheduler: str | None = None, n_workers: int | None = None,
-               threads_per_worker: int = 1, memory_limit="auto", quiet: bool = False):
+               threads_per_worker: int | None = None, memory_limit="auto", quiet: bool = False,
+               profile: str | None = None):
+    prof = load_profile(profile) if profile else {}
+    if prof.get("type") == "scheduler" and not scheduler:
+        scheduler = prof["address"]
+    n_workers = n_workers or prof.get("workers")
+    threads_per_worker = threads_per_worker or prof.get("threads_per_worker") or 1
     if scheduler == "threads":
         yield None
         return

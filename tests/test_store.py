@@ -257,3 +257,19 @@ def test_unreachable_scheduler(tmp_path):
     assert res.exit_code == 0
     res = run("generate", "--datasets", tmp_path, "--scale", 5, "--scheduler", "tcp://127.0.0.1:9", ok=False)
     assert res.exit_code == 2 and "cannot reach the Dask scheduler" in res.stderr
+
+
+@pytest.mark.distributed
+def test_cluster_profile(tmp_path):
+    prof = tmp_path / "one.yaml"
+    prof.write_text("type: local\nworkers: 1\nthreads_per_worker: 1\n")
+    res = run("generate", "--datasets", tmp_path / "ds", "--scale", 8, "--cluster", prof)
+    assert "LocalCluster (1 worker processes x 1 thread)" in res.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("type: moon\n")
+    for p in (bad, tmp_path / "missing.yaml"):
+        res = run("generate", "--datasets", tmp_path / "ds2", "--scale", 8, "--cluster", p, ok=False)
+        assert res.exit_code == 2 and "cluster profile" in res.stderr
+    from dbfs.cluster import load_profile
+
+    assert load_profile("local")["type"] == "local" and load_profile("local-4x4")["workers"] == 4
