@@ -113,10 +113,8 @@ def oracle10(golden10):
 
 @pytest.fixture(scope="module")
 def s16(golden16):
-    try:
-        from dbfs.generate.graph500 import kronecker_edges
-    except ImportError as exc:
-        pytest.skip(f"SCALE 16 needs dbfs.generate.graph500.kronecker_edges: {exc}")
+    from dbfs.generate.graph500 import kronecker_edges
+
     edges = kronecker_edges(16, 16, 2, 3)
     assert edges.shape == (golden16["n_edges"], 2)
     np.testing.assert_array_equal(edges[:len(golden16["first_edges"])], golden16["first_edges"])
