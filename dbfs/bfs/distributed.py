@@ -352,6 +352,16 @@ def _host_of(address: str) -> str:
     return "127.0.0.1"
 
 
+def _shutdown(socks) -> None:
+    """Shut down and close sockets; a select or recv in progress wakes up."""
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        s.close()
+
+
 class _ThreadedTcpMesh:
     """Transport 'tcp-threads': all-to-all message rounds over one TCP connection per peer.
 
@@ -429,12 +439,7 @@ class _ThreadedTcpMesh:
 
     def close(self):
         self.closed = True
-        for s in self.socks.values():
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
+        _shutdown(self.socks.values())
         for q in self.inbox.values():
             q.put(_PeerLost("mesh closed"))
 
@@ -587,12 +592,7 @@ class _SelectMesh:
     def close(self):
         """(any thread) shut the sockets down: a select in progress wakes and raises _PeerLost."""
         self.closed = True
-        for s in self.socks.values():
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
+        _shutdown(self.socks.values())
 
 
 class _DaskMesh:
