@@ -71,6 +71,7 @@ VARIANTS = [
     ("do", {}),
     ("do", {"policy": "change_state"}),
     ("do", {"unexplored": "exact"}),
+    ("do", {"tail": "gap"}),
     ("spmv", {}),
 ]
 IDS = [a + "".join(f"-{v}" for v in o.values()) for a, o in VARIANTS]
@@ -277,7 +278,7 @@ def test_do_options():
 
 # ----------------------------------------------------------------- policy
 def test_beamer_policy_rules():
-    p = BeamerPolicy(alpha=10, beta=10)
+    p = BeamerPolicy(alpha=10, beta=10, tail="gap")
     p.start(1000)
     assert p.next(1, 5, 995) == "td"          # 5 <= 1000/10 (edges_to_check starts at m_u + m_f)
     assert p.next(20, 200, 700) == "bu"       # 200 > 995/10
@@ -285,10 +286,22 @@ def test_beamer_policy_rules():
     assert p.next(200, 300, 10) == "bu"       # shrinking but 200 >= 1000/10
     assert p.next(50, 60, 5) == "td"          # shrinking and 50 < 100
     assert p.next(40, 50, 4) == "td"          # gap mode: edges_to_check stays large
-    q = BeamerPolicy(alpha=10, beta=10, unexplored="exact")
+    q = BeamerPolicy(alpha=10, beta=10, unexplored="exact", tail="gap")
     q.start(1000)
     seq = [(1, 5, 995), (20, 200, 700), (500, 3000, 100), (50, 60, 5), (40, 50, 4)]
     assert [q.next(*c) for c in seq] == ["td", "bu", "bu", "td", "bu"]  # 50 > 4/10: back to bu
+
+
+def test_beamer_tail_cost_rule():
+    """tail='cost' (default): beta's rule fires but bottom-up stays while the
+    unvisited vertices have fewer edges (m_u) than the frontier (m_f)."""
+    p = BeamerPolicy(alpha=10, beta=10)
+    p.start(1000)
+    assert [p.next(1, 5, 995), p.next(20, 200, 700), p.next(500, 3000, 100)] == ["td", "bu", "bu"]
+    assert p.next(50, 60, 5) == "bu"          # shrinking, 50 < 100, but m_u 5 < m_f 60
+    assert p.next(40, 50, 80) == "td"         # m_u 80 >= m_f 50: top-down is no dearer
+    with pytest.raises(DbfsError, match="tail"):
+        BeamerPolicy(tail="sometimes")
 
 
 def test_change_state_policy_rules():

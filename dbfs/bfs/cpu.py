@@ -76,7 +76,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from dbfs.bfs import register
-from dbfs.bfs.policy import BU, TD, make_policy
+from dbfs.bfs.policy import BU, TD, policy_from
 
 # edges per top-down work chunk, and a cap on the number of chunks
 _TD_GRAIN = 2048
@@ -85,6 +85,9 @@ _MAX_CHUNKS = 1024
 _TD_SERIAL_EDGES = 16384
 # below this many words bitmap_to_queue runs on one thread
 _B2Q_SERIAL_WORDS = 1 << 16
+# below this many vertices a frontier's degree sum / offsets run on one thread
+# (each vertex is a random read of indptr: worth two threads from a few thousand)
+_DEG_SERIAL_VERTICES = 4096
 
 
 # ----------------------------------------------------------------- helpers
@@ -121,7 +124,7 @@ def _new_bitmap(nloc, pad_ones):
 
 def frontier_edges(indptr, offset, queue):
     """Sum of the degrees of the (local) vertices in ``queue``."""
-    if queue.shape[0] > 65536:
+    if queue.shape[0] > _DEG_SERIAL_VERTICES:
         return int(_frontier_edges_parallel(indptr, offset, queue))
     return int(_frontier_edges_serial(indptr, offset, queue))
 
@@ -218,7 +221,7 @@ def td_step(indptr, indices, offset, frontier, parent, visited):
         E = _frontier_edges_serial(indptr, offset, frontier)
         if E <= _TD_SERIAL_EDGES:
             return _td_step_serial(indptr, indices, offset, frontier, parent, visited, E)
-    if f < 65536:
+    if f <= _DEG_SERIAL_VERTICES:
         degoff = _degree_offsets(indptr, offset, frontier)
     else:
         degoff = _degree_offsets_par(indptr, offset, frontier)
@@ -315,6 +318,47 @@ def _td_first_records(out, cnt, E, visited):
     return out[:w].copy()
 
 
+# a word with at least this many unvisited vertices tests all 64 hubs with a
+# branch-free (vectorisable) loop; sparser words walk their clear bits
+_BU_DENSE_WORD = 16
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _popcount(x):
+    c = 0
+    y = np.uint64(x)
+    while y != 0:
+        y &= y - np.uint64(1)
+        c += 1
+    return c
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _hub_hits(hub, front, base, count):
+    """Bit b set iff hub[base + b] >= 0 is in ``front`` (b < count): a
+    branch-free loop over the word that LLVM turns into vector gathers."""
+    m = np.int64(0)
+    for b in range(count):
+        h = np.int64(hub[base + b])
+        hc = h if h > 0 else np.int64(0)
+        m |= (((front[hc >> 6] >> (hc & 63)) & 1) & np.int64(h >= 0)) << b
+    return m
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _scan_row(indptr, indices, front, vl):
+    """(first neighbour of local row vl in ``front`` or -1, entries read)."""
+    s = indptr[vl]
+    e = indptr[vl + 1]
+    j = s
+    while j < e:
+        u = indices[j]
+        j += 1
+        if (front[u >> 6] >> (u & 63)) & 1:
+            return np.int64(u), j - s
+    return np.int64(-1), j - s
+
+
 @njit(parallel=True, nogil=True, cache=True)
 def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub):
     """Bottom-up step over the local rows (GAP's BUStep).
@@ -323,14 +367,17 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub):
     global id - offset, ``offset % 64 == 0``). ``visited`` must be EXACT here
     (every reached vertex has its bit; bits may also mark vertices never to
     search, such as isolated ones). ``hub[v]`` is v's highest-degree
-    neighbour (:func:`hub_neighbours`): it is the likeliest to be in the
-    frontier, so it is tested first from a dense array and most vertices
-    never touch their adjacency row. Each thread owns whole 64-vertex words:
-    it walks the clear bits of a word, stops at the first neighbour in the
-    frontier (early exit), then writes the word's next and visited bits once,
-    so no atomics are needed.
+    neighbour (:func:`hub_neighbours`, -1 for an empty row): it is the
+    likeliest to be in the frontier, so it is tested first from a dense array
+    and most vertices never touch their adjacency row. Each thread owns whole
+    64-vertex words: a word with many unvisited vertices tests all 64 hubs
+    branch-free (:func:`_hub_hits`, vectorised), a sparse word walks its clear
+    bits; the vertices whose hub missed scan their rows up to the first
+    neighbour in the frontier (early exit). The word's next and visited bits
+    are written once, so no atomics are needed.
 
     Returns (vertices awakened, edges examined, sum of their degrees).
+    Edges examined count one per hub test plus the row entries read.
     """
     nloc = indptr.shape[0] - 1
     nwords = (nloc + 63) >> 6
@@ -340,40 +387,45 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub):
     for w in prange(nwords):
         vis = visited[w]
         todo = ~vis
-        nb = np.int64(0)
+        if todo == 0:
+            nxt[w] = 0
+            continue
         base = w << 6
-        n_aw = 0
-        n_ex = 0
+        n_todo = _popcount(todo)
+        if n_todo >= _BU_DENSE_WORD:
+            hits = _hub_hits(hub, front, base, min(64, nloc - base)) & todo
+        else:
+            hits = np.int64(0)
+            t = todo
+            while t != 0:
+                b = _cttz(t)
+                t &= t - 1
+                h = hub[base + b]
+                if h >= 0 and (front[h >> 6] >> (h & 63)) & 1:
+                    hits |= np.int64(1) << b
+        n_ex = n_todo
         n_deg = 0
-        while todo != 0:
-            b = _cttz(todo)
-            todo &= todo - 1
-            bit = np.int64(1) << b
+        x = hits
+        while x != 0:
+            vl = base + _cttz(x)
+            x &= x - 1
+            parent[vl] = hub[vl]
+            n_deg += indptr[vl + 1] - indptr[vl]
+        nb = hits
+        miss = todo & ~hits
+        while miss != 0:
+            b = _cttz(miss)
+            miss &= miss - 1
             vl = base + b
-            h = hub[vl]
-            n_ex += 1
-            if h >= 0 and (front[h >> 6] >> (h & 63)) & 1:
-                parent[vl] = h
-                nb |= bit
-                n_aw += 1
+            u, k = _scan_row(indptr, indices, front, vl)
+            n_ex += k
+            if u >= 0:
+                parent[vl] = u
+                nb |= np.int64(1) << b
                 n_deg += indptr[vl + 1] - indptr[vl]
-                continue
-            s = indptr[vl]
-            e = indptr[vl + 1]
-            j = s
-            while j < e:
-                u = indices[j]
-                j += 1
-                if (front[u >> 6] >> (u & 63)) & 1:
-                    parent[vl] = u
-                    nb |= bit
-                    n_aw += 1
-                    n_deg += e - s
-                    break
-            n_ex += j - s
         nxt[w] = nb
         visited[w] = vis | nb
-        awake += n_aw
+        awake += _popcount(nb)
         examined += n_ex
         awake_deg += n_deg
     return awake, examined, awake_deg
@@ -893,23 +945,17 @@ def _hybrid(graph, root, stats, pol, semiring):
 
 @register("do")
 def direction_optimizing(graph, root, stats=False, policy="beamer", alpha=None, beta=None,
-                         unexplored="gap"):
+                         unexplored="gap", tail="cost"):
     """Direction-optimizing BFS; see :mod:`dbfs.bfs.policy` for the rules
-    (alpha/beta None: the policy's defaults; unexplored: beamer only)."""
-    return _hybrid(graph, root, stats, _policy(policy, alpha, beta, unexplored), semiring=False)
+    (alpha/beta None: the policy's defaults; unexplored, tail: beamer only)."""
+    return _hybrid(graph, root, stats, policy_from(policy, alpha, beta, unexplored, tail), semiring=False)
 
 
 @register("spmv")
-def spmv(graph, root, stats=False, policy="beamer", alpha=None, beta=None, unexplored="gap"):
+def spmv(graph, root, stats=False, policy="beamer", alpha=None, beta=None, unexplored="gap", tail="cost"):
     """Linear-algebra BFS over (min, select-index); deterministic parents;
     push/pull chosen per level by the same policies as ``do``."""
-    return _hybrid(graph, root, stats, _policy(policy, alpha, beta, unexplored), semiring=True)
-
-
-def _policy(policy, alpha, beta, unexplored):
-    if policy == "beamer":
-        return make_policy(policy, alpha, beta, unexplored=unexplored)
-    return make_policy(policy, alpha, beta)
+    return _hybrid(graph, root, stats, policy_from(policy, alpha, beta, unexplored, tail), semiring=True)
 
 
 def prepare(graph):

@@ -137,7 +137,7 @@ from numba import njit, prange
 
 from dbfs.bfs.cpu import (_fill_parent, _no_edge_bitmap, bitmap_to_queue, bu_step, frontier_edges, hub_by_degree,
                           queue_to_bitmap, td_step)
-from dbfs.bfs.policy import BU, TD, make_policy
+from dbfs.bfs.policy import BU, TD, policy_from
 from dbfs.errors import DbfsError
 from dbfs.partition import Partitioning, owner_local
 
@@ -807,9 +807,9 @@ class _State:
         self.buf = np.empty(max(p.nloc, 1), np.int64)
 
 
-def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, policy, alpha, beta, unexplored, nnz_total,
-                kill=None):
-    """(task pinned to mesh worker ``widx``) one search on this worker's partitions ``parts``.
+def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, kill=None):
+    """(task pinned to mesh worker ``widx``) one search on this worker's partitions ``parts``;
+    ``pol_opts``: the keyword options of :func:`dbfs.bfs.policy.policy_from`.
 
     Returns {"parents": {rank: parent slice}, "seconds", "records" (widx 0 only), "kernel_total", "levels"}.
     Any failure closes this worker's end of the mesh first, so the peers
@@ -822,8 +822,7 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, policy, alpha, 
         if mesh is None:
             raise _PeerLost(f"no mesh {mesh_id[:8]} on this worker (restarted?)")
     try:
-        return _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, policy, alpha, beta, unexplored,
-                           nnz_total, kill)
+        return _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, kill)
     except BaseException:
         mesh.close()
         with _REG_LOCK:
@@ -831,7 +830,7 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, policy, alpha, 
         raise
 
 
-def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, policy, alpha, beta, unexplored, nnz_total, kill):
+def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, kill):
     """The level loop of :func:`_bsp_search` (see the module docstring)."""
     W = len(ranks_of)
     mesh = _Timed(mesh)
@@ -869,8 +868,7 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, policy, alpha, bet
         st.queue = np.array([i], np.int64)
     visited_g[root >> 6] |= np.int64(1) << (root & 63)
 
-    pol = make_policy(policy, alpha, beta, unexplored=unexplored) if policy == "beamer" else \
-        make_policy(policy, alpha, beta)
+    pol = policy_from(**pol_opts)
     pol.start(N)
     n_f, m_f = 1, deg_root
     m_u = nnz_total - deg_root
@@ -1276,7 +1274,7 @@ def _run_once(dg: DistributedGraph, root, algorithm, pol, stats, kill):
     for i, w in enumerate(dg.mesh_workers):
         parts = [dg.part_futures[rk] for rk in ranks_of[i]]
         futs.append(client.submit(_bsp_search, dg.mesh_id, i, ranks_of, parts, int(root), algorithm,
-                                  pol["policy"], pol["alpha"], pol["beta"], pol["unexplored"], dg.nnz_total, kill,
+                                  pol, dg.nnz_total, kill,
                                   workers=[w], allow_other_workers=False, pure=False))
     watched = set(dg.mesh_workers)
     pending = list(futs)
@@ -1320,7 +1318,8 @@ def _run_once(dg: DistributedGraph, root, algorithm, pol, stats, kill):
 
 
 def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: str = "beamer",
-           alpha: float | None = None, beta: float | None = None, unexplored: str = "gap", stats: bool = True,
+           alpha: float | None = None, beta: float | None = None, unexplored: str = "gap", tail: str = "cost",
+           stats: bool = True,
            retries: int = 2, _kill=None):
     """One distributed search from ORIGINAL vertex ``root``.
 
@@ -1340,8 +1339,8 @@ def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: s
     r = check_root_id(root, n)
     if len(dgraph.part_futures) != dgraph.P:
         raise DbfsError("this DistributedGraph was closed: load it again with load_distributed(...)")
-    make_policy(policy, alpha, beta)  # check the parameters on the client
-    pol = {"policy": policy, "alpha": alpha, "beta": beta, "unexplored": unexplored}
+    pol = {"policy": policy, "alpha": alpha, "beta": beta, "unexplored": unexplored, "tail": tail}
+    policy_from(**pol)  # check the parameters on the client
     events = []
     attempt = 0
     while True:

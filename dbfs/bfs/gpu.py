@@ -63,7 +63,7 @@ import cupy as cp
 import numpy as np
 
 from dbfs.bfs import register
-from dbfs.bfs.policy import BU, TD, make_policy
+from dbfs.bfs.policy import BU, TD, policy_from
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph
 
@@ -269,12 +269,6 @@ class _Fixed:
         return self.direction
 
 
-def _policy(policy, alpha, beta, unexplored):
-    if policy == "beamer":
-        return make_policy(policy, alpha, beta, unexplored=unexplored)
-    return make_policy(policy, alpha, beta)
-
-
 def _check_levels(level, n):
     """A BFS has at most n levels: more means the counters are wrong (a bug), not a deep graph."""
     if level > n + 1:
@@ -380,7 +374,7 @@ def _harish(dg: DeviceGraph, root: int, stats: bool):
 
 
 def _search(graph: CSRGraph, root: int, algorithm: str, stats: bool = False, device_memory_limit=None,
-            policy: str = "beamer", alpha=None, beta=None, unexplored: str = "gap"):
+            policy: str = "beamer", alpha=None, beta=None, unexplored: str = "gap", tail: str = "cost"):
     """Run one search from INTERNAL ``root``; returns (device parent, level stats)."""
     dg = device_graph(graph, device_memory_limit)
     if algorithm == "harish":
@@ -390,7 +384,7 @@ def _search(graph: CSRGraph, root: int, algorithm: str, stats: bool = False, dev
     if algorithm == "bu":
         return _hybrid(dg, root, stats, _Fixed(BU))
     if algorithm == "do":
-        return _hybrid(dg, root, stats, _policy(policy, alpha, beta, unexplored))
+        return _hybrid(dg, root, stats, policy_from(policy, alpha, beta, unexplored, tail))
     raise DbfsError(f"unknown GPU BFS algorithm {algorithm!r}: use one of {', '.join(ALGORITHMS)}")
 
 
@@ -421,10 +415,11 @@ def bottom_up(graph, root, stats=False, device_memory_limit=None):
 
 @register("do", backend="gpu")
 def direction_optimizing(graph, root, stats=False, device_memory_limit=None, policy="beamer", alpha=None,
-                         beta=None, unexplored="gap"):
+                         beta=None, unexplored="gap", tail="cost"):
     """Direction-optimizing BFS with :mod:`dbfs.bfs.policy`'s rules. The
     parent array is copied to the host after the search."""
-    parent, rec = _search(graph, root, "do", stats, device_memory_limit, policy, alpha, beta, unexplored)
+    parent, rec = _search(graph, root, "do", stats, device_memory_limit, policy, alpha, beta, unexplored,
+                          tail)
     return parent.get(), rec
 
 
