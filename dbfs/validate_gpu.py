@@ -1,0 +1,221 @@
+"""Graph500 validation on an array module (CuPy on a GPU, or NumPy).
+
+``validate_gpu(edges, root, parent, n_vertices=None, xp=None, chunk_edges=2**26)
+-> ValidationResult(ok, nedge, failures, levels)``
+
+Contract: the same as :func:`dbfs.validate.validate`, rule by rule, and the
+same result type (``Failure``, ``ValidationResult`` and ``RULES`` come from
+there): same ``ok``, ``nedge``, failed rules (in ``RULES`` order), ``count``
+and message per failure, and the same ``levels``. Like the CPU validator it
+is independent of what it checks: nothing from :mod:`dbfs.bfs`, no CSR, only
+the INPUT edge list, read in row chunks of ``chunk_edges`` tuples (a CuPy or
+NumPy (M, 2) int array, or anything sliceable by rows, e.g. zarr; host
+chunks are copied to the device one at a time).
+
+Encodings: ``parent`` int, one entry per vertex, ``parent[root] == root``,
+-1 unreached; ``n_vertices`` defaults to ``len(parent)``. ``levels`` comes
+back as a NumPy int64 array: -1 unreached, -2 for a reached vertex whose
+parent chain does not reach the root (it ends in a cycle or at an unreached
+vertex); those are reported by ``cycle`` / ``parent-unreached`` and left out
+of the edge rules. ``Failure.vertices`` is a NumPy int64 array holding the
+same examples as the CPU validator: the smallest offending ids for vertex
+rules, the endpoints of the first offending tuples (input order) for edge
+rules. ``xp=None`` picks CuPy when ``parent`` or ``edges`` is a CuPy array
+(imported only then), else NumPy.
+
+Algorithm, all O(n) or O(M) vector ops, no Python loop over vertices/edges:
+
+- levels by pointer jumping: ``nxt`` = parent for reached non-root vertices,
+  self for the root and unreached vertices (the chain ends); ``dist`` = 1 per
+  step from a reached non-root vertex. Repeat ``dist += dist[anc]; anc =
+  anc[anc]`` until ``anc`` is idempotent or 2**r >= n (at most
+  ceil(log2 n)+1 rounds). Then ``anc[v] == root`` gives level ``dist[v]``;
+  otherwise a reached vertex is broken (-2).
+- ``cycle`` counts the vertices ON a cycle (as the CPU walk marks them, not
+  their descendants): after >= n steps every broken chain that does not end
+  at an unreached vertex sits on its cycle and every cycle vertex is such an
+  end, so the cycle set is the scatter ``on[anc[v]] = True`` over those v.
+- ``parent-unreached`` counts reached v whose parent is unreached (the CPU
+  walk's last vertex before an unreached one).
+- edges: per chunk, masks give edge-range, edge-span, level-diff and nedge;
+  tree edges are a scatter of True flags, ``found[v] = True`` where
+  ``parent[v] == u`` (and symmetrically), race-free on a GPU; every vertex
+  of level > 0 must be found.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dbfs.validate import MAX_EXAMPLES, RULES, Failure, ValidationResult
+
+__all__ = ["validate_gpu"]
+
+DEFAULT_CHUNK_EDGES = 1 << 26
+
+_EDGE_RULES = (
+    ("edge-range", "input tuple(s) have an endpoint outside [0, {n})"),
+    ("edge-span", "input edge(s) join a reached and an unreached vertex (the tree misses part of the root's component)"),
+    ("level-diff", "input edge(s) join vertices whose levels differ by more than one"),
+)
+
+
+def _is_cupy(a) -> bool:
+    return type(a).__module__.startswith("cupy")
+
+
+def _host(a) -> np.ndarray:
+    """Any array (CuPy or NumPy) as a host int64 array."""
+    return np.asarray(a.get() if _is_cupy(a) else a, dtype=np.int64).ravel()
+
+
+def _fail(rule, message, vertices, count):
+    return Failure(rule, message, _host(vertices[:MAX_EXAMPLES]), int(count))
+
+
+def _first(xp, mask):
+    """The smallest indices where ``mask`` holds, at most MAX_EXAMPLES."""
+    return xp.flatnonzero(mask)[:MAX_EXAMPLES]
+
+
+# ------------------------------------------------------------ vertex rules
+def _check_prefix(xp, parent, root, n):
+    """length, range, root: each stops validation (returns a Failure)."""
+    if parent.shape[0] != n:
+        return _fail("length", f"parent has {parent.shape[0]} entries, graph has {n} vertices", [], 1)
+    bad = (parent < -1) | (parent >= n)
+    nbad = int(bad.sum())
+    if nbad:
+        return _fail("range", f"{nbad} parent value(s) are neither -1 nor a vertex id in [0, {n})",
+                     _first(xp, bad), nbad)
+    if not 0 <= root < n:
+        return _fail("root", f"root {root} is not a vertex id in [0, {n})", [], 1)
+    pr = int(parent[root])
+    if pr != root:
+        return _fail("root", f"parent[root] is {pr}, not the root {root}", [root], 1)
+    return None
+
+
+def _levels(xp, parent, root, n):
+    """Pointer jumping. Returns (levels with -1/-2, chain failures)."""
+    reached = parent >= 0
+    ids = xp.arange(n, dtype=np.int64)
+    anc = xp.where(reached, parent, ids)          # root and unreached point to themselves
+    dist = reached.astype(np.int64)
+    dist[root] = 0
+    for _ in range(max(1, n.bit_length())):       # 2**rounds > n
+        a2 = anc[anc]
+        if bool((a2 == anc).all()):
+            break
+        dist = dist + dist[anc]
+        anc = a2
+    to_root = anc == root
+    lev = xp.where(reached, xp.where(to_root, dist, -2), -1)
+    failures = []
+    # broken chains whose end is reached sit on a cycle after >= n steps
+    ends = anc[~to_root & reached & (parent[anc] >= 0)]
+    on = xp.zeros(n, dtype=bool)
+    on[ends] = True
+    ncyc = int(on.sum())
+    if ncyc:
+        failures.append(_fail("cycle", f"{ncyc} vertex(es) lie on a parent cycle that misses the root",
+                              _first(xp, on), ncyc))
+    pun = reached & (parent[xp.where(reached, parent, 0)] < 0)
+    npun = int(pun.sum())
+    if npun:
+        failures.append(_fail("parent-unreached",
+                              f"{npun} reached vertex(es) have an unreached parent (-1)",
+                              _first(xp, pun), npun))
+    return lev, failures
+
+
+# -------------------------------------------------------------- edge rules
+def _examples(xp, u, v, mask, have):
+    """Endpoints (u0, v0, u1, v1, ...) of the first offending tuples, topping up ``have``."""
+    need = MAX_EXAMPLES - have.size
+    if need <= 0:
+        return have
+    k = xp.flatnonzero(mask)[:(need + 1) // 2]
+    pairs = _host(xp.stack([u[k], v[k]], axis=1))
+    return np.concatenate([have, pairs])[:MAX_EXAMPLES]
+
+
+def _check_edges(xp, edges, parent, lev, n, chunk_edges):
+    m = int(edges.shape[0])
+    found = xp.zeros(n, dtype=bool)
+    totals = [0, 0, 0]
+    examples = [np.empty(0, np.int64) for _ in range(3)]
+    nedge = 0
+    step = max(1, int(chunk_edges))
+    cupy_xp = xp is not np
+    for s in range(0, m, step):
+        chunk = edges[s:min(s + step, m)]
+        if _is_cupy(chunk) and not cupy_xp:
+            chunk = chunk.get()
+        elif not _is_cupy(chunk):
+            chunk = np.asarray(chunk)
+        chunk = xp.asarray(chunk)
+        if chunk.ndim != 2 or chunk.shape[1] != 2:
+            raise ValueError(f"edges must have shape (M, 2); got a chunk of shape {chunk.shape}")
+        u = chunk[:, 0].astype(np.int64)
+        v = chunk[:, 1].astype(np.int64)
+        del chunk
+        bad = (u < 0) | (v < 0) | (u >= n) | (v >= n)
+        uu = xp.where(bad, 0, u)
+        vv = xp.where(bad, 0, v)
+        lu = lev[uu]
+        lv = lev[vv]
+        ok = ~bad & (lu != -2) & (lv != -2)
+        both = ok & (lu >= 0) & (lv >= 0)
+        span = ok & ((lu >= 0) != (lv >= 0))
+        diff = both & (xp.abs(lu - lv) > 1)
+        tree = both & (uu != vv)
+        nedge += int(tree.sum())
+        found[vv[tree & (parent[vv] == uu)]] = True
+        found[uu[tree & (parent[uu] == vv)]] = True
+        for kind, mask in enumerate((bad, span, diff)):
+            c = int(mask.sum())
+            if c:
+                totals[kind] += c
+                examples[kind] = _examples(xp, u, v, mask, examples[kind])
+    failures = []
+    for kind, (rule, text) in enumerate(_EDGE_RULES):
+        if totals[kind]:
+            failures.append(_fail(rule, f"{totals[kind]} " + text.format(n=n), examples[kind],
+                                  totals[kind]))
+    return nedge, failures, found
+
+
+# ----------------------------------------------------------------- driver
+def _pick_xp(xp, parent, edges):
+    if xp is not None:
+        return xp
+    if _is_cupy(parent) or _is_cupy(edges):
+        import cupy
+
+        return cupy
+    return np
+
+
+def validate_gpu(edges, root, parent, n_vertices=None, xp=None,
+                 chunk_edges=DEFAULT_CHUNK_EDGES) -> ValidationResult:
+    """Check one search on ``xp`` (see the module docstring); same result as ``validate``."""
+    xp = _pick_xp(xp, parent, edges)
+    if _is_cupy(parent) and xp is np:
+        parent = parent.get()
+    parent = xp.asarray(parent).astype(np.int64)
+    n = int(n_vertices) if n_vertices is not None else int(parent.shape[0])
+    root = int(root)
+    f = _check_prefix(xp, parent, root, n)
+    if f:
+        return ValidationResult(False, 0, [f])
+    lev, failures = _levels(xp, parent, root, n)
+    nedge, edge_failures, found = _check_edges(xp, edges, parent, lev, n, chunk_edges)
+    failures += edge_failures
+    missing = (lev > 0) & ~found
+    cnt = int(missing.sum())
+    if cnt:
+        failures.append(_fail("tree-edge",
+                              f"{cnt} reached vertex(es) have a parent that is not an input neighbour",
+                              _first(xp, missing), cnt))
+    failures.sort(key=lambda x: RULES.index(x.rule))
+    return ValidationResult(not failures, int(nedge), failures, _host(lev))
