@@ -954,11 +954,8 @@ def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", ded
     csr_root = dataset_path / "csr"
     final = csr_root / name
 
-    old = _read_attrs(final)
-    if old and old.get("complete") and old.get("P") == P and old.get("partitioning") == partitioning \
-            and old.get("options", {}).get("dedupe") == bool(dedupe) \
-            and old.get("options", {}).get("relabel") == relabel:
-        old["reused"] = True
+    old = reusable_variant(dataset_path, P, partitioning, dedupe, relabel)
+    if old is not None:
         return old
 
     t_start = time.perf_counter()
@@ -1276,3 +1273,97 @@ def load_csr(dataset_path, variant: str) -> CSRGraph:
             "n_edges": attrs.get("n_edges"), "construction_time": attrs.get("construction_time"),
             "load_time": time.perf_counter() - t0}
     return CSRGraph(indptr, indices, N, perm=perm, iperm=iperm, meta=meta)
+
+
+# =====================================================================
+# Storing an in-memory CSR (GPU Kernel 1)
+# =====================================================================
+def reusable_variant(dataset_path, P: int = 1, partitioning: str = "block", dedupe: bool = True,
+                     relabel: str = "none") -> dict | None:
+    """The attributes of a complete stored variant built with these options
+    (``reused=True`` added), or None when it must be built."""
+    old = _read_attrs(Path(dataset_path) / "csr" / variant_name(P, partitioning, dedupe, relabel))
+    if old and old.get("complete") and old.get("P") == P and old.get("partitioning") == partitioning \
+            and old.get("options", {}).get("dedupe") == bool(dedupe) \
+            and old.get("options", {}).get("relabel") == relabel:
+        old["reused"] = True
+        return old
+    return None
+
+
+def store_csr(dataset_path, indptr: np.ndarray, indices: np.ndarray, n_edges: int, dedupe: bool,
+              t_start: float, builder: str, threads: int | None = None) -> dict:
+    """Store a whole in-memory CSR (host arrays) as variant ``p1-block[-dup]``
+    of the dataset: the layout, attributes and checksums
+    :func:`build_partitioned` writes, temp dir + rename, complete marker last.
+    ``construction_time`` runs from ``t_start`` (perf_counter) to the marker.
+    Chunks are compressed and written by ``threads`` threads (zstd releases
+    the GIL). Returns the attributes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import zarr
+    from zarr.codecs import ZstdCodec
+
+    from dbfs import __version__
+
+    dataset_path = Path(dataset_path)
+    N = int(indptr.shape[0] - 1)
+    nnz = int(indptr[-1])
+    name = variant_name(1, "block", dedupe, "none")
+    csr_root = dataset_path / "csr"
+    final = csr_root / name
+    zarr.open_group(str(csr_root), mode="a")
+    for stale in [*csr_root.glob(f".{name}.tmp-*"), *csr_root.glob(f".{name}.old-*")]:
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = csr_root / f".{name}.tmp-{uuid.uuid4().hex[:12]}"
+    try:
+        vg = zarr.open_group(str(tmp), mode="w")
+        pg = zarr.open_group(str(tmp / "part-0000"), mode="w")
+        comp = [ZstdCodec(level=_ZSTD_LEVEL)]
+        arrays = {"indptr": (indptr, "row"), "indices": (indices, "entry")}
+        jobs = []
+        for key, (arr, dim) in arrays.items():
+            z = _writable(pg.create_array(key, shape=arr.shape, chunks=(_MAX_OUT_CHUNK,), dtype=arr.dtype,
+                                          compressors=comp, fill_value=0, dimension_names=[dim]))
+            jobs += [(z, arr, a, min(a + 4 * _MAX_OUT_CHUNK, arr.shape[0]))
+                     for a in range(0, arr.shape[0], 4 * _MAX_OUT_CHUNK)]
+
+        def put(job):
+            z, arr, a, b = job
+            z[a:b] = arr[a:b]
+
+        with ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 1) as pool:
+            list(pool.map(put, jobs))
+        with _numba_threads():
+            T = numba.get_num_threads()
+            checks = [{"nnz": nnz, "indices_sum": int(_wrapsum(indices, T)), "indptr_sum": int(_wrapsum(indptr, T))}]
+        deg = np.diff(indptr)
+        part = Partitioning(N, 1, "block")
+        attrs = {
+            "variant": name, "dataset": dataset_path.name, "P": 1, "partitioning": "block",
+            "n_vertices": N, "n_edges": int(n_edges), "vertex_ranges": part.to_attrs()["vertex_ranges"],
+            "nnz": [nnz], "nnz_total": nnz, "index_dtype": np.dtype(indices.dtype).name,
+            "degree": {"min": int(deg.min()) if N else 0, "max": int(deg.max()) if N else 0,
+                       "mean": nnz / N if N else 0.0, "isolated": int(np.count_nonzero(deg == 0))},
+            "options": {"dedupe": bool(dedupe), "relabel": "none", "builder": builder},
+            "chunks": {"indptr": _MAX_OUT_CHUNK, "indices": _MAX_OUT_CHUNK},
+            "checksums": checks,
+            "checksum_rule": "indices_sum / indptr_sum: sum of the array's values mod 2**64",
+            "dbfs_version": __version__,
+        }
+        attrs["construction_time"] = time.perf_counter() - t_start
+        vg.attrs.update(attrs)
+        vg.attrs["complete"] = True
+        attrs["complete"] = True
+        if final.exists():
+            aside = csr_root / f".{name}.old-{uuid.uuid4().hex[:12]}"
+            os.rename(final, aside)
+            os.rename(tmp, final)
+            shutil.rmtree(aside, ignore_errors=True)
+        else:
+            os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    attrs["reused"] = False
+    return attrs

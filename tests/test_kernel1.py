@@ -444,3 +444,29 @@ def test_peak_worker_rss_under_budget_s18(tmp_path):
         grew = peak[w]["VmHWM"] - base[w]
         assert grew <= budget + (32 << 20), (
             f"worker {w}: peak grew {grew >> 20} MiB over baseline {base[w] >> 20} MiB, budget {budget >> 20} MiB")
+
+
+@pytest.mark.parametrize("dedupe", [True, False])
+def test_store_csr_equals_partitioned_build(tmp_path, e14, dedupe):
+    """store_csr (the GPU builder's writer) stores an in-memory CSR with the
+    bytes, checksums and loader contract of build_partitioned's p1 variant."""
+    import time as _time
+
+    from dbfs.kernel1 import reusable_variant, store_csr
+
+    a = make_dataset(tmp_path / "a", e14, 1 << 14, chunk_rows=40000)
+    b = make_dataset(tmp_path / "b", e14, 1 << 14, chunk_rows=40000)
+    ref = build_partitioned(a, P=1, dedupe=dedupe, progress=False)
+    g = build_csr(e14, n_vertices=1 << 14, dedupe=dedupe)
+    name = ref["variant"]
+    assert reusable_variant(b, 1, "block", dedupe) is None
+    got = store_csr(b, g.indptr, g.indices, e14.shape[0], dedupe, _time.perf_counter(), builder="test", threads=3)
+    assert got["variant"] == name and got["complete"] and not got["reused"]
+    assert_same_variant(read_variant(b, name), read_variant(a, name))
+    for k in ("P", "partitioning", "n_vertices", "n_edges", "nnz", "nnz_total", "index_dtype", "checksums",
+              "vertex_ranges", "degree"):
+        assert got[k] == ref[k], k
+    loaded = load_csr(b, name)
+    assert loaded.indptr.tobytes() == g.indptr.tobytes() and loaded.indices.tobytes() == g.indices.tobytes()
+    assert reusable_variant(b, 1, "block", dedupe)["reused"] is True
+    assert not [p for p in (b / "csr").iterdir() if p.name.startswith(".")], "no temp dir left"
