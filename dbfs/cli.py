@@ -69,9 +69,12 @@ def cli():
 @datasets_opt
 @click.option("--chunk-edges", type=int, default=1 << 20, help="Edges per chunk (dask block and zarr chunk).")
 @click.option("--force", is_flag=True, help="Rebuild even if a complete dataset exists (old copy kept until done).")
+@click.option("--backend", type=click.Choice(["cpu", "gpu"]), default="cpu",
+              help="Generate on Dask workers (cpu) or on the GPU (gpu, Kronecker only; same bytes).")
 @scheduler_opt
 @workers_opt
-def generate(scale, edgefactor, seed1, seed2, kind, a, b, c, input_, datasets, chunk_edges, force, scheduler, workers, cluster_profile):
+def generate(scale, edgefactor, seed1, seed2, kind, a, b, c, input_, datasets, chunk_edges, force, backend, scheduler,
+             workers, cluster_profile):
     """Generate a graph's edge list into the dataset store (zarr)."""
     from dbfs import store
     from dbfs.cluster import client_for
@@ -86,8 +89,15 @@ def generate(scale, edgefactor, seed1, seed2, kind, a, b, c, input_, datasets, c
         store.generate(spec, root)  # reuse: no cluster needed
     else:
         store._check_room(root, store.estimate_bytes(spec))  # fail before starting a cluster
-        with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
-            store.generate(spec, root, chunk_edges=chunk_edges, force=force, client=client)
+        if backend == "gpu":
+            if spec.kind != "kronecker":
+                raise DbfsError(f"GPU generation makes Graph500 Kronecker graphs only, not {spec.kind}: "
+                                f"drop --backend gpu for this kind")
+            _need_gpu()
+            store.generate(spec, root, chunk_edges=chunk_edges, force=force, backend="gpu")
+        else:
+            with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
+                store.generate(spec, root, chunk_edges=chunk_edges, force=force, client=client)
     click.echo(spec.name)
 
 
@@ -155,6 +165,13 @@ def export(name, out, datasets):
 
 
 # ---------------------------------------------------------------------------
+def _need_gpu():
+    """Fail early, in one line, when the GPU backend cannot load (no CuPy or no GPU)."""
+    from dbfs.bfs import _load_backend
+
+    _load_backend("gpu")
+
+
 def _parse_size(text):
     if text is None:
         return None
@@ -177,10 +194,13 @@ def _parse_size(text):
               help="Renumber vertices by descending degree, heavy neighbours first.")
 @click.option("--memory-budget", default=None, metavar="SIZE", show_default="from worker memory",
               help="Peak memory per task, e.g. 512MiB.")
+@click.option("--backend", type=click.Choice(["cpu", "gpu"]), default="cpu",
+              help="Build out of core on Dask workers (cpu) or on the GPU (gpu: one partition, no relabel; same bytes).")
 @datasets_opt
 @scheduler_opt
 @workers_opt
-def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budget, datasets, scheduler, workers, cluster_profile):
+def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budget, backend, datasets, scheduler, workers,
+          cluster_profile):
     """Kernel 1: build (or reuse) the partitioned CSR of dataset NAME, out of core."""
     from dbfs import kernel1, store
     from dbfs.cluster import client_for
@@ -188,11 +208,19 @@ def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budge
     budget = _parse_size(memory_budget)
     if partitions < 1:
         raise DbfsError(f"--partitions {partitions} is invalid: use 1 or more")
+    if backend == "gpu" and (partitions != 1 or partitioning != "block"):
+        raise DbfsError("GPU Kernel 1 builds one block partition: drop --partitions/--partitioning or use --backend cpu")
     ds = store.open_dataset(name, datasets)
-    with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
-        attrs = kernel1.build_partitioned(ds.path, P=partitions, partitioning=partitioning,
-                                          dedupe=not keep_duplicates, relabel=relabel,
-                                          memory_budget=budget, client=client, progress=True)
+    if backend == "gpu":
+        _need_gpu()
+        from dbfs.gpu_store import build_gpu
+
+        attrs = build_gpu(ds, dedupe=not keep_duplicates, relabel=relabel)
+    else:
+        with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
+            attrs = kernel1.build_partitioned(ds.path, P=partitions, partitioning=partitioning,
+                                              dedupe=not keep_duplicates, relabel=relabel,
+                                              memory_budget=budget, client=client, progress=True)
     variant = kernel1.variant_name(partitions, partitioning, not keep_duplicates, relabel)
     click.echo(f"{name}/csr/{variant}: construction_time {attrs['construction_time']:.3f} s, "
                f"nnz {sum(attrs['nnz']):,}")
@@ -254,8 +282,10 @@ def _apply(opts):
 @click.option("--json", "json_path", default=None, metavar="FILE", help="Write the full result as JSON.")
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png", help="Write per-level and TEPS plots.")
 @click.option("--no-validate", is_flag=True, help="Skip validation (results marked unvalidated).")
+@click.option("--energy", is_flag=True,
+              help="GPU backend: sample GPU power (NVML) during the timed searches; report MTEPS/W.")
 def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, relabel, device_memory_limit, datasets,
-        scheduler, workers, cluster_profile, n_roots, json_path, plot_path, no_validate):
+        scheduler, workers, cluster_profile, n_roots, json_path, plot_path, no_validate, energy):
     """Graph500 end to end: generate and build if needed, search from the keys, validate, report.
 
     NAME is a stored dataset; without it a Kronecker graph of --scale is used.
@@ -267,14 +297,18 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, r
 
     if n_roots < 1:
         raise DbfsError(f"--roots {n_roots} is invalid: use at least 1 search key (Graph500 uses 64)")
+    if energy and backend != "gpu":
+        raise DbfsError("--energy measures GPU power: add --backend gpu or drop --energy")
     cfg = RunConfig(algorithm=algorithm, backend=backend, n_roots=n_roots, validate=not no_validate,
                     relabel=relabel, opts=_backend_opts(backend, device_memory_limit),
-                    partitions=_partitions(backend, partitions))
+                    partitions=_partitions(backend, partitions), energy=energy)
     if backend != "dask":
         from dbfs.bfs import get_algorithm
 
         get_algorithm(algorithm, backend)
     target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
+    if backend == "gpu" and not scheduler and not cluster_profile:
+        scheduler = "threads"  # the GPU does generation and Kernel 1: no CPU cluster to start
     with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
         res = run_graph500(target, datasets, cfg, client)
     if res.validated and not res.ok:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
+from dataclasses import replace as dataclass_replace
 
 import numpy as np
 
@@ -38,6 +39,7 @@ class RunConfig:
     dedupe: bool = True
     opts: dict = field(default_factory=dict)
     quiet: bool = False
+    energy: bool = False
 
 
 @dataclass
@@ -61,31 +63,44 @@ class RunResult:
     levels: list  # per root: list of per-level dicts
     validated: bool
     num_processes: int = 1
+    energy: dict | None = None  # --energy: per-search windows and the total (dbfs.energy)
 
     @property
     def ok(self) -> bool:
         return all(self.valid) if self.validated else True
 
 
-def ensure_dataset(spec_or_name, root, client=None, quiet=False):
-    """A complete dataset for a GraphSpec (generated if needed) or a stored name."""
+def ensure_dataset(spec_or_name, root, client=None, quiet=False, backend="cpu"):
+    """A complete dataset for a GraphSpec (generated if needed, on the GPU for
+    ``backend="gpu"`` and a Kronecker spec) or a stored name."""
     from dbfs import store
     from dbfs.spec import GraphSpec
 
     if isinstance(spec_or_name, GraphSpec):
-        ds, _ = store.generate(spec_or_name, root, client=client, quiet=quiet)
+        gen = "gpu" if backend == "gpu" and spec_or_name.kind == "kronecker" else "cpu"
+        ds, _ = store.generate(spec_or_name, root, client=client, quiet=quiet, backend=gen)
         return ds
     return store.open_dataset(spec_or_name, root)
 
 
+def _gpu_kernel1(cfg: RunConfig) -> bool:
+    """GPU Kernel 1 builds the one-partition variant without relabelling."""
+    return cfg.backend == "gpu" and cfg.partitions == 1 and cfg.partitioning == "block" and cfg.relabel == "none"
+
+
 def ensure_csr(ds, cfg: RunConfig, client=None) -> tuple[str, dict]:
-    """(variant name, its attributes), building the CSR variant if not stored."""
+    """(variant name, its attributes), building the CSR variant if not stored
+    (on the GPU for the GPU backend's default variant)."""
     from dbfs import kernel1
 
+    variant = kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
+    if _gpu_kernel1(cfg):
+        from dbfs.gpu_store import build_gpu
+
+        return variant, build_gpu(ds, dedupe=cfg.dedupe, quiet=cfg.quiet)
     attrs = kernel1.build_partitioned(ds.path, P=cfg.partitions, partitioning=cfg.partitioning,
                                       dedupe=cfg.dedupe, relabel=cfg.relabel, client=client,
                                       progress=not cfg.quiet)
-    variant = kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
     return variant, attrs
 
 
@@ -113,12 +128,19 @@ def edges_for_validation(ds, budget_bytes: int | None = None):
     return arr[:] if nbytes <= budget_bytes else arr
 
 
-def pick_roots(ds, edges, n: int) -> np.ndarray:
-    from dbfs.roots import graph500_roots
+def pick_roots(ds, edges, n: int, backend: str = "cpu") -> np.ndarray:
+    """The Graph500 search keys; eligibility is tested on the device copy of
+    the edges for the GPU backend (``edges`` is then unused)."""
+    from dbfs.roots import eligible, select_roots
 
     spec = ds.attrs["spec"]
-    return graph500_roots(edges, ds.scale, spec.get("seed1", 2), spec.get("seed2", 3), n=n,
-                          n_vertices=ds.n_vertices)
+    if backend == "gpu":
+        from dbfs.gpu_store import device_edges, eligible_gpu
+
+        test = lambda cands: eligible_gpu(device_edges(ds), cands)  # noqa: E731
+    else:
+        test = lambda cands: eligible(edges, cands)  # noqa: E731
+    return select_roots(ds.n_vertices, spec.get("seed1", 2), spec.get("seed2", 3), n, test)
 
 
 def check_root(ds, root: int) -> None:
@@ -138,6 +160,8 @@ def make_runner(client, ds, variant, edges, cfg: RunConfig):
     """The search/validate driver for cfg.backend (see _LocalRunner, _DaskRunner)."""
     if cfg.backend == "dask":
         return _DaskRunner(client, ds, variant, cfg)
+    if cfg.backend == "gpu":
+        return _GpuRunner(ds, variant, edges, cfg)
     return _LocalRunner(ds, variant, edges, cfg)
 
 
@@ -175,10 +199,10 @@ def run_graph500(spec_or_name, root_dir=None, cfg: RunConfig | None = None, clie
             raise DbfsError(f"algorithm {cfg.algorithm!r} has no dask backend: use do, td or bu")
     else:
         get_algorithm(cfg.algorithm, cfg.backend)  # unknown algorithm/backend fails before any work
-    ds = ensure_dataset(spec_or_name, root_dir, client, cfg.quiet)
+    ds = ensure_dataset(spec_or_name, root_dir, client, cfg.quiet, cfg.backend)
     variant, k1 = ensure_csr(ds, cfg, client)
-    edges = edges_for_validation(ds)
-    roots = pick_roots(ds, edges, cfg.n_roots)
+    edges = None if cfg.backend == "gpu" else edges_for_validation(ds)
+    roots = pick_roots(ds, edges, cfg.n_roots, cfg.backend)
     if len(roots) == 0:
         raise DbfsError(f"dataset {ds.name} has no vertex with a non-self-loop edge: nothing to search")
 
@@ -205,6 +229,7 @@ def run_graph500(spec_or_name, root_dir=None, cfg: RunConfig | None = None, clie
                 + ("" if not cfg.validate else (" valid" if valid[-1] else " INVALID")), cfg.quiet)
     finally:
         runner.close()
+    energy = runner.energy_summary(times, nedges) if cfg.energy else None
     spec = ds.attrs["spec"]
     return RunResult(spec=spec, dataset=ds.name, scale=ds.scale, edgefactor=int(spec.get("edgefactor") or 0),
                      n_vertices=ds.n_vertices, n_edges=ds.n_edges,
@@ -214,7 +239,8 @@ def run_graph500(spec_or_name, root_dir=None, cfg: RunConfig | None = None, clie
                      construction_time=float(k1["construction_time"]) + getattr(runner, "prepare_time", 0.0),
                      load_time=runner.load_time,
                      roots=roots.tolist(), times=times, nedges=nedges, validate_times=vtimes, valid=valid,
-                     failures=failures, levels=levels, validated=cfg.validate, num_processes=cfg.partitions)
+                     failures=failures, levels=levels, validated=cfg.validate, num_processes=cfg.partitions,
+                     energy=energy)
 
 
 class _LocalRunner:
@@ -225,13 +251,18 @@ class _LocalRunner:
     def __init__(self, ds, variant, edges, cfg):
         from dbfs.bfs import prepare
 
-        self.graph, self.load_time = load_graph(ds, variant)
+        if cfg.energy:
+            raise DbfsError("--energy measures GPU power: add --backend gpu or drop --energy")
+        self.graph, self.load_time = self._graph(ds, variant)
         t0 = time.perf_counter()
         prepare(self.graph, cfg.backend)  # per-graph search structures: Kernel 1 work, timed as such
         self.prepare_time = time.perf_counter() - t0
         self.edges, self.cfg, self.n = edges, cfg, ds.n_vertices
         self.parent = None
         self.level_stats = None
+
+    def _graph(self, ds, variant):
+        return load_graph(ds, variant)
 
     def search(self, root):
         res, t = search(self.graph, root, self.cfg)
@@ -248,6 +279,81 @@ class _LocalRunner:
 
     def close(self):
         pass
+
+
+class _GpuRunner(_LocalRunner):
+    """``--backend gpu``: the CSR Kernel 1 just built stays on the device
+    (``ds.memo["graph"]``, load time 0) or is loaded from zarr; searches time
+    the device (:func:`dbfs.bfs.gpu.search_device`), the parent is copied to
+    the host after the clock stops and validated on the device against the
+    device copy of the INPUT edges (:func:`dbfs.validate_gpu.validate_gpu`;
+    relabelled CSRs are validated on the host). With ``cfg.energy`` a
+    :class:`dbfs.energy.PowerMeter` window covers each timed search."""
+
+    def __init__(self, ds, variant, edges, cfg):
+        self.ds = ds
+        self.meter = None
+        if cfg.energy:
+            from dbfs.energy import PowerMeter
+
+            self.meter = PowerMeter()
+        super().__init__(ds, variant, edges, dataclass_replace(cfg, energy=False))
+        self.cfg = cfg
+        self.windows = []
+        self.parent_dev = None
+
+    def _graph(self, ds, variant):
+        g = ds.memo.get("graph")
+        if g is not None and g.meta.get("variant") == variant:
+            return g, 0.0
+        return load_graph(ds, variant)
+
+    def search(self, root):
+        from dbfs.bfs import gpu
+
+        if self.meter is not None:
+            self.meter.start()
+        parent, t, rec = gpu.search_device(self.graph, root, self.cfg.algorithm, stats=True, **self.cfg.opts)
+        if self.meter is not None:
+            self.windows.append(self.meter.stop())
+        self.parent_dev = parent
+        self.parent, self.level_stats = self.graph.to_original(parent.get()), rec
+        return t
+
+    def validate(self, root):
+        if self.graph.perm is not None:
+            from dbfs.validate import validate
+
+            return validate(self.ds.edges(), root, self.parent, n_vertices=self.n)
+        from dbfs.gpu_store import device_edges
+        from dbfs.validate_gpu import validate_gpu
+
+        return validate_gpu(device_edges(self.ds), root, self.parent_dev, n_vertices=self.n)
+
+    def nedge(self, root):
+        from dbfs.bfs.gpu import count_nedge
+        from dbfs.gpu_store import device_edges
+
+        if self.graph.perm is not None:
+            return _nedge_only(self.ds.edges(), self.parent, self.n)
+        return count_nedge(device_edges(self.ds), self.parent_dev)
+
+    def energy_summary(self, times, nedges):
+        from dbfs.energy import mteps_per_watt
+        from dbfs.stats import teps_stats
+
+        timed = self.windows[1:]  # the first window is the untimed warm-up search
+        joules = sum(w["joules"] for w in timed)
+        secs = sum(w["seconds"] for w in timed)
+        watts = joules / secs if secs > 0 else float("nan")
+        hm = teps_stats(times, nedges)["harmonic_mean"]
+        return {"device": timed[0]["device"] if timed else None, "method": timed[0]["method"] if timed else None,
+                "joules": joules, "seconds": secs, "mean_watts": watts,
+                "mteps_per_watt": mteps_per_watt(hm, watts) if secs > 0 else float("nan"), "windows": timed}
+
+    def close(self):
+        if self.meter is not None:
+            self.meter.close()
 
 
 class _DaskRunner:
@@ -316,6 +422,9 @@ def run_fields(res: RunResult) -> list:
     fields = graph500_fields(res.scale, res.edgefactor, len(res.roots), res.generation_time, res.num_processes,
                              res.construction_time, res.times, res.nedges,
                              res.validate_times if res.validated else [0.0], extra=None)
+    if res.energy:
+        extra += [("energy_mean_power_W", res.energy["mean_watts"]), ("energy_joules", res.energy["joules"]),
+                  ("MTEPS_per_W", res.energy["mteps_per_watt"])]
     if not res.validated:
         fields = [f for f in fields if not f[0].endswith("_validate")]
         extra.append(("validation", "unvalidated"))

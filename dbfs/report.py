@@ -74,7 +74,7 @@ def result_dict(res, graph500: dict) -> dict:
             "timer": ("device synchronised before each clock read; parents copied to host memory AFTER the timer"
                       if res.config.get("backend") == "gpu" else
                       "host clock around one backend call; parents written in host memory inside the timer"),
-            "failures": res.failures, "searches": searches}
+            "energy": res.energy, "failures": res.failures, "searches": searches}
 
 
 def write_json(path, res, graph500: dict) -> Path:

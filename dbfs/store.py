@@ -28,7 +28,7 @@ import shutil
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -58,10 +58,13 @@ def _fix_rm(name: str) -> str:
 
 @dataclass
 class Dataset:
-    """An opened, checked, complete dataset."""
+    """An opened, checked, complete dataset. ``memo``: in-process objects a
+    stage hands to the next (e.g. ``"device_edges"``, the GPU copy of the
+    edges the GPU generator just wrote); never stored."""
 
     path: Path
     attrs: dict
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -187,19 +190,43 @@ def _remove_stale(root: Path, name: str, quiet: bool) -> None:
         shutil.rmtree(p, ignore_errors=True)
 
 
+def _write_edges_dask(spec, edges_path: str, chunk: int, client, quiet: bool):
+    """Generate ``spec``'s edges as Dask tasks, one zarr chunk per task;
+    returns the per-chunk checksum parts."""
+    import dask
+
+    from dbfs.cluster import compute_with_progress
+    from dbfs.generate import edges_dask
+
+    edges = edges_dask(spec, chunk)
+    offsets = np.concatenate([[0], np.cumsum(edges.chunks[0])[:-1]]).tolist()
+    write = dask.delayed(_write_block, pure=True)
+    blocks = edges.to_delayed().ravel().tolist()
+    tasks = [write(edges_path, b, off) for b, off in zip(blocks, offsets)]
+    return compute_with_progress(tasks, client, f"generating {spec.name}: {spec.n_edges:,} edges in "
+                                                f"{len(tasks)} chunks", quiet=quiet), {}
+
+
 def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: bool = False,
-             client=None, quiet: bool = False) -> tuple[Dataset, str]:
+             client=None, quiet: bool = False, backend: str = "cpu") -> tuple[Dataset, str]:
     """Generate ``spec`` into the store; returns (dataset, 'reused'|'generated'|'rebuilt').
 
     A complete dataset of the same spec is reused at once unless ``force``.
+    ``backend="gpu"`` generates on the GPU (Kronecker only; same bytes,
+    :func:`dbfs.gpu_store.write_edges_gpu`) and leaves the device copy of
+    the edges in ``dataset.memo["device_edges"]``.
     """
-    import dask
     import zarr
     from zarr.codecs import ZstdCodec
 
     from dbfs.checksum import combine
-    from dbfs.cluster import compute_with_progress
-    from dbfs.generate import DEFAULT_CHUNK_EDGES, edges_dask
+    from dbfs.generate import DEFAULT_CHUNK_EDGES
+
+    if backend not in ("cpu", "gpu"):
+        raise DbfsError(f"generation backend {backend!r} is unknown: use cpu or gpu")
+    if backend == "gpu" and spec.kind != "kronecker":
+        raise DbfsError(f"GPU generation makes Graph500 Kronecker graphs only, not {spec.kind}: "
+                        f"drop --backend gpu for this kind")
 
     root = datasets_root(root)
     name = spec.name
@@ -232,18 +259,17 @@ def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: 
         dtype = spec.stored_dtype
         group.create_array("edges", shape=(n_edges, 2), chunks=(min(chunk, max(n_edges, 1)), 2), dtype=dtype,
                            compressors=ZstdCodec(level=1), fill_value=0, config=_WRITE_CONFIG)
-        edges = edges_dask(spec, chunk)
-        offsets = np.concatenate([[0], np.cumsum(edges.chunks[0])[:-1]]).tolist()
-        write = dask.delayed(_write_block, pure=True)
-        blocks = edges.to_delayed().ravel().tolist()
-        tasks = [write(str(tmp / "edges"), b, off) for b, off in zip(blocks, offsets)]
         t0 = time.perf_counter()
-        parts = compute_with_progress(tasks, client, f"generating {name}: {n_edges:,} edges in {len(tasks)} chunks",
-                                      quiet=quiet)
+        if backend == "gpu":
+            from dbfs.gpu_store import write_edges_gpu
+
+            parts, memo = write_edges_gpu(spec, str(tmp / "edges"), chunk, quiet)
+        else:
+            parts, memo = _write_edges_dask(spec, str(tmp / "edges"), chunk, client, quiet)
         gen_time = time.perf_counter() - t0
         group.attrs.update({
             "name": name, "spec": spec.to_dict(), "n_vertices": int(n_vertices), "n_edges": int(n_edges),
-            "edge_dtype": dtype.name, "chunk_edges": chunk, "generation_time": gen_time,
+            "edge_dtype": dtype.name, "chunk_edges": chunk, "generation_time": gen_time, "generated_on": backend,
             "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "dbfs_version": __version__, "edges_checksum": combine(parts),
         })
@@ -258,7 +284,7 @@ def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    ds = Dataset(final, _read_attrs(final))
+    ds = Dataset(final, _read_attrs(final), memo)
     _say(f"{action} {name}: {n_edges:,} edges, {gen_time:.2f} s ({n_edges / max(gen_time, 1e-9) / 1e6:.1f} M edges/s) "
          f"-> {final}", quiet)
     return ds, action

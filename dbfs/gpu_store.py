@@ -1,0 +1,194 @@
+"""GPU generation and GPU Kernel 1 into the dataset store (``--backend gpu``).
+
+Contracts (same stored bytes as the CPU paths; only the time differs):
+
+- :func:`write_edges_gpu` fills a dataset's ``edges`` zarr array chunk by
+  chunk from :func:`dbfs.generate.gpu.kronecker_edges_gpu`; the chunk
+  checksums (:mod:`dbfs.checksum`, splitmix64 per row) are computed on the
+  device with the same formula. Used by :func:`dbfs.store.generate` with
+  ``backend="gpu"``; it keeps the whole edge list on the device, in the
+  stored dtype, as ``memo["device_edges"]`` when it takes at most a quarter
+  of the free device memory (Kernel 1 and validation then skip the read).
+- :func:`build_gpu` is Kernel 1 on the GPU (:func:`dbfs.kernel1_gpu.build_csr_gpu`)
+  into variant ``p1-block[-dup]`` (:func:`dbfs.kernel1.store_csr`): the edges
+  come from ``ds.memo`` or the zarr store, the CSR is copied to the host and
+  written; the device copy stays in ``graph.meta["gpu_csr"]`` of the
+  :class:`CSRGraph` left in ``ds.memo["graph"]`` so the GPU backend's
+  searches need no reload. ``construction_time`` runs from reading the edges
+  to the complete marker, as for the CPU builder.
+
+Overlap: device work is serialised on the default stream; host copies are
+compressed and written by a thread pool while the device makes the next
+chunk (zstd releases the GIL). At most ``2 * threads`` chunks are in flight.
+"""
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from dbfs.errors import DbfsError
+
+_MIX = None
+
+
+def _mix_kernel():
+    """Per-row checksum term of :mod:`dbfs.checksum` as a CuPy ElementwiseKernel."""
+    global _MIX
+    if _MIX is None:
+        import cupy as cp
+
+        _MIX = cp.ElementwiseKernel(
+            "int64 u, int64 v, uint64 row", "uint64 h",
+            """
+            unsigned long long z;
+            #define SPLITMIX(x) (z = (x) + 0x9E3779B97F4A7C15ULL, \
+                z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL, \
+                z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL, z ^ (z >> 31))
+            unsigned long long a = SPLITMIX(row);
+            a = SPLITMIX(a ^ (unsigned long long)u);
+            h = SPLITMIX(a ^ ((unsigned long long)v * 0xD6E8FEB86659FD93ULL));
+            #undef SPLITMIX
+            """, "dbfs_edge_checksum")
+    return _MIX
+
+
+def checksum_gpu(block, start: int) -> int:
+    """:func:`dbfs.checksum.partial_checksum` of a device (k, 2) block of rows
+    ``[start, start + k)``."""
+    import cupy as cp
+
+    k = int(block.shape[0])
+    if k == 0:
+        return 0
+    rows = cp.arange(start, start + k, dtype=cp.uint64)
+    h = _mix_kernel()(block[:, 0].astype(cp.int64), block[:, 1].astype(cp.int64), rows)
+    return int(h.sum(dtype=cp.uint64)) & 0xFFFFFFFFFFFFFFFF
+
+
+def _free_device_bytes() -> int:
+    import cupy as cp
+
+    free, _ = cp.cuda.runtime.memGetInfo()
+    return int(free + cp.get_default_memory_pool().free_bytes())
+
+
+def _progress(total: int, label: str, quiet: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=label, unit="chunk", disable=quiet, file=None, leave=False)
+
+
+def write_edges_gpu(spec, edges_path: str, chunk: int, quiet: bool = False, threads: int | None = None):
+    """Generate ``spec`` (Kronecker) on the GPU into the zarr array at
+    ``edges_path``; returns (checksum parts, memo)."""
+    import cupy as cp
+    import zarr
+
+    from dbfs.generate.gpu import kronecker_edges_gpu
+
+    m = int(spec.n_edges)
+    dtype = np.dtype(spec.stored_dtype)
+    keep = m * 2 * dtype.itemsize <= _free_device_bytes() // 4
+    full = cp.empty((m, 2), dtype=dtype) if keep else None
+    arr = zarr.open_array(edges_path, mode="r+").with_config({"write_empty_chunks": True})
+    parts = []
+    threads = threads or os.cpu_count() or 1
+    starts = list(range(0, m, chunk))
+    with ThreadPoolExecutor(max_workers=threads) as pool, \
+            _progress(len(starts), f"generating {spec.name} on the GPU", quiet) as bar:
+        pending = []
+        for a in starts:
+            b = min(a + chunk, m)
+            dev = kronecker_edges_gpu(spec.scale, spec.edgefactor, spec.seed1, spec.seed2, a, b)
+            parts.append(checksum_gpu(dev, a))
+            dev = dev.astype(dtype, copy=False)
+            if full is not None:
+                full[a:b] = dev
+            host = cp.asnumpy(dev)
+
+            def put(host=host, a=a, b=b):
+                arr[a:b] = host
+
+            pending.append(pool.submit(put))
+            if len(pending) >= 2 * threads:
+                pending.pop(0).result()
+                bar.update(1)
+        for f in pending:
+            f.result()
+            bar.update(1)
+    return parts, ({"device_edges": full} if full is not None else {})
+
+
+def read_edges(ds, threads: int | None = None) -> np.ndarray:
+    """The stored edge list in host memory, chunks read by a thread pool."""
+    arr = ds.edges()
+    out = np.empty(arr.shape, arr.dtype)
+    step = int(arr.chunks[0]) * 4
+    spans = [(a, min(a + step, arr.shape[0])) for a in range(0, arr.shape[0], step)]
+
+    def get(span):
+        a, b = span
+        out[a:b] = arr[a:b]
+
+    with ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 1) as pool:
+        list(pool.map(get, spans))
+    return out
+
+
+def device_edges(ds):
+    """The dataset's edges on the device (from ``ds.memo`` or read from zarr
+    and uploaded; the upload is kept in ``ds.memo``)."""
+    import cupy as cp
+
+    e = ds.memo.get("device_edges")
+    if e is None:
+        e = ds.memo["device_edges"] = cp.asarray(read_edges(ds))
+    return e
+
+
+def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = False) -> dict:
+    """GPU Kernel 1 of dataset ``ds`` into its store (see the module docstring);
+    returns the variant's attributes (``reused=True`` when already stored)."""
+    from dbfs import kernel1
+    from dbfs.kernel1_gpu import build_csr_gpu
+
+    if relabel != "none":
+        raise DbfsError("GPU Kernel 1 builds the CSR without relabelling: drop --relabel or use --backend cpu")
+    old = kernel1.reusable_variant(ds.path, 1, "block", dedupe, relabel)
+    if old is not None:
+        return old
+    t0 = time.perf_counter()
+    edges = device_edges(ds)
+    g = build_csr_gpu(edges, n_vertices=ds.n_vertices, dedupe=dedupe)
+    if not quiet:
+        print(f"dbfs: GPU Kernel 1 built {g.nnz:,} entries in {time.perf_counter() - t0:.2f} s; storing",
+              file=__import__("sys").stderr, flush=True)
+    attrs = kernel1.store_csr(ds.path, g.indptr, g.indices, ds.n_edges, dedupe, t0, builder="gpu")
+    g.meta.update({"variant": attrs["variant"], "dedupe": dedupe, "relabel": "none", "n_edges": ds.n_edges,
+                   "construction_time": attrs["construction_time"], "load_time": 0.0})
+    ds.memo["graph"] = g
+    return attrs
+
+
+def eligible_gpu(edges, cands: np.ndarray, rows: int = 1 << 26) -> np.ndarray:
+    """:func:`dbfs.roots.eligible` on a device edge list: which of ``cands``
+    have an incident non-self-loop edge (host bool mask, ``cands`` order)."""
+    import cupy as cp
+
+    cands = np.asarray(cands, dtype=np.int64)
+    uniq_h = np.unique(cands)
+    uniq = cp.asarray(uniq_h)
+    hit = cp.zeros(uniq.shape[0], dtype=cp.bool_)
+    k = int(uniq.shape[0])
+    for a in range(0, int(edges.shape[0]), rows):
+        u = edges[a:a + rows, 0].astype(cp.int64)
+        v = edges[a:a + rows, 1].astype(cp.int64)
+        keep = u != v
+        for x in (u[keep], v[keep]):
+            j = cp.minimum(cp.searchsorted(uniq, x), k - 1)
+            found = uniq[j] == x
+            hit[j[found]] = True
+    return cp.asnumpy(hit)[np.searchsorted(uniq_h, cands)]
