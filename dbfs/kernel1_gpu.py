@@ -48,6 +48,10 @@ _BLOCK = 256
 _INT32_LIMIT = 2**31
 _MAX_CHUNK = 1 << 28
 _ENTRY_BYTES = 40
+# whole-edge-list CuPy operations run in row chunks of this many rows: an array
+# op over 2**31 or more elements makes CuPy compile a 64-bit-index kernel on
+# first use (seconds, once per machine), which SCALE 26 (2**31 ids) would pay
+_ROWS = 1 << 26
 
 
 @lru_cache(maxsize=None)
@@ -72,8 +76,20 @@ def _as_device_edges(edges):
     if np.dtype(edges.dtype).kind not in "iu":
         raise DbfsError(f"edge list has dtype {edges.dtype}: pass integer vertex ids (uint32 or int64)")
     if isinstance(edges, cp.ndarray):
-        return cp.ascontiguousarray(edges, dtype=cp.int64)
+        if edges.dtype == cp.int64 and edges.flags.c_contiguous:
+            return edges
+        out = cp.empty(shape, cp.int64)
+        for a in range(0, shape[0], _ROWS):   # chunks below 2**31 elements: no 64-bit-index kernel to compile
+            out[a:a + _ROWS] = edges[a:a + _ROWS]
+        return out
     return cp.asarray(np.ascontiguousarray(edges, dtype=np.int64))
+
+
+def _min_max(e):
+    """(min, max) id of a device (m, 2) array, reduced in row chunks (see _ROWS)."""
+    lo = [int(e[a:a + _ROWS].min()) for a in range(0, e.shape[0], _ROWS)]
+    hi = [int(e[a:a + _ROWS].max()) for a in range(0, e.shape[0], _ROWS)]
+    return min(lo), max(hi)
 
 
 def _default_chunk() -> int:
@@ -92,7 +108,7 @@ def build_csr_gpu(edges, n_vertices: int | None = None, dedupe: bool = True, chu
     e = _as_device_edges(edges)
     m = int(e.shape[0])
     if m:
-        lo_id, hi_id = int(e.min()), int(e.max())
+        lo_id, hi_id = _min_max(e)
     else:
         lo_id, hi_id = 0, -1
     if lo_id < 0:

@@ -37,7 +37,11 @@ Algorithm, all O(n) or O(M) vector ops, no Python loop over vertices/edges:
   end, so the cycle set is the scatter ``on[anc[v]] = True`` over those v.
 - ``parent-unreached`` counts reached v whose parent is unreached (the CPU
   walk's last vertex before an unreached one).
-- edges: per chunk, masks give edge-range, edge-span, level-diff and nedge;
+- edges: on CuPy one fused kernel per chunk counts the four edge quantities
+  and sets the tree-edge flags; only a chunk with a failure is redone with
+  the array ops below, which also collect its examples (so examples and
+  counts are those of the array path). On NumPy, and for that redo: per
+  chunk, masks give edge-range, edge-span, level-diff and nedge;
   tree edges are a scatter of True flags, ``found[v] = True`` where
   ``parent[v] == u`` (and symmetrically), race-free on a GPU; every vertex
   of level > 0 must be found.
@@ -139,6 +143,63 @@ def _examples(xp, u, v, mask, have):
     return np.concatenate([have, pairs])[:MAX_EXAMPLES]
 
 
+_EDGE_KERNEL = r"""
+extern "C" __global__ void dbfs_validate_edges(const ET* e, long long k, long long n, const long long* lev,
+                                               const long long* parent, bool* found, unsigned long long* cnt) {
+    unsigned long long c_bad = 0, c_span = 0, c_diff = 0, c_nedge = 0;
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < k; i += stride) {
+        long long u = (long long)e[2 * i], v = (long long)e[2 * i + 1];
+        if (u < 0 || v < 0 || u >= n || v >= n) { c_bad++; continue; }
+        long long lu = lev[u], lv = lev[v];
+        if (lu == -2 || lv == -2) continue;
+        bool ru = lu >= 0, rv = lv >= 0;
+        if (ru != rv) { c_span++; continue; }
+        if (!ru) continue;
+        long long d = lu - lv;
+        if (d > 1 || d < -1) c_diff++;
+        if (u != v) {
+            c_nedge++;
+            if (parent[v] == u) found[v] = true;
+            if (parent[u] == v) found[u] = true;
+        }
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        c_bad += __shfl_down_sync(0xffffffffu, c_bad, off);
+        c_span += __shfl_down_sync(0xffffffffu, c_span, off);
+        c_diff += __shfl_down_sync(0xffffffffu, c_diff, off);
+        c_nedge += __shfl_down_sync(0xffffffffu, c_nedge, off);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicAdd(&cnt[0], c_bad); atomicAdd(&cnt[1], c_span);
+        atomicAdd(&cnt[2], c_diff); atomicAdd(&cnt[3], c_nedge);
+    }
+}
+"""
+_KERNELS: dict = {}
+
+
+def _fused_counts(chunk, parent, lev, n, found):
+    """(bad, span, diff, nedge) of a CuPy (k, 2) chunk in one kernel launch,
+    setting ``found`` as the array path does (one pass, no temporaries)."""
+    import cupy as cp
+
+    et = {np.dtype(np.uint32): "unsigned int", np.dtype(np.int64): "long long",
+          np.dtype(np.int32): "int", np.dtype(np.uint64): "unsigned long long"}.get(np.dtype(chunk.dtype))
+    if et is None:
+        return None
+    fn = _KERNELS.get(et)
+    if fn is None:
+        fn = _KERNELS[et] = cp.RawKernel(_EDGE_KERNEL.replace("ET", et), "dbfs_validate_edges")
+    chunk = cp.ascontiguousarray(chunk)
+    k = int(chunk.shape[0])
+    cnt = cp.zeros(4, cp.uint64)
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    fn((max(1, min(-(-k // 256), 32 * sms)),), (256,),
+       (chunk, np.int64(k), np.int64(n), lev, parent, found, cnt))
+    return [int(x) for x in cnt.get()]
+
+
 def _check_edges(xp, edges, parent, lev, n, chunk_edges):
     m = int(edges.shape[0])
     found = xp.zeros(n, dtype=bool)
@@ -156,6 +217,11 @@ def _check_edges(xp, edges, parent, lev, n, chunk_edges):
         chunk = xp.asarray(chunk)
         if chunk.ndim != 2 or chunk.shape[1] != 2:
             raise ValueError(f"edges must have shape (M, 2); got a chunk of shape {chunk.shape}")
+        if cupy_xp:   # fast path: counts only; a chunk with a failure is redone below for its examples
+            c = _fused_counts(chunk, parent, lev, n, found)
+            if c is not None and c[0] == c[1] == c[2] == 0:
+                nedge += c[3]
+                continue
         u = chunk[:, 0].astype(np.int64)
         v = chunk[:, 1].astype(np.int64)
         del chunk

@@ -374,7 +374,7 @@ def _harish(dg: DeviceGraph, root: int, stats: bool):
 
 
 def _search(graph: CSRGraph, root: int, algorithm: str, stats: bool = False, device_memory_limit=None,
-            policy: str = "beamer", alpha=None, beta=None, unexplored: str = "gap", tail: str = "cost"):
+            policy: str = "beamer", alpha=None, beta=None, unexplored: str = "gap", tail: str = "gap"):
     """Run one search from INTERNAL ``root``; returns (device parent, level stats)."""
     dg = device_graph(graph, device_memory_limit)
     if algorithm == "harish":
@@ -415,9 +415,11 @@ def bottom_up(graph, root, stats=False, device_memory_limit=None):
 
 @register("do", backend="gpu")
 def direction_optimizing(graph, root, stats=False, device_memory_limit=None, policy="beamer", alpha=None,
-                         beta=None, unexplored="gap", tail="cost"):
+                         beta=None, unexplored="gap", tail="gap"):
     """Direction-optimizing BFS with :mod:`dbfs.bfs.policy`'s rules. The
-    parent array is copied to the host after the search."""
+    parent array is copied to the host after the search. ``tail`` defaults
+    to GAP's rule here: the bottom-up tail the CPU prefers measured slower on
+    the H100 (SCALE 26: 239 against 261 GTEPS, benchmarks/results/gpu-20261122T055605Z.json)."""
     parent, rec = _search(graph, root, "do", stats, device_memory_limit, policy, alpha, beta, unexplored,
                           tail)
     return parent.get(), rec
