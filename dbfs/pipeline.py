@@ -301,6 +301,7 @@ class _GpuRunner(_LocalRunner):
         self.cfg = cfg
         self.windows = []
         self.parent_dev = None
+        self._pinned = None
 
     def _graph(self, ds, variant):
         g = ds.memo.get("graph")
@@ -317,7 +318,15 @@ class _GpuRunner(_LocalRunner):
         if self.meter is not None:
             self.windows.append(self.meter.stop())
         self.parent_dev = parent
-        self.parent, self.level_stats = self.graph.to_original(parent.get()), rec
+        if self.graph.perm is None:   # into one pinned buffer: a 512 MB copy per search at SCALE 26
+            if self._pinned is None:
+                import cupyx
+
+                self._pinned = cupyx.empty_pinned(parent.shape, parent.dtype)
+            self.parent = parent.get(out=self._pinned)
+        else:
+            self.parent = self.graph.to_original(parent.get())
+        self.level_stats = rec
         return t
 
     def validate(self, root):
@@ -328,7 +337,7 @@ class _GpuRunner(_LocalRunner):
         from dbfs.gpu_store import device_edges
         from dbfs.validate_gpu import validate_gpu
 
-        return validate_gpu(device_edges(self.ds), root, self.parent_dev, n_vertices=self.n)
+        return validate_gpu(device_edges(self.ds), root, self.parent_dev, n_vertices=self.n, levels=False)
 
     def nedge(self, root):
         from dbfs.bfs.gpu import count_nedge

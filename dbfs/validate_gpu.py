@@ -263,8 +263,10 @@ def _pick_xp(xp, parent, edges):
 
 
 def validate_gpu(edges, root, parent, n_vertices=None, xp=None,
-                 chunk_edges=DEFAULT_CHUNK_EDGES) -> ValidationResult:
-    """Check one search on ``xp`` (see the module docstring); same result as ``validate``."""
+                 chunk_edges=DEFAULT_CHUNK_EDGES, levels: bool = True) -> ValidationResult:
+    """Check one search on ``xp`` (see the module docstring); same result as
+    ``validate``. ``levels=False`` leaves ``levels`` None (no N-sized copy to
+    the host: what a benchmark run validating every search wants)."""
     xp = _pick_xp(xp, parent, edges)
     if _is_cupy(parent) and xp is np:
         parent = parent.get()
@@ -284,4 +286,4 @@ def validate_gpu(edges, root, parent, n_vertices=None, xp=None,
                               f"{cnt} reached vertex(es) have a parent that is not an input neighbour",
                               _first(xp, missing), cnt))
     failures.sort(key=lambda x: RULES.index(x.rule))
-    return ValidationResult(not failures, int(nedge), failures, _host(lev))
+    return ValidationResult(not failures, int(nedge), failures, _host(lev) if levels else None)

@@ -385,3 +385,15 @@ def test_gpu_matches_cpu(cp, golden10, golden16, s16, case10):
         bad = parent.copy()
         corrupt(edges, root, bad, lev)
         assert_same(validate_gpu(d10, root, cp.asarray(bad)), validate(edges, root, bad))
+
+
+def test_levels_can_be_left_out(golden10):
+    from dbfs.validate_gpu import validate_gpu as vg
+
+    edges = golden10["edges"]
+    g = build_csr(edges, n_vertices=1 << 10)
+    r = int(golden10["roots"][0])
+    p = bfs(g, r, algorithm="do").parent
+    full, lean = vg(edges, r, p, xp=np), vg(edges, r, p, xp=np, levels=False)
+    assert lean.levels is None and full.levels is not None
+    assert (lean.ok, lean.nedge, lean.rules_failed) == (full.ok, full.nedge, full.rules_failed)

@@ -23,13 +23,16 @@ Algorithms (registered on backend ``"gpu"``):
   inside the same launch. Claims use ``atomicOr`` on a visited bitmap; the
   next queue is compacted with one warp-aggregated atomic per warp.
 - ``bu``: bottom-up over a frontier bitmap (Beamer et al., SC'12): one warp
-  per 32-vertex bitmap word, each lane probes its first ``BU_SERIAL``
+  per 32-vertex bitmap word, each lane first tests its vertex's hub (its
+  highest-degree neighbour, a device table built with the device graph by
+  ``hub_of``, as the CPU backend does), then probes its first ``BU_SERIAL``
   neighbours four at a time (one sector, overlapped latencies), the warp
   then finishes long lists cooperatively with early exit (ballot). No
   atomics: a warp owns its words.
 - ``do``: direction-optimizing, TD/BU/TD chosen per level by the CPU
   backend's policy (:mod:`dbfs.bfs.policy`, same parameters: ``policy``,
-  ``alpha``, ``beta``, ``unexplored``), fed with the same counts (frontier
+  ``alpha``, ``beta``, ``unexplored``, ``tail``; ``tail`` defaults to GAP's
+  rule here, see :func:`direction_optimizing`), fed with the same counts (frontier
   vertices, frontier edges, unexplored edges).
 
 Every algorithm takes ``device_memory_limit`` (bytes, default None): the CSR
@@ -90,7 +93,7 @@ def _module(vid: str):
 
 
 _KERNEL_NAMES = ("base_visited", "start_search", "queue_to_bitmap", "bitmap_to_queue", "frontier_degrees",
-                 "td_expand", "td_expand_small", "bu_step", "harish_step", "harish_start", "count_nedge")
+                 "td_expand", "td_expand_small", "bu_step", "harish_step", "harish_start", "count_nedge", "hub_of")
 
 
 @lru_cache(maxsize=None)
@@ -119,7 +122,8 @@ def _i64(x) -> np.int64:
 # ------------------------------------------------------------- device graph
 @dataclass
 class DeviceGraph:
-    """The CSR where the kernels read it, plus the zero-degree bitmap.
+    """The CSR where the kernels read it, plus the zero-degree bitmap and the
+    hub table (each vertex's highest-degree neighbour, always in device memory).
 
     ``mode`` is ``"device"`` or ``"host"`` (mapped pinned host memory);
     ``indptr_host`` is a host copy of ``indptr`` (root degrees for the
@@ -135,6 +139,7 @@ class DeviceGraph:
     mode: str
     indptr_host: np.ndarray | None = None
     keep: list = field(default_factory=list)
+    hub: object = None      # hub[v]: v's highest-degree neighbour (device, vid type), for bu_step
 
     @property
     def nwords(self) -> int:
@@ -173,8 +178,8 @@ def _free_device_bytes() -> int:
 
 
 def _working_set(n: int, vid_bytes: int) -> int:
-    """Bytes one search allocates: parent, two queues, degree scan buffers, bitmaps."""
-    return 8 * n + 2 * vid_bytes * n + 16 * n + 4 * 4 * ((n + 31) >> 5) + (1 << 24)
+    """Bytes on the device besides the CSR: parent, two queues, the hub table, degree scan buffers, bitmaps."""
+    return 8 * n + 3 * vid_bytes * n + 16 * n + 4 * 4 * ((n + 31) >> 5) + (1 << 24)
 
 
 def _choose_mode(graph: CSRGraph, device_memory_limit) -> str:
@@ -227,8 +232,10 @@ def device_graph(graph: CSRGraph, device_memory_limit=None) -> DeviceGraph:
     nwords = (n + 31) >> 5
     base = cp.empty(max(nwords, 1), cp.uint32)
     k["base_visited"](_grid(nwords), (_BLOCK,), (indptr, _i64(n), _i64(nwords), base))
+    hub = cp.empty(max(n, 1), cp.int32 if vid == "int" else cp.int64)
+    k["hub_of"](_grid(32 * n), (_BLOCK,), (indptr, indices, _i64(n), hub))
     dg = DeviceGraph(n=n, nnz=int(graph.nnz), indptr=indptr, indices=indices, vid=vid, base_visited=base,
-                     mode=mode, indptr_host=ip_host, keep=keep)
+                     mode=mode, indptr_host=ip_host, keep=keep, hub=hub)
     graph.meta["gpu"] = dg
     return dg
 
@@ -303,7 +310,7 @@ def _td_step(k, dg, st, n_f, m_f, row):
 def _bu_step(k, dg, st, row):
     """Bottom-up step from the bitmap st.front into st.next (then swapped)."""
     k["bu_step"]((min(-(-dg.nwords * 32 // _BLOCK), 32 * _sm_count()),), (_BLOCK,),
-                 (dg.indptr, dg.indices, st.front, st.visited, st.next, st.parent, _i64(dg.nwords), row))
+                 (dg.indptr, dg.indices, dg.hub, st.front, st.visited, st.next, st.parent, _i64(dg.nwords), row))
     st.front, st.next = st.next, st.front
 
 

@@ -305,13 +305,40 @@ extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, co
     block_add3(0, acc_deg, 0, cnt);
 }
 
+// --------------------------------------------------------------- hub table
+// hub[v]: v's highest-degree neighbour (first in row order on ties), -1 for an
+// empty row; one warp per vertex (lanes stride the row, then a warp argmax).
+// Kernel-1 data for bu_step, built once per device graph.
+extern "C" __global__ void hub_of(const i64* indptr, const vid_t* indices, i64 n, vid_t* hub) {
+    const int lane = threadIdx.x & 31;
+    const i64 warp = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;
+    const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 v = warp; v < n; v += nwarps) {
+        const i64 s = indptr[v], e = indptr[v + 1];
+        i64 bd = -1, bj = -1;
+        for (i64 j = s + lane; j < e; j += 32) {
+            const i64 u = (i64)indices[j];
+            const i64 d = indptr[u + 1] - indptr[u];
+            if (d > bd) { bd = d; bj = j; }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            const i64 od = __shfl_down_sync(FULL_MASK, bd, o);
+            const i64 oj = __shfl_down_sync(FULL_MASK, bj, o);
+            if (od > bd || (od == bd && oj >= 0 && (bj < 0 || oj < bj))) { bd = od; bj = oj; }
+        }
+        if (lane == 0) hub[v] = bj >= 0 ? indices[bj] : (vid_t)-1;
+    }
+}
+
 // --------------------------------------------------------------- bottom-up
-// One warp per 32-vertex word of the bitmaps. Each unvisited lane scans its
-// first BU_SERIAL neighbours alone and stops at the first one in `front`;
-// lanes still searching are then served one at a time by the whole warp,
-// 32 neighbours per step, stopping at the first hit (ballot). The warp owns
-// its words of `next` and `visited`, so no atomics are needed.
-extern "C" __global__ void bu_step(const i64* indptr, const vid_t* indices, const u32* front,
+// One warp per 32-vertex word of the bitmaps. Each unvisited lane first tests
+// its hub (highest-degree neighbour, read coalesced from `hub`): on Kronecker
+// graphs that finds most parents without touching the adjacency row. Lanes
+// whose hub missed scan their first BU_SERIAL neighbours alone and stop at the
+// first one in `front`; lanes still searching are then served one at a time
+// by the whole warp, 32 neighbours per step, stopping at the first hit
+// (ballot). The warp owns its words of `next` and `visited`, so no atomics.
+extern "C" __global__ void bu_step(const i64* indptr, const vid_t* indices, const vid_t* hub, const u32* front,
                                    u32* visited, u32* next, i64* parent, i64 nwords, u64* cnt) {
     const int lane = threadIdx.x & 31;
     const i64 warp = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;
@@ -330,6 +357,14 @@ extern "C" __global__ void bu_step(const i64* indptr, const vid_t* indices, cons
         if (todo) {
             s = indptr[v];
             e = indptr[v + 1];
+            const vid_t h = hub[v];
+            acc_exam += 1;
+            if (h >= 0 && test_bit(front, h)) {
+                found = true;
+                par = h;
+            }
+        }
+        if (todo && !found) {
             const i64 lim = imin64(e, s + BU_SERIAL);
             // probes in groups of 4: consecutive entries share a 32-byte
             // sector, so the 4 loads and 4 bitmap tests overlap instead of
