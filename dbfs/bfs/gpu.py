@@ -5,7 +5,8 @@ Contract (what :func:`dbfs.bfs.bfs` calls, ``backend="gpu"``):
 ``fn(graph, root, stats=False, **opts) -> (parent, level_stats)`` with
 ``root`` an INTERNAL id and ``parent`` an int64 NumPy array over internal ids
 (``parent[root] == root``, -1 unreached). The parent array is computed on the
-device and copied to the host AFTER the search; between levels the host
+device in the vertex-id width (int32 while N < 2**31: half the fill and the
+stores of int64), and widened and copied to the host AFTER the search; between levels the host
 reads only one row of four counters (vertices discovered, their degree sum,
 entries examined, scratch), i.e. a few scalars per level.
 
@@ -140,6 +141,7 @@ class DeviceGraph:
     indptr_host: np.ndarray | None = None
     keep: list = field(default_factory=list)
     hub: object = None      # hub[v]: v's highest-degree neighbour (device, vid type), for bu_step
+    deg: object = None      # int32 degrees (device): a hub hit in bu_step reads 4 bytes, not two row bounds
 
     @property
     def nwords(self) -> int:
@@ -178,8 +180,9 @@ def _free_device_bytes() -> int:
 
 
 def _working_set(n: int, vid_bytes: int) -> int:
-    """Bytes on the device besides the CSR: parent, two queues, the hub table, degree scan buffers, bitmaps."""
-    return 8 * n + 3 * vid_bytes * n + 16 * n + 4 * 4 * ((n + 31) >> 5) + (1 << 24)
+    """Bytes on the device besides the CSR (an upper bound): parent, two queues, the hub and degree
+    tables, degree scan buffers, bitmaps."""
+    return 8 * n + 4 * vid_bytes * n + 4 * n + 16 * n + 4 * 4 * ((n + 31) >> 5) + (1 << 24)
 
 
 def _choose_mode(graph: CSRGraph, device_memory_limit) -> str:
@@ -234,8 +237,9 @@ def device_graph(graph: CSRGraph, device_memory_limit=None) -> DeviceGraph:
     k["base_visited"](_grid(nwords), (_BLOCK,), (indptr, _i64(n), _i64(nwords), base))
     hub = cp.empty(max(n, 1), cp.int32 if vid == "int" else cp.int64)
     k["hub_of"](_grid(32 * n), (_BLOCK,), (indptr, indices, _i64(n), hub))
+    deg = cp.diff(indptr).astype(cp.int32) if n else cp.zeros(1, cp.int32)
     dg = DeviceGraph(n=n, nnz=int(graph.nnz), indptr=indptr, indices=indices, vid=vid, base_visited=base,
-                     mode=mode, indptr_host=ip_host, keep=keep, hub=hub)
+                     mode=mode, indptr_host=ip_host, keep=keep, hub=hub, deg=deg)
     graph.meta["gpu"] = dg
     return dg
 
@@ -247,7 +251,7 @@ class _State:
     def __init__(self, dg: DeviceGraph):
         n, nwords = dg.n, max(dg.nwords, 1)
         qdt = cp.int32 if dg.vid == "int" else cp.int64
-        self.parent = cp.empty(n, cp.int64)
+        self.parent = cp.empty(n, qdt)   # vertex-id width: half the fill and stores of int64
         self.parent.fill(-1)
         self.visited = dg.base_visited.copy()
         self.front = cp.zeros(nwords, cp.uint32)
@@ -310,7 +314,8 @@ def _td_step(k, dg, st, n_f, m_f, row):
 def _bu_step(k, dg, st, row):
     """Bottom-up step from the bitmap st.front into st.next (then swapped)."""
     k["bu_step"]((min(-(-dg.nwords * 32 // _BLOCK), 32 * _sm_count()),), (_BLOCK,),
-                 (dg.indptr, dg.indices, dg.hub, st.front, st.visited, st.next, st.parent, _i64(dg.nwords), row))
+                 (dg.indptr, dg.indices, dg.hub, dg.deg, st.front, st.visited, st.next, st.parent, _i64(dg.nwords),
+                  row))
     st.front, st.next = st.next, st.front
 
 
@@ -356,7 +361,7 @@ def _hybrid(dg: DeviceGraph, root: int, stats: bool, pol):
 
 def _harish(dg: DeviceGraph, root: int, stats: bool):
     k = _kernels(dg.vid)
-    parent = cp.empty(dg.n, cp.int64)
+    parent = cp.empty(dg.n, cp.int32 if dg.vid == "int" else cp.int64)
     parent.fill(-1)
     lev = cp.empty(dg.n, cp.int32)
     lev.fill(-1)
@@ -401,7 +406,7 @@ def harish(graph, root, stats=False, device_memory_limit=None):
     """Quadratic vertex-parallel wavefront (Harish & Narayanan 2007). The
     parent array is copied to the host after the search."""
     parent, rec = _search(graph, root, "harish", stats, device_memory_limit)
-    return parent.get(), rec
+    return host_parent(parent), rec
 
 
 @register("td", backend="gpu")
@@ -409,7 +414,7 @@ def top_down(graph, root, stats=False, device_memory_limit=None):
     """Load-balanced top-down BFS (frontier queue, visited bitmap). The
     parent array is copied to the host after the search."""
     parent, rec = _search(graph, root, "td", stats, device_memory_limit)
-    return parent.get(), rec
+    return host_parent(parent), rec
 
 
 @register("bu", backend="gpu")
@@ -417,7 +422,7 @@ def bottom_up(graph, root, stats=False, device_memory_limit=None):
     """Bottom-up BFS over a frontier bitmap (warp-cooperative early exit).
     The parent array is copied to the host after the search."""
     parent, rec = _search(graph, root, "bu", stats, device_memory_limit)
-    return parent.get(), rec
+    return host_parent(parent), rec
 
 
 @register("do", backend="gpu")
@@ -429,7 +434,7 @@ def direction_optimizing(graph, root, stats=False, device_memory_limit=None, pol
     the H100 (SCALE 26: 239 against 261 GTEPS, benchmarks/results/gpu-20261122T055605Z.json)."""
     parent, rec = _search(graph, root, "do", stats, device_memory_limit, policy, alpha, beta, unexplored,
                           tail)
-    return parent.get(), rec
+    return host_parent(parent), rec
 
 
 # ------------------------------------------------------------------ timing
@@ -445,7 +450,8 @@ def search_device(graph: CSRGraph, root: int, algorithm: str = "do", stats: bool
     """One timed search from ORIGINAL id ``root``.
 
     Returns ``(parent, seconds, level_stats)`` with ``parent`` the CuPy
-    int64 array over INTERNAL ids, left on the device. The device graph is
+    array over INTERNAL ids (vertex-id width: int32 while N < 2**31), left on
+    the device (:func:`host_parent` widens and copies it). The device graph is
     built and the kernels compiled before the clock starts; the device is
     synchronised before each clock read.
     """
@@ -463,21 +469,30 @@ def search_device(graph: CSRGraph, root: int, algorithm: str = "do", stats: bool
     return parent, seconds, rec
 
 
+def host_parent(parent, out=None) -> np.ndarray:
+    """A device parent array (vertex-id width) widened to int64 on the device
+    and copied to the host (into ``out``, e.g. a pinned buffer, when given).
+    Called after the clock stopped."""
+    wide = parent.astype(cp.int64, copy=False)
+    return wide.get(out=out) if out is not None else wide.get()
+
+
 def search_timed(graph: CSRGraph, root: int, algorithm: str = "do", stats: bool = False, **opts):
     """:func:`search_device`, then the parent copied to the host (after the
     clock stopped) and mapped to ORIGINAL ids: ``(parent, seconds, level_stats)``."""
     parent, seconds, rec = search_device(graph, root, algorithm, stats, **opts)
-    return graph.to_original(parent.get()), seconds, rec
+    return graph.to_original(host_parent(parent)), seconds, rec
 
 
 def count_nedge(edges, parent) -> int:
     """Graph500 3.0.1 nedge on the device: tuples of ``edges`` (CuPy int64
     (M, 2), the INPUT list) that are not self-loops and have both endpoints
-    reached in ``parent`` (CuPy int64, -1 unreached, same ids as edges)."""
+    reached in ``parent`` (CuPy int32 or int64, -1 unreached, same ids as edges)."""
     e = cp.ascontiguousarray(edges, dtype=cp.int64)
-    p = cp.ascontiguousarray(parent, dtype=cp.int64)
+    vid = "int" if parent.dtype == cp.int32 else "long long"
+    p = cp.ascontiguousarray(parent, dtype=cp.int32 if vid == "int" else cp.int64)
     out = cp.zeros(4, cp.uint64)
     m = int(e.shape[0])
-    if m:   # count_nedge uses no vertex-id type: any compiled module serves
-        _kernels("int")["count_nedge"](_grid(m), (_BLOCK,), (e, _i64(m), p, out))
+    if m:
+        _kernels(vid)["count_nedge"](_grid(m), (_BLOCK,), (e, _i64(m), p, out))
     return int(out[0])

@@ -10,7 +10,7 @@
 //
 // Encodings:
 //   indptr   int64, n + 1 entries; row v is indices[indptr[v] .. indptr[v+1])
-//   parent   int64, n entries, -1 unreached, parent[root] = root
+//   parent   vid_t (int32 while n < 2**31, else int64), n entries, -1 unreached, parent[root] = root
 //   bitmaps  uint32 words, bit (v & 31) of word (v >> 5); `visited` has the
 //            padding bits past n set, and zero-degree vertices set (they can
 //            never be reached, so no step ever looks at them)
@@ -102,9 +102,9 @@ extern "C" __global__ void base_visited(const i64* indptr, i64 n, i64 nwords, u3
 }
 
 // One thread: root is reached, visited, in the frontier bitmap and queue.
-extern "C" __global__ void start_search(i64* parent, u32* visited, u32* front, vid_t* queue, i64 root) {
+extern "C" __global__ void start_search(vid_t* parent, u32* visited, u32* front, vid_t* queue, i64 root) {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
-        parent[root] = root;
+        parent[root] = (vid_t)root;
         visited[root >> 5] |= 1u << (root & 31);
         front[root >> 5] |= 1u << (root & 31);
         queue[0] = (vid_t)root;
@@ -174,7 +174,7 @@ __device__ __forceinline__ i64 upper_bound(const i64* offs, i64 nf, i64 x) {
 // writes parent and appends to next_q (one atomic per warp).
 extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs, i64 E,
                                      const i64* indptr, const vid_t* indices, u32* visited,
-                                     i64* parent, vid_t* next_q, u64* cnt) {
+                                     vid_t* parent, vid_t* next_q, u64* cnt) {
     const i64 CH = (i64)TD_BLOCK * TD_ITEMS;
     const int lane = threadIdx.x & 31;
     __shared__ i64 s_lo, s_hi;
@@ -206,7 +206,7 @@ extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs
                     const u32 old = atomicOr(wp, bit);
                     if (!(old & bit)) {
                         won = true;
-                        parent[v] = u;
+                        parent[v] = (vid_t)u;
                         acc_deg += indptr[v + 1] - indptr[v];
                     }
                 }
@@ -230,7 +230,7 @@ extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs
 // scans them itself (no separate degree kernel or global scan), then
 // expands its chunks of the E frontier edges exactly as td_expand does.
 extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, const i64* indptr,
-                                           const vid_t* indices, u32* visited, i64* parent,
+                                           const vid_t* indices, u32* visited, vid_t* parent,
                                            vid_t* next_q, u64* cnt) {
     __shared__ i64 s_offs[TD_SMALL];    // inclusive scan of the degrees
     __shared__ i64 s_row[TD_SMALL];     // indptr[u] of frontier entry i
@@ -287,7 +287,7 @@ extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, co
                     const u32 old = atomicOr(wp, bit);
                     if (!(old & bit)) {
                         won = true;
-                        parent[v] = u;
+                        parent[v] = (vid_t)u;
                         acc_deg += indptr[v + 1] - indptr[v];
                     }
                 }
@@ -338,8 +338,9 @@ extern "C" __global__ void hub_of(const i64* indptr, const vid_t* indices, i64 n
 // first one in `front`; lanes still searching are then served one at a time
 // by the whole warp, 32 neighbours per step, stopping at the first hit
 // (ballot). The warp owns its words of `next` and `visited`, so no atomics.
-extern "C" __global__ void bu_step(const i64* indptr, const vid_t* indices, const vid_t* hub, const u32* front,
-                                   u32* visited, u32* next, i64* parent, i64 nwords, u64* cnt) {
+extern "C" __global__ void bu_step(const i64* indptr, const vid_t* indices, const vid_t* hub, const int* deg,
+                                   const u32* front, u32* visited, u32* next, vid_t* parent, i64 nwords,
+                                   u64* cnt) {
     const int lane = threadIdx.x & 31;
     const i64 warp = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;
     const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
@@ -354,14 +355,16 @@ extern "C" __global__ void bu_step(const i64* indptr, const vid_t* indices, cons
         const bool todo = !((vis >> lane) & 1u);
         bool found = false;
         i64 par = -1, s = 0, e = 0, j = 0;
+        bool hub_hit = false;
         if (todo) {
-            s = indptr[v];
-            e = indptr[v + 1];
             const vid_t h = hub[v];
             acc_exam += 1;
             if (h >= 0 && test_bit(front, h)) {
-                found = true;
+                found = hub_hit = true;
                 par = h;
+            } else {
+                s = indptr[v];
+                e = indptr[v + 1];
             }
         }
         if (todo && !found) {
@@ -423,8 +426,8 @@ extern "C" __global__ void bu_step(const i64* indptr, const vid_t* indices, cons
         }
         const u32 nb = __ballot_sync(FULL_MASK, found);
         if (found) {
-            parent[v] = par;
-            acc_deg += e - s;
+            parent[v] = (vid_t)par;
+            acc_deg += hub_hit ? (i64)deg[v] : e - s;   // a hub hit never read its row bounds
         }
         if (lane == 0) {
             next[w] = nb;
@@ -440,7 +443,7 @@ extern "C" __global__ void bu_step(const i64* indptr, const vid_t* indices, cons
 // level L scan their whole list and claim unvisited neighbours (atomicCAS on
 // the level, so each vertex is counted once and gets one parent).
 extern "C" __global__ void harish_step(const i64* indptr, const vid_t* indices, int* level,
-                                       i64* parent, i64 n, i64 L, u64* cnt) {
+                                       vid_t* parent, i64 n, i64 L, u64* cnt) {
     i64 acc_n = 0, acc_deg = 0, acc_exam = 0;
     const int cur = (int)L;
     for (i64 v = blockIdx.x * (i64)blockDim.x + threadIdx.x; v < n; v += (i64)gridDim.x * blockDim.x) {
@@ -450,7 +453,7 @@ extern "C" __global__ void harish_step(const i64* indptr, const vid_t* indices, 
         for (i64 j = s; j < e; ++j) {
             const i64 u = indices[j];
             if (level[u] == -1 && atomicCAS(&level[u], -1, cur + 1) == -1) {
-                parent[u] = v;
+                parent[u] = (vid_t)v;
                 acc_n += 1;
                 acc_deg += indptr[u + 1] - indptr[u];
             }
@@ -459,16 +462,16 @@ extern "C" __global__ void harish_step(const i64* indptr, const vid_t* indices, 
     block_add3(acc_n, acc_deg, acc_exam, cnt);
 }
 
-extern "C" __global__ void harish_start(int* level, i64* parent, i64 root) {
+extern "C" __global__ void harish_start(int* level, vid_t* parent, i64 root) {
     if (blockIdx.x == 0 && threadIdx.x == 0) {
         level[root] = 0;
-        parent[root] = root;
+        parent[root] = (vid_t)root;
     }
 }
 
 // ------------------------------------------------------ Graph500 TEPS count
 // nedge (3.0.1 rule): tuples that are not self-loops with both ends reached.
-extern "C" __global__ void count_nedge(const i64* edges, i64 m, const i64* parent, u64* out) {
+extern "C" __global__ void count_nedge(const i64* edges, i64 m, const vid_t* parent, u64* out) {
     i64 acc = 0;
     for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < m; i += (i64)gridDim.x * blockDim.x) {
         const i64 u = edges[2 * i], v = edges[2 * i + 1];
