@@ -82,7 +82,8 @@ def client_for(scheduler: str | None = None, n_workers: int | None = None,
         return
     n = n_workers or default_workers()
     env = {"NUMBA_NUM_THREADS": str(threads_per_worker), "OMP_NUM_THREADS": str(threads_per_worker),
-           "MKL_NUM_THREADS": str(threads_per_worker), "OPENBLAS_NUM_THREADS": str(threads_per_worker)}
+           "MKL_NUM_THREADS": str(threads_per_worker), "OPENBLAS_NUM_THREADS": str(threads_per_worker),
+           "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
     cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
                            memory_limit=memory_limit, dashboard_address=":0", env=env, silence_logs=40)
     client = Client(cluster)

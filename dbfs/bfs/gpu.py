@@ -58,6 +58,7 @@ when the parent array is written).
 """
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -141,7 +142,6 @@ class DeviceGraph:
     indptr_host: np.ndarray | None = None
     keep: list = field(default_factory=list)
     hub: object = None      # hub[v]: v's highest-degree neighbour (device, vid type), for bu_step
-    deg: object = None      # int32 degrees (device): a hub hit in bu_step reads 4 bytes, not two row bounds
 
     @property
     def nwords(self) -> int:
@@ -180,9 +180,9 @@ def _free_device_bytes() -> int:
 
 
 def _working_set(n: int, vid_bytes: int) -> int:
-    """Bytes on the device besides the CSR (an upper bound): parent, two queues, the hub and degree
-    tables, degree scan buffers, bitmaps."""
-    return 8 * n + 4 * vid_bytes * n + 4 * n + 16 * n + 4 * 4 * ((n + 31) >> 5) + (1 << 24)
+    """Bytes on the device besides the CSR (an upper bound): parent, two queues, the hub table,
+    degree scan buffers, bitmaps."""
+    return 8 * n + 4 * vid_bytes * n + 16 * n + 4 * 4 * ((n + 31) >> 5) + (1 << 24)
 
 
 def _choose_mode(graph: CSRGraph, device_memory_limit) -> str:
@@ -237,9 +237,8 @@ def device_graph(graph: CSRGraph, device_memory_limit=None) -> DeviceGraph:
     k["base_visited"](_grid(nwords), (_BLOCK,), (indptr, _i64(n), _i64(nwords), base))
     hub = cp.empty(max(n, 1), cp.int32 if vid == "int" else cp.int64)
     k["hub_of"](_grid(32 * n), (_BLOCK,), (indptr, indices, _i64(n), hub))
-    deg = cp.diff(indptr).astype(cp.int32) if n else cp.zeros(1, cp.int32)
     dg = DeviceGraph(n=n, nnz=int(graph.nnz), indptr=indptr, indices=indices, vid=vid, base_visited=base,
-                     mode=mode, indptr_host=ip_host, keep=keep, hub=hub, deg=deg)
+                     mode=mode, indptr_host=ip_host, keep=keep, hub=hub)
     graph.meta["gpu"] = dg
     return dg
 
@@ -314,8 +313,7 @@ def _td_step(k, dg, st, n_f, m_f, row):
 def _bu_step(k, dg, st, row):
     """Bottom-up step from the bitmap st.front into st.next (then swapped)."""
     k["bu_step"]((min(-(-dg.nwords * 32 // _BLOCK), 32 * _sm_count()),), (_BLOCK,),
-                 (dg.indptr, dg.indices, dg.hub, dg.deg, st.front, st.visited, st.next, st.parent, _i64(dg.nwords),
-                  row))
+                 (dg.indptr, dg.indices, dg.hub, st.front, st.visited, st.next, st.parent, _i64(dg.nwords), row))
     st.front, st.next = st.next, st.front
 
 
@@ -461,11 +459,17 @@ def search_device(graph: CSRGraph, root: int, algorithm: str = "do", stats: bool
     dg = device_graph(graph, opts.get("device_memory_limit"))
     _kernels(dg.vid)
     dev = cp.cuda.Device()
-    dev.synchronize()
-    t0 = time.perf_counter()
-    parent, rec = _search(graph, r, algorithm, stats, **opts)
-    dev.synchronize()
-    seconds = time.perf_counter() - t0
+    gc_on = gc.isenabled()
+    gc.disable()   # as timeit does: a collection of unrelated objects is not part of the search
+    try:
+        dev.synchronize()
+        t0 = time.perf_counter()
+        parent, rec = _search(graph, r, algorithm, stats, **opts)
+        dev.synchronize()
+        seconds = time.perf_counter() - t0
+    finally:
+        if gc_on:
+            gc.enable()
     return parent, seconds, rec
 
 
