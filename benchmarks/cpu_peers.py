@@ -8,10 +8,15 @@ search (after one warm-up search each) and is timed around its call only:
 
 - dbfs ``do``, ``td``, ``spmv`` (``dbfs.bfs.bfs``, Numba),
 - scipy ``csgraph.breadth_first_order`` on the same CSR (directed=True: the
-  CSR is already symmetric), returning predecessors,
+  CSR is already symmetric), returning predecessors; ``scipy`` gets csgraph's
+  own types (float64 data, int32 indptr: no conversion inside the call, its
+  best case), ``scipy-int8`` an int8 matrix with int64 indptr, which csgraph
+  converts on every call (what the earlier records measured),
 - igraph ``Graph.bfs`` (graph built from the deduplicated undirected edges),
 - python-graphblas (SuiteSparse:GraphBLAS) min-parent BFS loop
-  (``min_firsti`` semiring, masked by visited),
+  (``min_firsti`` semiring, vxm, masked by visited; bool matrix: the fastest
+  of the bool/int64 x min/any x vxm/mxv forms tried on the 2-core machine, at
+  about a fifth of the recorded 0.097-0.113 GTEPS),
 - networkx ``bfs_predecessors`` (SCALE <= 18, first 2 roots only: it is slow).
 
 TEPS use the Graph500 nedge of each root (from dbfs.validate on dbfs's ``do``
@@ -44,8 +49,12 @@ def peers(graph, edges_undirected):
         import scipy.sparse as sp
         from scipy.sparse.csgraph import breadth_first_order
 
-        A = sp.csr_matrix((np.ones(graph.nnz, np.int8), graph.indices, graph.indptr), shape=(n, n))
+        # float64 data and int32 indptr are csgraph's own types (no conversion per call): scipy at its best
+        A = sp.csr_matrix((np.ones(graph.nnz, np.float64), graph.indices, graph.indptr.astype(np.int32)),
+                          shape=(n, n))
         out["scipy"] = lambda r: breadth_first_order(A, r, directed=True, return_predecessors=True)
+        A8 = sp.csr_matrix((np.ones(graph.nnz, np.int8), graph.indices, graph.indptr), shape=(n, n))
+        out["scipy-int8"] = lambda r: breadth_first_order(A8, r, directed=True, return_predecessors=True)
     except ImportError:
         pass
     try:
@@ -57,7 +66,7 @@ def peers(graph, edges_undirected):
         pass
     try:
         import graphblas as gb
-        from graphblas import semiring
+        from graphblas.semiring import ss
 
         u, v = edges_undirected[:, 0], edges_undirected[:, 1]
         M = gb.Matrix.from_coo(np.concatenate([u, v]), np.concatenate([v, u]), True, nrows=n, ncols=n)
@@ -68,7 +77,7 @@ def peers(graph, edges_undirected):
             front = gb.Vector(gb.dtypes.INT64, n)
             front[r] = r
             while front.nvals:
-                front(~parents.S, replace=True) << semiring.min_firsti(front @ M)
+                front(~parents.S, replace=True) << ss.min_firsti(front @ M)
                 parents(front.S) << front
             return parents
 

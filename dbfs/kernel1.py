@@ -1141,22 +1141,29 @@ def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", ded
             "phase_times": phase_times,
             "dbfs_version": __version__,
         }
-        attrs["construction_time"] = time.perf_counter() - t_start
-        vg.attrs.update(attrs)
-        vg.attrs["complete"] = True
-        attrs["complete"] = True
-        if final.exists():   # incomplete or stale: move aside, then replace
-            aside = csr_root / f".{name}.old-{uuid.uuid4().hex[:12]}"
-            os.rename(final, aside)
-            os.rename(tmp, final)
-            shutil.rmtree(aside, ignore_errors=True)
-        else:
-            os.rename(tmp, final)
+        _publish(vg, attrs, t_start, tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    attrs["reused"] = False
     return attrs
+
+
+def _publish(vg, attrs: dict, t_start: float, tmp: Path, final: Path) -> None:
+    """Finish a variant built in ``tmp``: ``construction_time`` (from
+    ``t_start``), the attributes, the complete marker LAST, then the rename
+    into ``final`` (an incomplete or stale one there is moved aside first)."""
+    attrs["construction_time"] = time.perf_counter() - t_start
+    vg.attrs.update(attrs)
+    vg.attrs["complete"] = True
+    attrs["complete"] = True
+    if final.exists():
+        aside = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:12]}"
+        os.rename(final, aside)
+        os.rename(tmp, final)
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        os.rename(tmp, final)
+    attrs["reused"] = False
 
 
 # =====================================================================
@@ -1351,19 +1358,8 @@ def store_csr(dataset_path, indptr: np.ndarray, indices: np.ndarray, n_edges: in
             "checksum_rule": "indices_sum / indptr_sum: sum of the array's values mod 2**64",
             "dbfs_version": __version__,
         }
-        attrs["construction_time"] = time.perf_counter() - t_start
-        vg.attrs.update(attrs)
-        vg.attrs["complete"] = True
-        attrs["complete"] = True
-        if final.exists():
-            aside = csr_root / f".{name}.old-{uuid.uuid4().hex[:12]}"
-            os.rename(final, aside)
-            os.rename(tmp, final)
-            shutil.rmtree(aside, ignore_errors=True)
-        else:
-            os.rename(tmp, final)
+        _publish(vg, attrs, t_start, tmp, final)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    attrs["reused"] = False
     return attrs

@@ -33,3 +33,16 @@ def golden16():
 @pytest.fixture(scope="session")
 def golden_stdout():
     return (GOLDEN / "reference-3.0.1-scale16-stdout.txt").read_text()
+
+
+@pytest.fixture(scope="session")
+def cp():
+    """CuPy, or a skip without cupy or a CUDA device (for tests marked gpu)."""
+    cupy = pytest.importorskip("cupy")
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # no driver / no device: cupy raises its own CUDA errors
+        n = 0
+    if n < 1:
+        pytest.skip("no CUDA device")
+    return cupy

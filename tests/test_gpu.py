@@ -42,18 +42,6 @@ HOST = [(a, {"device_memory_limit": 0}) for a in ALGOS]
 
 # --------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
-def cp():
-    cupy = pytest.importorskip("cupy")
-    try:
-        n = cupy.cuda.runtime.getDeviceCount()
-    except Exception:  # no driver / no device: cupy raises its own CUDA errors
-        n = 0
-    if n < 1:
-        pytest.skip("no CUDA device")
-    return cupy
-
-
-@pytest.fixture(scope="module")
 def gpu(cp):
     return importlib.import_module("dbfs.bfs.gpu")
 

@@ -19,18 +19,6 @@ from dbfs.roots import eligible
 from dbfs.spec import GraphSpec
 
 
-@pytest.fixture(scope="module")
-def cp():
-    cupy = pytest.importorskip("cupy")
-    try:
-        n = cupy.cuda.runtime.getDeviceCount()
-    except Exception:  # no driver / no device
-        n = 0
-    if n < 1:
-        pytest.skip("no CUDA device")
-    return cupy
-
-
 def _cli(*args):
     return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
 

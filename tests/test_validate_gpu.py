@@ -349,18 +349,6 @@ def test_numpy_without_cupy(monkeypatch, case10):
 
 
 # -------------------------------------------------------------------- GPU
-@pytest.fixture(scope="module")
-def cp():
-    cupy = pytest.importorskip("cupy")
-    try:
-        n = cupy.cuda.runtime.getDeviceCount()
-    except Exception:  # no driver / no device
-        n = 0
-    if n < 1:
-        pytest.skip("no CUDA device")
-    return cupy
-
-
 @pytest.mark.gpu
 def test_gpu_matches_cpu(cp, golden10, golden16, s16, case10):
     edges10 = golden10["edges"]
