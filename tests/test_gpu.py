@@ -113,7 +113,10 @@ def test_scale10_host_memory_mode(gpu, golden10, levels10, algo, opts):
     g = build_csr(e, n_vertices=1 << 10)           # own graph: its device cache is host-mode
     for root, ne in list(zip(golden10["roots"], golden10["nedge_v3"]))[:16]:
         check(e, 1 << 10, g, root, algo, opts, levels10[root], ne)
-    assert g.meta["gpu"].mode == "host"
+    dg = g.meta["gpu"]
+    assert dg.mode == "host"
+    assert len(dg.keep) == 1 and dg.indices.data.ptr == dg.keep[0].ptr, "indices in mapped pinned host memory"
+    assert dg.indptr.data.mem.device_id == 0 and not dg.keep[0].ptr == dg.indptr.data.ptr, "indptr on the device"
 
 
 @pytest.mark.gpu

@@ -39,8 +39,12 @@ Algorithms (registered on backend ``"gpu"``):
 Every algorithm takes ``device_memory_limit`` (bytes, default None): the CSR
 (``indptr`` + ``indices``) is kept on the device when it fits (in the limit,
 or by default in 90% of the free device memory minus the search's working
-set), else in mapped pinned host memory that the same kernels read
-zero-copy over the bus (Graph500 "big data" mode; same results, slower).
+set), else its adjacency array ``indices`` stays in mapped pinned host
+memory that the same kernels read zero-copy over the bus (Graph500 "big
+data" mode; same results, slower). The per-vertex arrays (``indptr``, the
+hub table, parents, bitmaps, queues: about 30 B per vertex) are always on
+the device, so a bottom-up level whose hub test succeeds never crosses the
+bus.
 
 Device graph cache: ``graph.meta["gpu"]`` holds a :class:`DeviceGraph` (the
 CSR on the device or mapped host memory and a bitmap of zero-degree
@@ -221,10 +225,10 @@ def device_graph(graph: CSRGraph, device_memory_limit=None) -> DeviceGraph:
         else:
             indptr = cp.asarray(graph.indptr, dtype=cp.int64)
             indices = cp.asarray(graph.indices)
-    else:
+    else:   # the adjacency stays in host memory; the row offsets (8 B per vertex) go to the device
         ip = np.ascontiguousarray(cp.asnumpy(graph.indptr), dtype=np.int64)
         ix = np.ascontiguousarray(cp.asnumpy(graph.indices))
-        indptr = _mapped_host_array(ip, keep)
+        indptr = cp.asarray(ip)
         indices = _mapped_host_array(ix, keep)
         ip_host = ip
     if ip_host is None:         # root degrees for the policy without a device round trip
