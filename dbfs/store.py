@@ -192,7 +192,7 @@ def _remove_stale(root: Path, name: str, quiet: bool) -> None:
 
 def _write_edges_dask(spec, edges_path: str, chunk: int, client, quiet: bool):
     """Generate ``spec``'s edges as Dask tasks, one zarr chunk per task;
-    returns the per-chunk checksum parts."""
+    returns (the per-chunk checksum parts, an empty memo)."""
     import dask
 
     from dbfs.cluster import compute_with_progress
