@@ -299,6 +299,10 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, r
         raise DbfsError(f"--roots {n_roots} is invalid: use at least 1 search key (Graph500 uses 64)")
     if energy and backend != "gpu":
         raise DbfsError("--energy measures GPU power: add --backend gpu or drop --energy")
+    if energy:   # NVML missing: fail now, not after generation and Kernel 1
+        from dbfs.energy import PowerMeter
+
+        PowerMeter().close()
     cfg = RunConfig(algorithm=algorithm, backend=backend, n_roots=n_roots, validate=not no_validate,
                     relabel=relabel, opts=_backend_opts(backend, device_memory_limit),
                     partitions=_partitions(backend, partitions), energy=energy)

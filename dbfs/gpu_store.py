@@ -149,6 +149,35 @@ def device_edges(ds):
     return e
 
 
+def kernel1_device_bytes(n_edges: int, n_vertices: int) -> int:
+    """Device bytes GPU Kernel 1 needs, an upper bound: the edge list as
+    uint32 and as int64 (24 B per tuple), ``indices`` for both directions
+    (8 B per tuple), 32 B per vertex (counts, row starts, degrees, indptr)
+    and 1 GiB for the sorted ranges (their size adapts to what is free)."""
+    return 32 * int(n_edges) + 32 * int(n_vertices) + (1 << 30)
+
+
+def kernel1_fits(ds, free: int | None = None) -> bool:
+    """Whether GPU Kernel 1 of ``ds`` fits the free device memory (90% of it)."""
+    free = _free_device_bytes() if free is None else int(free)
+    return kernel1_device_bytes(ds.n_edges, ds.n_vertices) <= 0.9 * free
+
+
+def edges_fit(ds, free: int | None = None) -> bool:
+    """Whether a device copy of the edges (stored dtype) takes at most a
+    quarter of the free device memory (the rule write_edges_gpu keeps it by)."""
+    free = _free_device_bytes() if free is None else int(free)
+    return "device_edges" in ds.memo or ds.n_edges * 2 * np.dtype(ds.edges().dtype).itemsize <= free // 4
+
+
+def search_edges(ds):
+    """The INPUT edges for root selection and validation on the GPU backend:
+    the device copy when it is there or fits (:func:`edges_fit`), else the
+    stored array, which :func:`dbfs.validate_gpu.validate_gpu` and
+    :func:`dbfs.roots.eligible` stream in chunks."""
+    return device_edges(ds) if edges_fit(ds) else ds.edges()
+
+
 def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = False) -> dict:
     """GPU Kernel 1 of dataset ``ds`` into its store (see the module docstring);
     returns the variant's attributes (``reused=True`` when already stored)."""
@@ -160,6 +189,11 @@ def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = Fals
     old = kernel1.reusable_variant(ds.path, 1, "block", dedupe, relabel)
     if old is not None:
         return old
+    if not kernel1_fits(ds):
+        raise DbfsError(f"GPU Kernel 1 of {ds.name} needs about "
+                        f"{kernel1_device_bytes(ds.n_edges, ds.n_vertices) / 2**30:.0f} GiB of device memory, "
+                        f"{_free_device_bytes() / 2**30:.0f} GiB are free: build on the CPU (`dbfs build {ds.name}`); "
+                        f"the GPU backend then searches it from host memory")
     t0 = time.perf_counter()
     edges = device_edges(ds)
     g = build_csr_gpu(edges, n_vertices=ds.n_vertices, dedupe=dedupe)

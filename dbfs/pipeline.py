@@ -95,9 +95,11 @@ def ensure_csr(ds, cfg: RunConfig, client=None) -> tuple[str, dict]:
 
     variant = kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
     if _gpu_kernel1(cfg):
-        from dbfs.gpu_store import build_gpu
+        from dbfs.gpu_store import build_gpu, kernel1_fits
 
-        return variant, build_gpu(ds, dedupe=cfg.dedupe, quiet=cfg.quiet)
+        if kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe) or kernel1_fits(ds):
+            return variant, build_gpu(ds, dedupe=cfg.dedupe, quiet=cfg.quiet)
+        say(f"GPU Kernel 1 of {ds.name} does not fit the free device memory: building on the CPU", cfg.quiet)
     attrs = kernel1.build_partitioned(ds.path, P=cfg.partitions, partitioning=cfg.partitioning,
                                       dedupe=cfg.dedupe, relabel=cfg.relabel, client=client,
                                       progress=not cfg.quiet)
@@ -129,16 +131,19 @@ def edges_for_validation(ds, budget_bytes: int | None = None):
 
 
 def pick_roots(ds, edges, n: int, backend: str = "cpu") -> np.ndarray:
-    """The Graph500 search keys; eligibility is tested on the device copy of
-    the edges for the GPU backend (``edges`` is then unused)."""
+    """The Graph500 search keys. The GPU backend tests eligibility on the
+    device copy of the edges when there is one (``edges`` is then unused)."""
     from dbfs.roots import eligible, select_roots
 
     spec = ds.attrs["spec"]
+    test = None
     if backend == "gpu":
-        from dbfs.gpu_store import device_edges, eligible_gpu
+        from dbfs.gpu_store import eligible_gpu, search_edges
 
-        test = lambda cands: eligible_gpu(device_edges(ds), cands)  # noqa: E731
-    else:
+        edges = search_edges(ds)
+        if type(edges).__module__.startswith("cupy"):
+            test = lambda cands: eligible_gpu(edges, cands)  # noqa: E731
+    if test is None:
         test = lambda cands: eligible(edges, cands)  # noqa: E731
     return select_roots(ds.n_vertices, spec.get("seed1", 2), spec.get("seed2", 3), n, test)
 
@@ -332,18 +337,18 @@ class _GpuRunner(_LocalRunner):
             from dbfs.validate import validate
 
             return validate(self.ds.edges(), root, self.parent, n_vertices=self.n)
-        from dbfs.gpu_store import device_edges
+        from dbfs.gpu_store import search_edges
         from dbfs.validate_gpu import validate_gpu
 
-        return validate_gpu(device_edges(self.ds), root, self.parent_dev, n_vertices=self.n, levels=False)
+        return validate_gpu(search_edges(self.ds), root, self.parent_dev, n_vertices=self.n, levels=False)
 
     def nedge(self, root):
         from dbfs.bfs.gpu import count_nedge
-        from dbfs.gpu_store import device_edges
+        from dbfs.gpu_store import edges_fit, search_edges
 
-        if self.graph.perm is not None:
+        if self.graph.perm is not None or not edges_fit(self.ds):
             return _nedge_only(self.ds.edges(), self.parent, self.n)
-        return count_nedge(device_edges(self.ds), self.parent_dev)
+        return count_nedge(search_edges(self.ds), self.parent_dev)
 
     def energy_phase(self, roots, times, nedges, min_seconds: float = ENERGY_MIN_SECONDS):
         """GPU power while searching (GreenGraph500): the searches from

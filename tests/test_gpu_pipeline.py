@@ -116,3 +116,27 @@ def test_gpu_build_is_one_block_partition(tmp_path):
     res = CliRunner().invoke(cli, ["build", "kron-s8-ef16-s2-3", "--backend", "gpu", "--partitions", "2",
                                    "--datasets", str(tmp_path)])
     assert res.exit_code == 2 and "one block partition" in res.output
+
+
+def test_kernel1_memory_model():
+    """The GPU Kernel 1 size rule (CPU-only: pure arithmetic on counts)."""
+    from types import SimpleNamespace
+
+    from dbfs.gpu_store import kernel1_device_bytes, kernel1_fits
+
+    s26 = SimpleNamespace(n_edges=16 << 26, n_vertices=1 << 26, name="kron-s26")
+    s28 = SimpleNamespace(n_edges=16 << 28, n_vertices=1 << 28, name="kron-s28")
+    assert kernel1_device_bytes(16 << 26, 1 << 26) == 32 * (16 << 26) + 32 * (1 << 26) + (1 << 30)
+    h100_free = 79 << 30
+    assert kernel1_fits(s26, free=h100_free), "SCALE 26 builds on an H100"
+    assert not kernel1_fits(s28, free=h100_free), "SCALE 28 does not: dbfs run falls back to the CPU build"
+
+
+def test_energy_without_nvml_fails_before_any_work(tmp_path):
+    from dbfs.energy import available
+
+    if available():
+        pytest.skip("this machine has NVML")
+    res = CliRunner().invoke(cli, ["run", "--scale", "10", "--backend", "gpu", "--energy", "--datasets", str(tmp_path)])
+    assert res.exit_code == 2 and "NVML" in res.output
+    assert not any(tmp_path.iterdir()), "nothing generated"
