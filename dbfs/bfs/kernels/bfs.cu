@@ -331,7 +331,8 @@ extern "C" __global__ void hub_of(const i64* indptr, const vid_t* indices, i64 n
 }
 
 // --------------------------------------------------------------- bottom-up
-// One warp per 32-vertex word of the bitmaps. Each unvisited lane first tests
+// A warp reads 32 words of `visited` at once and searches the words that are
+// not all visited, one 32-vertex word at a time. Each unvisited lane first tests
 // its hub (highest-degree neighbour, read coalesced from `hub`): on Kronecker
 // graphs that finds most parents without touching the adjacency row. Lanes
 // whose hub missed scan their first BU_SERIAL neighbours alone and stop at the
@@ -344,95 +345,103 @@ extern "C" __global__ void bu_step(const i64* indptr, const vid_t* indices, cons
     const i64 warp = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;
     const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
     i64 acc_n = 0, acc_deg = 0, acc_exam = 0;
-    for (i64 w = warp; w < nwords; w += nwarps) {
-        const u32 vis = visited[w];
-        if (vis == FULL_MASK) {
-            if (lane == 0) next[w] = 0u;
-            continue;
-        }
-        const i64 v = (w << 5) + lane;
-        const bool todo = !((vis >> lane) & 1u);
-        bool found = false;
-        i64 par = -1, s = 0, e = 0, j = 0;
-        if (todo) {
-            // row bounds are loaded with the hub, not after its test: the kernel is
-            // latency-bound and a dependent load chain measured slower (SCALE 26 level 2:
-            // 1.44 ms against 1.29 ms) than reading 16 bytes a hub hit does not need
-            s = indptr[v];
-            e = indptr[v + 1];
-            const vid_t h = hub[v];
-            acc_exam += 1;
-            if (h >= 0 && test_bit(front, h)) {
-                found = true;
-                par = h;
-            }
-        }
-        if (todo && !found) {
-            const i64 lim = imin64(e, s + BU_SERIAL);
-            // probes in groups of 4: consecutive entries share a 32-byte
-            // sector, so the 4 loads and 4 bitmap tests overlap instead of
-            // forming a chain of dependent memory latencies
-            j = s;
-            while (j < lim) {
-                const vid_t u0 = indices[j];
-                const vid_t u1 = j + 1 < lim ? indices[j + 1] : (vid_t)-1;
-                const vid_t u2 = j + 2 < lim ? indices[j + 2] : (vid_t)-1;
-                const vid_t u3 = j + 3 < lim ? indices[j + 3] : (vid_t)-1;
-                const bool h0 = test_bit(front, u0);
-                const bool h1 = u1 >= 0 && test_bit(front, u1);
-                const bool h2 = u2 >= 0 && test_bit(front, u2);
-                const bool h3 = u3 >= 0 && test_bit(front, u3);
-                if (h0 | h1 | h2 | h3) {
+    // a warp takes 32 words at a time: one coalesced load, each lane clears `next`
+    // for its word if that word is all visited, and only the open words are then
+    // searched, one after the other (late levels are mostly visited words)
+    for (i64 w0 = warp << 5; w0 < nwords; w0 += nwarps << 5) {
+        const i64 wl = w0 + lane;
+        const u32 lvis = wl < nwords ? visited[wl] : FULL_MASK;
+        if (wl < nwords && lvis == FULL_MASK) next[wl] = 0u;
+        u32 open = __ballot_sync(FULL_MASK, lvis != FULL_MASK);
+        while (open) {
+            const int ow = __ffs(open) - 1;
+            open &= open - 1;
+            const i64 w = w0 + ow;
+            const u32 vis = __shfl_sync(FULL_MASK, lvis, ow);
+            const i64 v = (w << 5) + lane;
+            const bool todo = !((vis >> lane) & 1u);
+            bool found = false;
+            i64 par = -1, s = 0, e = 0, j = 0;
+            if (todo) {
+                // row bounds are loaded with the hub, not after its test: the kernel is
+                // latency-bound and a dependent load chain measured slower (SCALE 26 level 2:
+                // 1.44 ms against 1.29 ms) than reading 16 bytes a hub hit does not need
+                s = indptr[v];
+                e = indptr[v + 1];
+                const vid_t h = hub[v];
+                acc_exam += 1;
+                if (h >= 0 && test_bit(front, h)) {
                     found = true;
-                    par = h0 ? u0 : h1 ? u1 : h2 ? u2 : u3;
-                    j += h0 ? 1 : h1 ? 2 : h2 ? 3 : 4;
-                    break;
-                }
-                j = imin64(j + 4, lim);
-            }
-            acc_exam += j - s;
-        }
-        u32 pend = __ballot_sync(FULL_MASK, todo && !found && j < e);
-        while (pend) {
-            const int src = __ffs(pend) - 1;
-            pend &= pend - 1;
-            const i64 js = __shfl_sync(FULL_MASK, j, src);
-            const i64 je = __shfl_sync(FULL_MASK, e, src);
-            i64 hitu = -1, scanned = 0;
-            for (i64 b0 = js; b0 < je; b0 += 32) {
-                const i64 jj = b0 + lane;
-                bool hit = false;
-                i64 u = 0;
-                if (jj < je) {
-                    u = indices[jj];
-                    hit = test_bit(front, u);
-                }
-                const u32 hm = __ballot_sync(FULL_MASK, hit);
-                if (hm) {
-                    const int f = __ffs(hm) - 1;
-                    hitu = __shfl_sync(FULL_MASK, u, f);
-                    scanned += f + 1;
-                    break;
-                }
-                scanned += imin64(32, je - b0);
-            }
-            if (lane == src) {
-                acc_exam += scanned;
-                if (hitu >= 0) {
-                    found = true;
-                    par = hitu;
+                    par = h;
                 }
             }
-        }
-        const u32 nb = __ballot_sync(FULL_MASK, found);
-        if (found) {
-            parent[v] = (vid_t)par;
-            acc_deg += e - s;
-        }
-        if (lane == 0) {
-            next[w] = nb;
-            if (nb) visited[w] = vis | nb;
-            acc_n += __popc(nb);
+            if (todo && !found) {
+                const i64 lim = imin64(e, s + BU_SERIAL);
+                // probes in groups of 4: consecutive entries share a 32-byte
+                // sector, so the 4 loads and 4 bitmap tests overlap instead of
+                // forming a chain of dependent memory latencies
+                j = s;
+                while (j < lim) {
+                    const vid_t u0 = indices[j];
+                    const vid_t u1 = j + 1 < lim ? indices[j + 1] : (vid_t)-1;
+                    const vid_t u2 = j + 2 < lim ? indices[j + 2] : (vid_t)-1;
+                    const vid_t u3 = j + 3 < lim ? indices[j + 3] : (vid_t)-1;
+                    const bool h0 = test_bit(front, u0);
+                    const bool h1 = u1 >= 0 && test_bit(front, u1);
+                    const bool h2 = u2 >= 0 && test_bit(front, u2);
+                    const bool h3 = u3 >= 0 && test_bit(front, u3);
+                    if (h0 | h1 | h2 | h3) {
+                        found = true;
+                        par = h0 ? u0 : h1 ? u1 : h2 ? u2 : u3;
+                        j += h0 ? 1 : h1 ? 2 : h2 ? 3 : 4;
+                        break;
+                    }
+                    j = imin64(j + 4, lim);
+                }
+                acc_exam += j - s;
+            }
+            u32 pend = __ballot_sync(FULL_MASK, todo && !found && j < e);
+            while (pend) {
+                const int src = __ffs(pend) - 1;
+                pend &= pend - 1;
+                const i64 js = __shfl_sync(FULL_MASK, j, src);
+                const i64 je = __shfl_sync(FULL_MASK, e, src);
+                i64 hitu = -1, scanned = 0;
+                for (i64 b0 = js; b0 < je; b0 += 32) {
+                    const i64 jj = b0 + lane;
+                    bool hit = false;
+                    i64 u = 0;
+                    if (jj < je) {
+                        u = indices[jj];
+                        hit = test_bit(front, u);
+                    }
+                    const u32 hm = __ballot_sync(FULL_MASK, hit);
+                    if (hm) {
+                        const int f = __ffs(hm) - 1;
+                        hitu = __shfl_sync(FULL_MASK, u, f);
+                        scanned += f + 1;
+                        break;
+                    }
+                    scanned += imin64(32, je - b0);
+                }
+                if (lane == src) {
+                    acc_exam += scanned;
+                    if (hitu >= 0) {
+                        found = true;
+                        par = hitu;
+                    }
+                }
+            }
+            const u32 nb = __ballot_sync(FULL_MASK, found);
+            if (found) {
+                parent[v] = (vid_t)par;
+                acc_deg += e - s;
+            }
+            if (lane == 0) {
+                next[w] = nb;
+                if (nb) visited[w] = vis | nb;
+                acc_n += __popc(nb);
+            }
         }
     }
     block_add3(acc_n, acc_deg, acc_exam, cnt);
