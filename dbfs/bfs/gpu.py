@@ -32,8 +32,8 @@ Algorithms (registered on backend ``"gpu"``):
   atomics: a warp owns its words.
 - ``do``: direction-optimizing, TD/BU/TD chosen per level by the CPU
   backend's policy (:mod:`dbfs.bfs.policy`, same parameters: ``policy``,
-  ``alpha``, ``beta``, ``unexplored``, ``tail``; ``tail`` defaults to GAP's
-  rule here, see :func:`direction_optimizing`), fed with the same counts (frontier
+  ``alpha``, ``beta``, ``unexplored``, ``tail``; alpha defaults to
+  ``GPU_BEAMER_ALPHA``), fed with the same counts (frontier
   vertices, frontier edges, unexplored edges).
 
 Every algorithm takes ``device_memory_limit`` (bytes, default None): the CSR
@@ -87,6 +87,14 @@ _BU_SERIAL = 8        # neighbours a lane scans alone in bu_step
 _TD_SMALL = 2048      # frontiers up to this size take the one-launch top-down kernel
 _COUNTER_ROWS = 4096  # per-level counter rows zeroed at once
 _VID = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
+# Beamer's alpha for the GPU ``do`` (the CPU keeps GAP's 15): a GPU bottom-up
+# level (hub first, warp per word) costs far less than a top-down level over
+# the same edges, so switching at m_f > edges/50 rather than edges/15 turns the
+# 6 ms top-down second levels some roots had into ~1.2 ms bottom-up ones. H100,
+# 64 roots, with tail="cost": SCALE 22 / 24 / 26 = 133 / 216 / 353 GTEPS
+# against 96 / 194 / 296 with alpha 15 (benchmarks/results/gpu-20261122T065812Z.json;
+# alpha 30 gave 156 at SCALE 24, alpha 100 and 200 less at every SCALE).
+GPU_BEAMER_ALPHA = 50.0
 
 
 # ------------------------------------------------------------------ kernels
@@ -388,7 +396,7 @@ def _harish(dg: DeviceGraph, root: int, stats: bool):
 
 
 def _search(graph: CSRGraph, root: int, algorithm: str, stats: bool = False, device_memory_limit=None,
-            policy: str = "beamer", alpha=None, beta=None, unexplored: str = "gap", tail: str = "gap"):
+            policy: str = "beamer", alpha=None, beta=None, unexplored: str = "gap", tail: str = "cost"):
     """Run one search from INTERNAL ``root``; returns (device parent, level stats)."""
     dg = device_graph(graph, device_memory_limit)
     if algorithm == "harish":
@@ -398,6 +406,8 @@ def _search(graph: CSRGraph, root: int, algorithm: str, stats: bool = False, dev
     if algorithm == "bu":
         return _hybrid(dg, root, stats, _Fixed(BU))
     if algorithm == "do":
+        if policy == "beamer" and alpha is None:
+            alpha = GPU_BEAMER_ALPHA
         return _hybrid(dg, root, stats, policy_from(policy, alpha, beta, unexplored, tail))
     raise DbfsError(f"unknown GPU BFS algorithm {algorithm!r}: use one of {', '.join(ALGORITHMS)}")
 
@@ -429,11 +439,10 @@ def bottom_up(graph, root, stats=False, device_memory_limit=None):
 
 @register("do", backend="gpu")
 def direction_optimizing(graph, root, stats=False, device_memory_limit=None, policy="beamer", alpha=None,
-                         beta=None, unexplored="gap", tail="gap"):
+                         beta=None, unexplored="gap", tail="cost"):
     """Direction-optimizing BFS with :mod:`dbfs.bfs.policy`'s rules. The
-    parent array is copied to the host after the search. ``tail`` defaults
-    to GAP's rule here: the bottom-up tail the CPU prefers measured slower on
-    the H100 (SCALE 26: 239 against 261 GTEPS, benchmarks/results/gpu-20261122T055605Z.json)."""
+    parent array is copied to the host after the search. Beamer's alpha
+    defaults to ``GPU_BEAMER_ALPHA`` here (see there)."""
     parent, rec = _search(graph, root, "do", stats, device_memory_limit, policy, alpha, beta, unexplored,
                           tail)
     return host_parent(parent), rec
