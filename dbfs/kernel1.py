@@ -947,8 +947,6 @@ def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", ded
     import zarr
     from zarr.codecs import ZstdCodec
 
-    from dbfs import __version__
-
     dataset_path = Path(dataset_path)
     name = variant_name(P, partitioning, dedupe, relabel)
     csr_root = dataset_path / "csr"
@@ -1137,9 +1135,7 @@ def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", ded
             "tasks": {"bucket": len(slices), "rows": len(plan), "write": len(wtasks)},
             "chunks": {"indptr": out_chunk, "indices": out_chunk},
             "checksums": checks,
-            "checksum_rule": "indices_sum / indptr_sum: sum of the array's values mod 2**64",
             "phase_times": phase_times,
-            "dbfs_version": __version__,
         }
         _publish(vg, attrs, t_start, tmp, final)
     except BaseException:
@@ -1152,6 +1148,10 @@ def _publish(vg, attrs: dict, t_start: float, tmp: Path, final: Path) -> None:
     """Finish a variant built in ``tmp``: ``construction_time`` (from
     ``t_start``), the attributes, the complete marker LAST, then the rename
     into ``final`` (an incomplete or stale one there is moved aside first)."""
+    from dbfs import __version__
+
+    attrs["checksum_rule"] = "indices_sum / indptr_sum: sum of the array's values mod 2**64"
+    attrs["dbfs_version"] = __version__
     attrs["construction_time"] = time.perf_counter() - t_start
     vg.attrs.update(attrs)
     vg.attrs["complete"] = True
@@ -1311,8 +1311,6 @@ def store_csr(dataset_path, indptr: np.ndarray, indices: np.ndarray, n_edges: in
     import zarr
     from zarr.codecs import ZstdCodec
 
-    from dbfs import __version__
-
     dataset_path = Path(dataset_path)
     N = int(indptr.shape[0] - 1)
     nnz = int(indptr[-1])
@@ -1355,8 +1353,6 @@ def store_csr(dataset_path, indptr: np.ndarray, indices: np.ndarray, n_edges: in
             "options": {"dedupe": bool(dedupe), "relabel": "none", "builder": builder},
             "chunks": {"indptr": _MAX_OUT_CHUNK, "indices": _MAX_OUT_CHUNK},
             "checksums": checks,
-            "checksum_rule": "indices_sum / indptr_sum: sum of the array's values mod 2**64",
-            "dbfs_version": __version__,
         }
         _publish(vg, attrs, t_start, tmp, final)
     except BaseException:
