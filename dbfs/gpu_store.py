@@ -167,7 +167,7 @@ def edges_fit(ds, free: int | None = None) -> bool:
     """Whether a device copy of the edges (stored dtype) takes at most a
     quarter of the free device memory (the rule write_edges_gpu keeps it by)."""
     free = _free_device_bytes() if free is None else int(free)
-    return "device_edges" in ds.memo or ds.n_edges * 2 * np.dtype(ds.edges().dtype).itemsize <= free // 4
+    return "device_edges" in ds.memo or ds.n_edges * 2 * np.dtype(ds.attrs["edge_dtype"]).itemsize <= free // 4
 
 
 def search_edges(ds):
@@ -183,6 +183,7 @@ def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = Fals
     returns the variant's attributes (``reused=True`` when already stored)."""
     from dbfs import kernel1
     from dbfs.kernel1_gpu import build_csr_gpu
+    from dbfs.store import _say
 
     if relabel != "none":
         raise DbfsError("GPU Kernel 1 builds the CSR without relabelling: drop --relabel or use --backend cpu")
@@ -197,9 +198,7 @@ def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = Fals
     t0 = time.perf_counter()
     edges = device_edges(ds)
     g = build_csr_gpu(edges, n_vertices=ds.n_vertices, dedupe=dedupe)
-    if not quiet:
-        print(f"dbfs: GPU Kernel 1 built {g.nnz:,} entries in {time.perf_counter() - t0:.2f} s; storing",
-              file=__import__("sys").stderr, flush=True)
+    _say(f"GPU Kernel 1 built {g.nnz:,} entries in {time.perf_counter() - t0:.2f} s; storing", quiet)
     attrs = kernel1.store_csr(ds.path, g.indptr, g.indices, ds.n_edges, dedupe, t0, builder="gpu")
     g.meta.update({"variant": attrs["variant"], "dedupe": dedupe, "relabel": "none", "n_edges": ds.n_edges,
                    "construction_time": attrs["construction_time"], "load_time": 0.0})

@@ -15,7 +15,6 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from dataclasses import replace as dataclass_replace
 
 import numpy as np
 
@@ -197,6 +196,8 @@ def run_graph500(spec_or_name, root_dir=None, cfg: RunConfig | None = None, clie
     cfg = cfg or RunConfig()
     if cfg.n_roots < 1:
         raise DbfsError(f"--roots {cfg.n_roots} is invalid: use at least 1 search key (Graph500 uses 64)")
+    if cfg.energy and cfg.backend != "gpu":
+        raise DbfsError("--energy measures GPU power: add --backend gpu or drop --energy")
     if cfg.backend == "dask":
         if client is None:
             raise DbfsError("--backend dask needs a Dask cluster: drop --scheduler threads")
@@ -256,8 +257,6 @@ class _LocalRunner:
     def __init__(self, ds, variant, edges, cfg):
         from dbfs.bfs import prepare
 
-        if cfg.energy:
-            raise DbfsError("--energy measures GPU power: add --backend gpu or drop --energy")
         self.graph, self.load_time = self._graph(ds, variant)
         t0 = time.perf_counter()
         prepare(self.graph, cfg.backend)  # per-graph search structures: Kernel 1 work, timed as such
@@ -305,8 +304,7 @@ class _GpuRunner(_LocalRunner):
             from dbfs.energy import PowerMeter
 
             self.meter = PowerMeter()
-        super().__init__(ds, variant, edges, dataclass_replace(cfg, energy=False))
-        self.cfg = cfg
+        super().__init__(ds, variant, edges, cfg)
         self.parent_dev = None
         self._pinned = None
 

@@ -323,14 +323,15 @@ def _td_first_records(out, cnt, E, visited):
 _BU_DENSE_WORD = 16
 
 
-@njit(nogil=True, cache=True, inline="always")
-def _popcount(x):
-    c = 0
-    y = np.uint64(x)
-    while y != 0:
-        y &= y - np.uint64(1)
-        c += 1
-    return c
+@intrinsic
+def _popcount(typingctx, x):
+    """Set bits of an int64 (LLVM ctpop: one instruction)."""
+    sig = types.int64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return sig, codegen
 
 
 @njit(nogil=True, cache=True, inline="always")
