@@ -140,3 +140,15 @@ def test_energy_without_nvml_fails_before_any_work(tmp_path):
     res = CliRunner().invoke(cli, ["run", "--scale", "10", "--backend", "gpu", "--energy", "--datasets", str(tmp_path)])
     assert res.exit_code == 2 and "NVML" in res.output
     assert not any(tmp_path.iterdir()), "nothing generated"
+
+
+def test_edges_fit_rule_on_a_stored_dataset(tmp_path):
+    """edges_fit reads the stored dtype from the dataset attributes (CPU-only)."""
+    from dbfs.gpu_store import edges_fit
+
+    ds, _ = store.generate(GraphSpec.make(scale=8), tmp_path, quiet=True)
+    raw = ds.n_edges * 2 * 4   # uint32 pairs
+    assert ds.attrs["edge_dtype"] == "uint32"
+    assert edges_fit(ds, free=4 * raw) and not edges_fit(ds, free=4 * raw - 4)
+    ds.memo["device_edges"] = object()
+    assert edges_fit(ds, free=0), "a device copy already made is used whatever is free"
