@@ -136,6 +136,8 @@ def check_search(client, g: Graph, dg, root, algorithm="do", validate_dask=True)
 def test_kron10_golden_roots(client, kron10, golden10, P):
     dg = D.load_distributed(client, kron10.path, kron10.variant(P, client))
     try:
+        # two worker processes on this host: the frontier is shared through /dev/shm
+        assert dg.shm == ("one worker" if P == 1 else "")
         assert dg.load_time > 0 and set(dg.part_load_times) == set(range(P))
         assert sorted(dg.rank_worker) == list(range(P))
         for i, root in enumerate(golden10["roots"][:4]):
@@ -174,16 +176,35 @@ def test_many_components(client, forest):
 
 
 @pytest.mark.parametrize("P", [3, 4])
-def test_partitions_without_edges(client, sparse_tail, P):
-    with D.load_distributed(client, sparse_tail.path, sparse_tail.variant(P, client)) as dg:
+@pytest.mark.parametrize("shm", [None, False])
+def test_partitions_without_edges(client, sparse_tail, P, shm):
+    with D.load_distributed(client, sparse_tail.path, sparse_tail.variant(P, client), shared_memory=shm) as dg:
+        assert dg.shm == ("" if shm is None else "switched off")
         nnz = dg.attrs["nnz"]
         assert 0 in nnz                            # a partition with no edges
         for root in sparse_tail.roots(3):
             check_search(client, sparse_tail, dg, root)
 
 
+@pytest.mark.parametrize("shm", [None, False])
+def test_partitions_sharing_bitmap_words(client, droot, shm):
+    """150 vertices in 4 blocks of 37-38: ranks 1, 2 and 3 all have rows in
+    bitmap word 1 (vertices 64..127), so the shared frontier's boundary words
+    get several contributions; also the frontier slices sent by the mesh."""
+    rng = np.random.default_rng(11)
+    e = np.concatenate([rng.integers(0, 150, size=(400, 2)), np.c_[np.arange(149), np.arange(1, 150)]])
+    g = _raw(droot, "tiny-blocks", e, 150)
+    with D.load_distributed(client, g.path, g.variant(4, client), shared_memory=shm) as dg:
+        assert dg.shm == ("" if shm is None else "switched off")
+        for root in (0, 70, 149):
+            res, _ = check_search(client, g, dg, root, validate_dask=False)
+            assert any(r["direction"] == "bu" for r in res.level_stats)
+        check_search(client, g, dg, 100, algorithm="bu", validate_dask=False)
+
+
 def test_cyclic(client, kron10, golden10):
     with D.load_distributed(client, kron10.path, kron10.variant(3, client, "cyclic")) as dg:
+        assert dg.shm == "cyclic partitions"
         for root in golden10["roots"][:3]:
             check_search(client, kron10, dg, root)
 

@@ -67,12 +67,14 @@ it needs no atomics at all.
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 from dbfs.bfs import register
@@ -98,6 +100,24 @@ def _cttz(typingctx, x):
 
     def codegen(context, builder, signature, args):
         return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
+
+    return sig, codegen
+
+
+@intrinsic
+def atomic_or(typingctx, arr, idx, val):
+    """``old = arr[idx]; arr[idx] |= val`` as one atomic instruction (LLVM
+    ``atomicrmw or``, monotonic); returns ``old``. For int64 arrays (bitmaps)
+    shared between the threads of a ``prange``."""
+    if not (isinstance(arr, types.Array) and arr.dtype == types.int64):
+        return None
+    sig = types.int64(arr, types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
+        return builder.atomic_rmw("or", ptr, args[2], "monotonic")
 
     return sig, codegen
 
@@ -231,7 +251,22 @@ def td_step(indptr, indices, offset, frontier, parent, visited):
     C = min(max(E // _TD_GRAIN, 1), _MAX_CHUNKS)
     out = np.empty(E, np.int64)
     cnt = _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff, C, out)
-    return _td_first_records(out, cnt, E, visited), E
+    return _td_first_records(out, cnt, E, visited, _seen_bitmap(visited.shape[0])), E
+
+
+_SEEN = threading.local()
+
+
+def _seen_bitmap(nwords: int) -> np.ndarray:
+    """This thread's all-zero bitmap of ``nwords`` words for
+    :func:`_td_first_records`, which leaves it all zero again: allocated and
+    touched once, not an N/8-byte ``np.zeros`` (page faults) per level."""
+    a = getattr(_SEEN, "a", None)
+    if a is None or a.shape[0] != nwords:
+        a = np.empty(nwords, np.int64)
+        a.fill(0)
+        _SEEN.a = a
+    return a
 
 
 @njit(nogil=True, cache=True)
@@ -287,12 +322,12 @@ def _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff,
 
 
 @njit(nogil=True, cache=True)
-def _td_first_records(out, cnt, E, visited):
+def _td_first_records(out, cnt, E, visited, seen):
     """Keep the first record of each vertex over the chunk slices (serial, so
     exact), re-setting its visited bit in case a racy update lost it;
-    returns the new frontier (ascending when it is large)."""
+    returns the new frontier (ascending when it is large). ``seen``: an
+    all-zero bitmap like ``visited``, all zero again on return."""
     C = cnt.shape[0]
-    seen = np.zeros(visited.shape[0], np.int64)
     w = 0
     for c in range(C):
         e0 = c * E // C
@@ -311,10 +346,14 @@ def _td_first_records(out, cnt, E, visited):
         w = 0
         for i in range(seen.shape[0]):
             x = seen[i]
+            seen[i] = 0
             while x != 0:
                 out[w] = (i << 6) + _cttz(x)
                 w += 1
                 x &= x - 1
+    else:
+        for k in range(w):
+            seen[out[k] >> 6] = 0
     return out[:w].copy()
 
 

@@ -135,7 +135,7 @@ from urllib.parse import urlparse
 import numpy as np
 from numba import njit, prange
 
-from dbfs.bfs.cpu import (_fill_parent, _no_edge_bitmap, bitmap_to_queue, bu_step, frontier_edges, hub_by_degree,
+from dbfs.bfs.cpu import (_fill_parent, _no_edge_bitmap, atomic_or, bitmap_to_queue, bu_step, hub_by_degree,
                           queue_to_bitmap, td_step)
 from dbfs.bfs.policy import BU, TD, policy_from
 from dbfs.errors import DbfsError
@@ -245,62 +245,95 @@ def _pick_parent(out, rank):
 # =====================================================================
 # Worker side: index mapping and exchange kernels (the steps are cpu's)
 # =====================================================================
-@njit(nogil=True, cache=True)
-def _bucket_pairs(newv, scratch, code, P, q, r, rank, base):
-    """Claimed vertices -> (owner-local index, global parent) pairs sorted by
-    owner rank, and ``cnt`` (P + 1 offsets). ``scratch[v]`` holds the claiming
-    vertex's LOCAL row (td_step ran on local ids); map it to its global id.
-    Pairs have ``scratch``'s dtype (int32 while N < 2**31: 8 bytes a pair on
-    the wire)."""
+_PAIR_GRAIN = 8192                 # pairs per chunk of the parallel bucket / absorb loops
+
+
+def _chunks(m: int) -> int:
+    return min(max(m // _PAIR_GRAIN, 1), 256)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _bucket_pairs(newv, scratch, code, P, q, r, rank, base, C):
+    """Claimed vertices -> (owner-local index, global parent) pairs grouped by
+    owner rank (a parallel, stable counting sort over ``C`` chunks: pairs keep
+    ``newv``'s order inside a bucket), and ``cnt`` (P + 1 offsets).
+    ``scratch[v]`` holds the claiming vertex's LOCAL row (td_step ran on local
+    ids); map it to its global id. Pairs have ``scratch``'s dtype (int32
+    while N < 2**31: 8 bytes a pair on the wire)."""
     m = newv.shape[0]
-    own = np.empty(m, np.int64)
-    loc = np.empty(m, np.int64)
+    own = np.empty(m, np.int32)
+    loc = np.empty(m, scratch.dtype)
+    hist = np.zeros((C, P), np.int64)
+    for c in prange(C):
+        for k in range(c * m // C, (c + 1) * m // C):
+            o, l = owner_local(newv[k], code, P, q, r)
+            own[k] = o
+            loc[k] = l
+            hist[c, o] += 1
     cnt = np.zeros(P + 1, np.int64)
-    for k in range(m):
-        o, l = owner_local(newv[k], code, P, q, r)
-        own[k] = o
-        loc[k] = l
-        cnt[o + 1] += 1
-    for j in range(P):
-        cnt[j + 1] += cnt[j]
-    pos = cnt[:P].copy()
+    pos = np.empty((C, P), np.int64)
+    s = 0
+    for o in range(P):
+        cnt[o] = s
+        for c in range(C):
+            pos[c, o] = s
+            s += hist[c, o]
+    cnt[P] = s
     L = np.empty(m, scratch.dtype)
     U = np.empty(m, scratch.dtype)
-    for k in range(m):
-        o = own[k]
-        p = pos[o]
-        L[p] = loc[k]
-        u = np.int64(scratch[newv[k]])
-        U[p] = u + base if code == 0 else u * P + rank
-        pos[o] = p + 1
+    for c in prange(C):
+        for k in range(c * m // C, (c + 1) * m // C):
+            o = own[k]
+            p = pos[c, o]
+            L[p] = loc[k]
+            u = np.int64(scratch[newv[k]])
+            U[p] = u + base if code == 0 else u * P + rank
+            pos[c, o] = p + 1
     return L, U, cnt
 
 
-@njit(nogil=True, cache=True)
-def _absorb(L, U, pad, parent, visited, out, w):
-    """Owner side of a top-down level: keep the first parent of each
-    unvisited vertex, set its visited bit, append its local row to ``out``
-    from position ``w``; returns the new write position."""
-    for k in range(L.shape[0]):
-        i = L[k] + pad
-        word = i >> 6
-        bit = np.int64(1) << (i & 63)
-        if visited[word] & bit:
-            continue
-        visited[word] |= bit
-        parent[i] = U[k]
-        out[w] = i
-        w += 1
-    return w
-
-
-@njit(nogil=True, cache=True)
-def _mark_global(queue, code, P, rank, base, bitmap):
-    """Set the GLOBAL bits of local rows ``queue``."""
-    for k in range(queue.shape[0]):
-        i = queue[k]
-        v = i + base if code == 0 else i * P + rank
-        bitmap[v >> 6] |= np.int64(1) << (v & 63)
+@njit(parallel=True, nogil=True, cache=True)
+def _absorb(L, U, pad, parent, visited, indptr, gvis, code, P, rank, base, tmp, out, w, C):
+    """Owner side of a top-down level, one source's pairs (no vertex twice in
+    one source), ``C`` chunks in parallel: keep the first parent of each
+    unvisited vertex (its visited bit is claimed with an atomic OR, so of
+    pairs racing for one vertex exactly one wins), set its bit in the
+    worker's global bitmap ``gvis`` too, and append its local row to ``out``
+    from position ``w`` (``tmp``: scratch of at least len(L) entries).
+    Returns (new write position, sum of the new vertices' degrees)."""
+    m = L.shape[0]
+    cnt = np.zeros(C, np.int64)
+    deg = np.zeros(C, np.int64)
+    for c in prange(C):
+        k0 = c * m // C
+        k = k0
+        s = 0
+        for j in range(k0, (c + 1) * m // C):
+            i = np.int64(L[j]) + pad
+            bit = np.int64(1) << (i & 63)
+            if visited[i >> 6] & bit:
+                continue
+            if atomic_or(visited, i >> 6, bit) & bit:
+                continue
+            parent[i] = U[j]
+            v = i + base if code == 0 else i * P + rank
+            atomic_or(gvis, v >> 6, np.int64(1) << (v & 63))
+            s += indptr[i + 1] - indptr[i]
+            tmp[k] = i
+            k += 1
+        cnt[c] = k - k0
+        deg[c] = s
+    offs = np.empty(C, np.int64)
+    t = w
+    for c in range(C):
+        offs[c] = t
+        t += cnt[c]
+    for c in prange(C):
+        k0 = c * m // C
+        o = offs[c]
+        for k in range(cnt[c]):
+            out[o + k] = tmp[k0 + k]
+    return t, deg.sum()
 
 
 @njit(nogil=True, cache=True)
@@ -759,6 +792,7 @@ def _mesh_close(mesh_id):
         m.close()
     for s in lsts:
         s.close()
+    _shm_drop(mesh_id)
     return len(meshes)
 
 
@@ -793,6 +827,139 @@ class _LocalMesh:
 # =====================================================================
 # Worker side: the level loop
 # =====================================================================
+_SHMS: dict = {}      # mesh_id -> _ShmFront of this worker
+
+
+class _ShmFront:
+    """Two global frontier bitmaps shared by the workers of one host (a file
+    mapping in /dev/shm, unlinked once every worker has mapped it, so it
+    vanishes with the last process), plus per-rank boundary words.
+
+    Layout (int64): for k in (0, 1): ``gwords`` bitmap words, then ``P``
+    boundary words. A bottom-up level's new frontier is published into buffer
+    ``k`` (k alternates per publication): every partition writes the words
+    it OWNS (word w belongs to the partition holding vertex 64 w: its local
+    words 1.., and word 0 when its first row is 64-aligned) whole, and the
+    bits of its first word, when another partition owns that word, into its
+    boundary word. After the count exchange (a barrier), every worker ORs
+    the boundary words into their words (all workers write the same values)
+    and copies the bitmap out. A buffer is rewritten only two publications
+    later, after every worker has sent the counts that follow its copy.
+    """
+
+    def __init__(self, path, gwords, P, create):
+        import mmap
+
+        size = 2 * (gwords + P) * 8
+        fd = os.open(path, (os.O_CREAT | os.O_EXCL | os.O_RDWR) if create else os.O_RDWR, 0o600)
+        try:
+            if create:
+                os.ftruncate(fd, size)
+            self._mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        a = np.frombuffer(self._mm, np.int64)
+        if create:
+            a.fill(0)                      # allocates the pages now, not inside a search
+        else:
+            int(a[::512].sum())            # maps them
+        st = gwords + P
+        self.bufs = [a[k * st:k * st + gwords] for k in (0, 1)]
+        self.bnd = [a[k * st + gwords:(k + 1) * st] for k in (0, 1)]
+        self.k = 0
+        self.path = path
+
+
+def _shm_path(mesh_id: str, size: int):
+    """Where to create the segment: /dev/shm when it has room (twice the size), else None."""
+    d = "/dev/shm"
+    try:
+        stv = os.statvfs(d)
+    except OSError:
+        return None
+    return os.path.join(d, f"dbfs-{mesh_id}") if stv.f_bavail * stv.f_frsize >= 2 * size else None
+
+
+def _shm_open(mesh_id, path, gwords, P, create):
+    """(client.run) create or map the mesh's shared frontier; returns True or the error text."""
+    try:
+        sh = _ShmFront(path, gwords, P, create)
+    except (OSError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    with _REG_LOCK:
+        _SHMS[mesh_id] = sh
+    return True
+
+
+def _shm_drop(mesh_id):
+    """(client.run) forget the mapping (numpy views keep it alive while in use)."""
+    with _REG_LOCK:
+        _SHMS.pop(mesh_id, None)
+    return True
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _publish_words(dst, src, w0, first):
+    """Copy local bitmap words ``first..`` to global words ``w0 + first..``."""
+    for w in prange(first, src.shape[0]):
+        dst[w0 + w] = src[w]
+
+
+@njit(nogil=True, cache=True)
+def _fix_boundaries(dst, bnd, wordof):
+    """OR each rank's boundary word into global word ``wordof[rank]`` (-1: none);
+    one read and one write per word, so racing workers write equal values."""
+    P = wordof.shape[0]
+    r = 0
+    while r < P:
+        w = wordof[r]
+        if w < 0:
+            r += 1
+            continue
+        acc = dst[w]
+        while r < P and wordof[r] == w:
+            acc |= bnd[r]
+            r += 1
+        dst[w] = acc
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _take_front(front, src, visited):
+    """front = src (a private copy of the shared frontier); visited |= src."""
+    for w in prange(front.shape[0]):
+        x = src[w]
+        front[w] = x
+        visited[w] |= x
+
+
+def _shm_publish(sh, states):
+    """Publish this worker's partitions' local frontier bitmaps (``fbm``) into the next buffer."""
+    dst, bnd = sh.bufs[sh.k], sh.bnd[sh.k]
+    for rk, st in states.items():
+        p = st.p
+        if p.pad:
+            bnd[rk] = st.fbm[0]
+        _publish_words(dst, st.fbm, p.base >> 6, 1 if p.pad else 0)
+
+
+def _shm_collect(sh, wordof, front, visited_g):
+    """After the barrier: fix the boundary words, copy the frontier to ``front``, OR it into ``visited_g``."""
+    dst = sh.bufs[sh.k]
+    _fix_boundaries(dst, sh.bnd[sh.k], wordof)
+    _take_front(front, dst, visited_g)
+    sh.k ^= 1
+
+
+def _boundary_words(N, P, q, r):
+    """Per rank: the global word its first row shares with a lower rank's rows, or -1."""
+    out = np.full(P, -1, np.int64)
+    for rk in range(P):
+        first = rk * q + min(rk, r)
+        if first & 63:
+            out[rk] = first >> 6
+    return out
+
+
 _SCRATCH: dict = {}   # N -> this worker's td claim array, kept across searches
 
 
@@ -807,6 +974,20 @@ def _scratch(N: int) -> np.ndarray:
         arr = _SCRATCH[N] = np.zeros(N, np.int32 if N < (1 << 31) else np.int64)
         arr.fill(0)
     return arr
+
+
+_GROWN: dict = {}     # key -> this worker's reusable int64 work array
+
+
+def _grown(key, n: int) -> np.ndarray:
+    """A reusable, pre-faulted int64 work array of at least ``n`` entries
+    (contents undefined); grown by doubling, kept across levels and searches."""
+    a = _GROWN.get(key)
+    if a is None or a.shape[0] < n:
+        a = np.empty(max(n, 2 * (a.shape[0] if a is not None else 0)), np.int64)
+        a.fill(0)
+        _GROWN[key] = a
+    return a
 
 
 def _zeroed(nwords: int) -> np.ndarray:
@@ -827,7 +1008,7 @@ class _State:
         self.fbm = _zeroed(nwords)                 # local frontier bitmap (after a bottom-up level)
         self.nxt = _zeroed(nwords)
         self.queue = np.empty(0, np.int64)         # local frontier queue (local rows)
-        self.buf = np.empty(max(p.nloc, 1), np.int64)
+        self.bufs = [_grown(("queue", p.rank, k), max(p.nloc, 1)) for k in (0, 1)]   # alternate per level
 
 
 def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, kill=None):
@@ -845,7 +1026,8 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_t
         if mesh is None:
             raise _PeerLost(f"no mesh {mesh_id[:8]} on this worker (restarted?)")
     try:
-        return _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, kill)
+        return _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, kill,
+                           _SHMS.get(mesh_id))
     except BaseException:
         mesh.close()
         with _REG_LOCK:
@@ -853,8 +1035,9 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_t
         raise
 
 
-def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, kill):
-    """The level loop of :func:`_bsp_search` (see the module docstring)."""
+def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, kill, shm=None):
+    """The level loop of :func:`_bsp_search` (see the module docstring); ``shm``: this
+    worker's :class:`_ShmFront` of the mesh, or None (frontier slices go by the mesh)."""
     W = len(ranks_of)
     mesh = _Timed(mesh)
     peers = [j for j in range(W) if j != widx]
@@ -868,7 +1051,9 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
     scratch = _scratch(N)                         # td claims over global ids (write-before-read)
     visited_g = _zeroed(gwords)                   # subset of the visited set, global ids (td filter)
     front = _zeroed(gwords)                       # global frontier bitmap (bottom-up)
-    front_next = _zeroed(gwords)
+    sh = shm if code == 0 and peers else None     # same-host shared frontier, else slices through the mesh
+    front_next = _zeroed(gwords) if sh is None else None
+    wordof = _boundary_words(N, P, q, r) if sh is not None else None
     states = {p.rank: _State(p) for p in parts}
     o_root, l_root = owner_local(np.int64(root), code, P, q, r)
     o_root, l_root = int(o_root), int(l_root)
@@ -927,7 +1112,7 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
                 p = st.p
                 newv, ex = td_step(p.indptr, p.indices, 0, st.queue, scratch, visited_g)
                 examined += ex
-                outs[rk] = _bucket_pairs(newv, scratch, code, P, q, r, rk, p.base)
+                outs[rk] = _bucket_pairs(newv, scratch, code, P, q, r, rk, p.base, _chunks(newv.shape[0]))
             kt += time.perf_counter() - t
             # exchange: one message per peer worker, pairs grouped by destination rank
             send = {}
@@ -946,20 +1131,19 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
             new_n = new_m = 0
             for rk, st in states.items():
                 p = st.p
+                srcs = [(L[cnt[rk]:cnt[rk + 1]], U[cnt[rk]:cnt[rk + 1]]) for L, U, cnt in outs.values()]
+                srcs += [(arrs[2 * k], arrs[2 * k + 1]) for meta, arrs in got.values()
+                         for k, d_rk in enumerate(meta) if d_rk == rk]
+                out = st.bufs[level & 1]
                 w = 0
-                for s_rk, (L, U, cnt) in outs.items():
-                    a, b = cnt[rk], cnt[rk + 1]
-                    if b > a:
-                        w = _absorb(L[a:b], U[a:b], p.pad, st.parent, st.visited, st.buf, w)
-                for meta, arrs in got.values():
-                    for k, d_rk in enumerate(meta):
-                        if d_rk == rk:
-                            w = _absorb(arrs[2 * k], arrs[2 * k + 1], p.pad, st.parent, st.visited, st.buf, w)
-                st.queue = st.buf[:w].copy()
-                _mark_global(st.queue, code, P, rk, p.base, visited_g)
+                for L, U in srcs:
+                    if L.shape[0]:
+                        tmp = _grown("absorb", L.shape[0])
+                        w, dm = _absorb(L, U, p.pad, st.parent, st.visited, p.indptr, visited_g, code, P, rk,
+                                        p.base, tmp, out, w, _chunks(L.shape[0]))
+                        new_m += int(dm)
+                st.queue = out[:w]
                 new_n += w
-                if w:
-                    new_m += int(frontier_edges(p.indptr, 0, st.queue))
             kt += time.perf_counter() - t
             mine = (new_n, new_m, examined, kt)
             got = mesh.exchange({j: (mine, []) for j in peers}) if peers else {}
@@ -971,17 +1155,22 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
                 t = time.perf_counter()
                 for st in states.values():
                     queue_to_bitmap(st.queue, 0, st.fbm)
-                front[:] = 0
-                for rk, st in states.items():
-                    _or_slice(front, st.fbm, code, P, rk, st.p.base)
-                kt += time.perf_counter() - t
-                got = mesh.exchange({j: (list(states), [st.fbm for st in states.values()]) for j in peers}) \
-                    if peers else {}
-                for meta, arrs in got.values():
-                    for rk, sl in zip(meta, arrs):
-                        pb = _base_of(rk, code, N, P, q, r)
-                        _or_slice(front, sl, code, P, rk, pb)
-                _or_into(visited_g, front)
+                if sh is not None:
+                    _shm_publish(sh, states)
+                    kt += time.perf_counter() - t
+                    mesh.exchange({j: (None, []) for j in peers})
+                    _shm_collect(sh, wordof, front, visited_g)
+                else:
+                    front[:] = 0
+                    for rk, st in states.items():
+                        _or_slice(front, st.fbm, code, P, rk, st.p.base)
+                    kt += time.perf_counter() - t
+                    got = mesh.exchange({j: (list(states), [st.fbm for st in states.values()]) for j in peers}) \
+                        if peers else {}
+                    for meta, arrs in got.values():
+                        for rk, sl in zip(meta, arrs):
+                            _or_slice(front, sl, code, P, rk, _base_of(rk, code, N, P, q, r))
+                    _or_into(visited_g, front)
                 have_queue = False
             t = time.perf_counter()
             new_n = new_m = examined = 0
@@ -992,20 +1181,28 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
                 new_n += aw
                 new_m += adeg
                 examined += ex
-            front_next[:] = 0
-            for rk, st in states.items():
-                _or_slice(front_next, st.fbm, code, P, rk, st.p.base)
+            if sh is not None:
+                _shm_publish(sh, states)
+            else:
+                front_next[:] = 0
+                for rk, st in states.items():
+                    _or_slice(front_next, st.fbm, code, P, rk, st.p.base)
             kt += time.perf_counter() - t
             mine = (new_n, new_m, examined, kt)
-            got = mesh.exchange({j: ((mine, list(states)), [st.fbm for st in states.values()])
-                                 for j in peers}) if peers else {}
-            totals = [mine]
-            for (m, rks), arrs in got.values():
-                totals.append(m)
-                for rk, sl in zip(rks, arrs):
-                    _or_slice(front_next, sl, code, P, rk, _base_of(rk, code, N, P, q, r))
-            _or_into(visited_g, front_next)
-            front, front_next = front_next, front
+            if sh is not None:
+                got = mesh.exchange({j: ((mine, None), []) for j in peers})
+                totals = [mine] + [m for (m, _), _ in got.values()]
+                _shm_collect(sh, wordof, front, visited_g)
+            else:
+                got = mesh.exchange({j: ((mine, list(states)), [st.fbm for st in states.values()])
+                                     for j in peers}) if peers else {}
+                totals = [mine]
+                for (m, rks), arrs in got.values():
+                    totals.append(m)
+                    for rk, sl in zip(rks, arrs):
+                        _or_slice(front_next, sl, code, P, rk, _base_of(rk, code, N, P, q, r))
+                _or_into(visited_g, front_next)
+                front, front_next = front_next, front
             front_ready = True
             have_queue = False
         g_new = sum(x[0] for x in totals)
@@ -1063,6 +1260,8 @@ class DistributedGraph:
     load_time: float = 0.0                  # wall seconds of the whole load (client view)
     part_load_times: dict = field(default_factory=dict)   # rank -> seconds on its worker (read, check, hub)
     mesh_time: float = 0.0
+    shared_memory: bool | None = None       # None: shared frontier when possible; False: never
+    shm: str = ""                           # why the shared frontier is off ('' = on)
     events: list = field(default_factory=list)
     attrs: dict = field(default_factory=dict)
 
@@ -1192,7 +1391,45 @@ def _open_mesh(dg: DistributedGraph) -> None:
             order.append(w)
     dg.mesh_workers = order
     dg.mesh_id = open_mesh(dg.client, order, dg.transport, dg.timeout)
+    dg.shm = _open_shm(dg) if dg.shared_memory is not False else "switched off"
     dg.mesh_time = time.perf_counter() - t0
+
+
+def _open_shm(dg: DistributedGraph) -> str:
+    """Give the mesh a shared frontier when every worker is on one host and
+    the partitions are blocks; returns why not ('' when on)."""
+    ws = dg.mesh_workers
+    if len(ws) < 2:
+        return "one worker"
+    if dg.partitioning.code != 0:
+        return "cyclic partitions"
+    if len({_host_of(w) for w in ws}) > 1:
+        return "workers on several hosts"
+    gwords = (dg.n_vertices + 63) >> 6
+    path = _shm_path(dg.mesh_id, 2 * (gwords + dg.P) * 8)
+    if path is None:
+        return "/dev/shm missing or too small"
+    c = dg.client
+    why = ""
+    try:
+        r0 = c.run(_shm_open, dg.mesh_id, path, gwords, dg.P, True, workers=ws[:1])[ws[0]]
+        if r0 is not True:
+            return f"cannot create {path}: {r0}"
+        res = c.run(_shm_open, dg.mesh_id, path, gwords, dg.P, False, workers=ws[1:], on_error="return")
+        bad = {w: v for w, v in res.items() if v is not True}
+        if bad:
+            why = f"a worker cannot map {path}: {next(iter(bad.values()))}"
+            c.run(_shm_drop, dg.mesh_id, workers=ws, on_error="return")
+    finally:   # every mapping is made: the name can go (the memory lives while mapped)
+        c.run(_unlink, path, workers=ws[:1], on_error="return")
+    return why
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _close_mesh(dg: DistributedGraph) -> None:
@@ -1201,13 +1438,17 @@ def _close_mesh(dg: DistributedGraph) -> None:
 
 
 def load_distributed(client, dataset_path, variant: str, workers=None, transport: str = "tcp",
-                     timeout: float = DEFAULT_TIMEOUT) -> DistributedGraph:
+                     timeout: float = DEFAULT_TIMEOUT, shared_memory: bool | None = None) -> DistributedGraph:
     """Pin every partition of CSR ``variant`` onto a worker and open the exchange mesh.
 
     ``workers``: addresses to use (default: all, sorted); rank r goes to
-    ``workers[r % len(workers)]``. ``transport``: 'tcp' (default) or 'dask'.
-    Records ``load_time`` (wall), per-rank ``part_load_times`` (zarr read +
-    checksum on the worker) and ``mesh_time``.
+    ``workers[r % len(workers)]``. ``transport``: 'tcp' (default),
+    'tcp-threads' or 'dask'. ``shared_memory``: None (default) gives the mesh
+    a shared frontier bitmap in /dev/shm when every worker is on one host and
+    the partitions are blocks (bottom-up levels then exchange only counts);
+    False always sends frontier slices through the mesh. ``dg.shm`` says why
+    it is off ('' when on). Records ``load_time`` (wall), per-rank
+    ``part_load_times`` (zarr read + checksum on the worker) and ``mesh_time``.
     """
     if client is None:
         raise DbfsError("backend dask needs a Dask client: run with a cluster (drop --scheduler threads)")
@@ -1226,7 +1467,8 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
     rank_worker = {rk: ws[rk % len(ws)] for rk in range(part.P)}
     dg = DistributedGraph(client=client, dataset_path=dataset_path, variant=variant, partitioning=part,
                           nnz_total=int(attrs["nnz_total"]), rank_worker=rank_worker, part_futures={},
-                          transport=transport, timeout=float(timeout), attrs=attrs)
+                          transport=transport, timeout=float(timeout), attrs=attrs,
+                          shared_memory=False if shared_memory is False else None)
     _submit_loads(dg, list(range(part.P)))
     _open_mesh(dg)
     dg.load_time = time.perf_counter() - t0
