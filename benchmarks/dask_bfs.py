@@ -25,7 +25,8 @@ Two parts, both in one JSON record (``benchmarks/results/dask_bfs-<stamp>.json``
    TEPS (Graph500 count) of both and their ratio, median time and wall time,
    per-level overhead (``overhead`` of the level records: time not in
    per-partition compute) as mean / median / p90 / max over all levels,
-   load and mesh times, and the first search's per-level records. A warm-up
+   load and mesh times, and the first round's per-level records of both
+   (``first_round``; the single-process ones from an extra search). A warm-up
    search per config is validated with ``validate_distributed`` and must
    agree with the serial nedge.
 
@@ -177,32 +178,40 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport):
     rec["levels"] = levels
     rec["dask"] = []
     for cfg in configs:
-        P, W = (int(x) for x in cfg.split("x"))
+        shape, _, flag = cfg.partition(":")
+        P, W = (int(x) for x in shape.split("x"))
         tpw = max(1, cores // W)
         kernel1.build_partitioned(ds.path, P=P, client=None, progress=False)
         with client_for(n_workers=W, threads_per_worker=tpw, quiet=True) as client:
-            dg = D.load_distributed(client, ds.path, kernel1.variant_name(P), transport=transport)
+            dg = D.load_distributed(client, ds.path, kernel1.variant_name(P), transport=transport,
+                                    shared_memory=False if flag == "noshm" else None)
             res, _, _ = D.search(dg, roots[0])                         # warm-up (JIT on the workers)
             vd = D.validate_distributed(client, ds.path, dg, res, roots[0])
             assert vd.ok and vd.nedge == nedges[0], vd.summary()
             res.release()
             cpu_t = [[] for _ in roots]
             secs = [[] for _ in roots]
-            walls, ovs, first = [], [], None
-            for _rep in range(reps):
+            walls, ovs, per_root = [], [], []
+            for rep in range(reps):
                 for k, r in enumerate(roots):
                     time.sleep(_QUIET)
-                    cpu_t[k].append(_timed(fn, g, r)[0])
+                    t_cpu = _timed(fn, g, r)[0]
+                    cpu_t[k].append(t_cpu)
                     time.sleep(_QUIET)
                     res, sec, lst = D.search(dg, r, stats=True)
                     secs[k].append(sec)
                     walls.append(res.wall)
                     ovs += [x["overhead"] for x in lst]
-                    first = first or lst
+                    if rep == 0:       # per-level times of the single-process do: one more (untimed) search
+                        cpu_lv = fn(g, r, stats=True)[1]
+                        per_root.append({"root": r, "seconds": sec, "cpu_do_seconds": t_cpu, "levels": lst,
+                                         "cpu_do_levels": [{k2: x[k2] for k2 in ("level", "direction", "time")}
+                                                           for x in cpu_lv]})
                     res.release()
             cpu_med = [statistics.median(x) for x in cpu_t]
             sec_med = [statistics.median(x) for x in secs]
             row = {"config": cfg, "P": P, "workers": W, "threads_per_worker": tpw, "transport": transport,
+                   "shared_frontier": dg.shm or "on",
                    "load_time_s": dg.load_time, "mesh_time_s": dg.mesh_time,
                    "part_load_times_s": [dg.part_load_times[i] for i in range(P)],
                    "times": sec_med, "all_times": secs, "cpu_do_times": cpu_med,
@@ -211,7 +220,8 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport):
                    "cpu_do_hmean_teps": _hmean_teps(cpu_med, nedges),
                    "overhead_ms": {"mean": 1e3 * float(np.mean(ovs)), "median": 1e3 * float(np.median(ovs)),
                                    "p90": 1e3 * float(np.percentile(ovs, 90)), "max": 1e3 * float(np.max(ovs))},
-                   "levels_per_search": len(first), "first_search_levels": first}
+                   "levels_per_search": len(per_root[0]["levels"]), "first_search_levels": per_root[0]["levels"],
+                   "first_round": per_root}
             row["ratio_vs_cpu_do"] = row["hmean_teps"] / row["cpu_do_hmean_teps"]
             dg.close()
         rec["dask"].append(row)
@@ -226,7 +236,8 @@ def main(argv=None):
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     ap.add_argument("--scales", type=int, nargs="*", default=[18], help="SCALEs of the BFS part")
     ap.add_argument("--configs", nargs="+", default=["1x1", "2x2", "4x2", "4x4"],
-                    help="PxW: P partitions on W worker processes (cores/W threads each)")
+                    help="PxW: P partitions on W worker processes (cores/W threads each); "
+                         "PxW:noshm sends bottom-up frontier slices through the mesh instead of /dev/shm")
     ap.add_argument("--roots", type=int, default=8, help="search keys per SCALE")
     ap.add_argument("--reps", type=int, default=3, help="rounds over the roots (median per root)")
     ap.add_argument("--transport", default="tcp", choices=["tcp", "tcp-threads", "dask"],
