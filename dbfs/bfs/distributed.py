@@ -42,7 +42,8 @@ Algorithm per level (one BSP superstep; same named steps as the CPU backend,
   over global ids; the claimed (vertex, parent) pairs are bucketed by owner
   (:func:`dbfs.partition.owner_local`) and sent to the owning partitions
   (all-to-all), which keep the first parent of each unvisited vertex
-  (``_absorb``) and form the next local frontier queue.
+  (``_absorb``, parallel: an atomic OR on the visited bit picks one winner
+  among racing pairs) and form the next local frontier queue.
 - bottom-up: every partition runs ``bu_step`` over its unvisited rows
   (testing each row's highest-degree neighbour first: ``hub``, built at load
   time from the GLOBAL degrees, so it equals the single-process one)
@@ -50,12 +51,18 @@ Algorithm per level (one BSP superstep; same named steps as the CPU backend,
   previous level builds (all-gather; block slices are word-aligned because
   each partition's rows are padded at the front to a multiple of 64, so a
   local bitmap IS a run of global words; cyclic slices are scattered).
+  Shared frontier: when every worker is on one host, the partitions are
+  blocks and /dev/shm has room (``dg.shm == ""``; ``shared_memory=False``
+  turns it off), the slices are not sent: every partition writes its words
+  into a double-buffered global bitmap in a /dev/shm mapping
+  (:class:`_ShmFront`) and only the counts cross the mesh.
 - counts: after each level every worker sends its partitions' counts
   (new frontier size, its edges, edges examined, kernel seconds) to every
   other worker, so every worker feeds the SAME global counts to its own copy
   of the direction policy (:mod:`dbfs.bfs.policy`, GAP's alpha/beta rule by
   default) and reaches the same decision without the client. A bottom-up
-  level sends its frontier slice with its counts (one round); a top-down
+  level sends its frontier slice (unless shared) with its counts (one
+  round); a top-down
   level needs the pair exchange plus the count round; a top-down -> bottom-up
   switch adds one bitmap round.
 Directions, frontier sizes and edge counts therefore equal the single-process
@@ -93,9 +100,9 @@ messages through distributed's comm layer (one comm per peer, a handler
 registered on each worker; any comm distributed speaks, TLS included), at
 about ten times the latency. Only small counts, the level records and the
 search's start and end go through the scheduler. In the BFS itself (SCALE
-18-22, ``benchmarks/results/dask_bfs-*.json``) the median per-level overhead
-is 0.02-0.04 ms with 1 worker, 0.3-0.7 ms with 2 and 1.6-4.1 ms with 4 worker
-processes on the 2 cores (target: <= 5 ms with 4 workers).
+18-22 on 2 cores, 24-26 on 16, ``benchmarks/results/dask_bfs-*.json``) the
+median per-level overhead with 4 worker processes is 0.4-1.0 ms on 16 cores
+(target: <= 5 ms with 4 workers; docs/DISTRIBUTED.md has the tables).
 
 Failure handling
 ----------------
