@@ -249,12 +249,30 @@ def td_step(indptr, indices, offset, frontier, parent, visited):
     if E == 0:
         return np.empty(0, np.int64), 0
     C = min(max(E // _TD_GRAIN, 1), _MAX_CHUNKS)
-    out = np.empty(E, np.int64)
+    out = _record_buffer(E)
     cnt = _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff, C, out)
     return _td_first_records(out, cnt, E, visited, _seen_bitmap(visited.shape[0])), E
 
 
 _SEEN = threading.local()
+_KEEP_RECORDS = 1 << 28     # entries (2 GiB): a larger record buffer is not kept between levels
+
+
+def _record_buffer(n: int) -> np.ndarray:
+    """This thread's int64 work buffer of at least ``n`` entries for
+    :func:`_td_claim_chunks` (contents undefined), grown by doubling and
+    kept across levels and searches. A fresh ``np.empty`` of that size per
+    level is a fresh mmap past glibc's 32 MiB threshold, and its page faults
+    (parallel faults serialize in the kernel) made top-down levels at SCALE
+    18-20 2-5x slower. Above ``_KEEP_RECORDS`` entries it is allocated per call."""
+    if n > _KEEP_RECORDS:
+        return np.empty(n, np.int64)
+    a = getattr(_SEEN, "rec", None)
+    if a is None or a.shape[0] < n:
+        a = np.empty(min(max(n, 2 * (0 if a is None else a.shape[0])), _KEEP_RECORDS), np.int64)
+        a.fill(0)
+        _SEEN.rec = a
+    return a
 
 
 def _seen_bitmap(nwords: int) -> np.ndarray:
