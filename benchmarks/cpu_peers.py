@@ -13,14 +13,25 @@ search (after one warm-up search each) and is timed around its call only:
   best case), ``scipy-int8`` an int8 matrix with int64 indptr, which csgraph
   converts on every call (what the earlier records measured),
 - igraph ``Graph.bfs`` (graph built from the deduplicated undirected edges),
-- python-graphblas (SuiteSparse:GraphBLAS) min-parent BFS loop
-  (``min_firsti`` semiring, vxm, masked by visited; bool matrix: the fastest
-  of the bool/int64 x min/any x vxm/mxv forms tried on the 2-core machine, at
-  about a fifth of the recorded 0.097-0.113 GTEPS),
+- python-graphblas (SuiteSparse:GraphBLAS), direction-optimizing as LAGraph
+  does it: push ``q' A`` (vxm) while the frontier is small, pull ``A q``
+  (mxv, masked by the complement of the visited set, so SuiteSparse uses
+  its dot-product method over the unvisited rows) while it is large
+  (frontier > n/32 and growing: pull; < n/64 and shrinking: push; the best
+  of 8/16/32/64 x 64 tried on the 2-core machine). ``graphblas`` uses the
+  ``any_secondi`` / ``any_firstj`` semirings (any parent: early exit in the
+  pull), ``graphblas-min`` the ``min_*`` ones (parent = smallest id in the
+  frontier, the issue's "min-parent BFS"), ``graphblas-push`` never pulls
+  (it lands near the recorded 0.097-0.113 GTEPS). The earlier records' loop
+  (``min_firsti`` vxm only) was push-only and its parents fail validation
+  (a parent cycle at SCALE 16): ``firsti`` is not the frontier vertex in vxm),
 - networkx ``bfs_predecessors`` (SCALE <= 18, first 2 roots only: it is slow).
 
-TEPS use the Graph500 nedge of each root (from dbfs.validate on dbfs's ``do``
-parent; nedge depends only on the root's component). The table prints
+Every contender's result is converted to a parent array and checked with
+``dbfs.validate`` (outside the timer), every root: a peer that does not
+produce a valid BFS tree is flagged INVALID in the table and the record. TEPS use the Graph500
+nedge of each root (from dbfs.validate on dbfs's ``do`` parent; nedge
+depends only on the root's component). The table prints
 harmonic-mean GTEPS and the ratio dbfs/peer, and the JSON record in
 benchmarks/results/ keeps every time. Recorded peers on the 2-core machine
 (PERFORMANCE.md): GAP 1.10 GTEPS and Graph500 omp-csr 0.94 at SCALE 20.
@@ -41,8 +52,41 @@ def hmean(teps):
     return len(teps) / np.sum(1.0 / teps)
 
 
+def _from_pred(root, pred):
+    """Predecessor array with negative 'none' codes -> Graph500 parent (root -> root, unreached -> -1)."""
+    p = np.where(np.asarray(pred) < 0, -1, pred).astype(np.int64)
+    p[root] = root
+    return p
+
+
+def gb_bfs(M, n, root, push, pull, to_pull=32, to_push=64):
+    """Direction-optimizing BFS with python-graphblas; returns the parent Vector.
+
+    ``push``/``pull``: semirings for ``q @ M`` (vxm: ``*_secondi`` gives the
+    frontier row) and ``M @ q`` (mxv: ``*_firstj`` gives the frontier column).
+    Pull while the frontier holds > n/to_pull vertices and grew; push again
+    once it holds < n/to_push and shrank; ``to_pull=0``: push only."""
+    import graphblas as gb
+
+    parents = gb.Vector(gb.dtypes.INT64, n)
+    parents[root] = root
+    q = gb.Vector(gb.dtypes.INT64, n)
+    q[root] = root
+    use_pull, last = False, 0
+    while q.nvals:
+        nq = q.nvals
+        if not use_pull and nq > last and nq * to_pull > n:
+            use_pull = True
+        elif use_pull and nq < last and nq * to_push < n:
+            use_pull = False
+        last = nq
+        q(~parents.S, replace=True) << (pull(M @ q) if use_pull else push(q @ M))
+        parents(q.S) << q
+    return parents
+
+
 def peers(graph, edges_undirected):
-    """name -> (setup(), search(root)) for each available peer."""
+    """name -> (search(root), parent(root, search result) -> int64 array) for each available peer."""
     out = {}
     n = graph.n_vertices
     try:
@@ -52,16 +96,18 @@ def peers(graph, edges_undirected):
         # float64 data and int32 indptr are csgraph's own types (no conversion per call): scipy at its best
         A = sp.csr_matrix((np.ones(graph.nnz, np.float64), graph.indices, graph.indptr.astype(np.int32)),
                           shape=(n, n))
-        out["scipy"] = lambda r: breadth_first_order(A, r, directed=True, return_predecessors=True)
         A8 = sp.csr_matrix((np.ones(graph.nnz, np.int8), graph.indices, graph.indptr), shape=(n, n))
-        out["scipy-int8"] = lambda r: breadth_first_order(A8, r, directed=True, return_predecessors=True)
+        sp_parent = lambda r, res: _from_pred(r, res[1])      # noqa: E731
+        out["scipy"] = (lambda r: breadth_first_order(A, r, directed=True, return_predecessors=True), sp_parent)
+        out["scipy-int8"] = (lambda r: breadth_first_order(A8, r, directed=True, return_predecessors=True),
+                             sp_parent)
     except ImportError:
         pass
     try:
         import igraph
 
         G = igraph.Graph(n=n, edges=edges_undirected, directed=False)
-        out["igraph"] = lambda r: G.bfs(r)
+        out["igraph"] = (lambda r: G.bfs(r), lambda r, res: _from_pred(r, res[2]))
     except ImportError:
         pass
     try:
@@ -71,17 +117,16 @@ def peers(graph, edges_undirected):
         u, v = edges_undirected[:, 0], edges_undirected[:, 1]
         M = gb.Matrix.from_coo(np.concatenate([u, v]), np.concatenate([v, u]), True, nrows=n, ncols=n)
 
-        def gb_bfs(r):
-            parents = gb.Vector(gb.dtypes.INT64, n)
-            parents[r] = r
-            front = gb.Vector(gb.dtypes.INT64, n)
-            front[r] = r
-            while front.nvals:
-                front(~parents.S, replace=True) << ss.min_firsti(front @ M)
-                parents(front.S) << front
-            return parents
+        def gb_parent(r, vec):
+            p = np.full(n, -1, np.int64)
+            idx, vals = vec.to_coo()
+            p[idx] = vals
+            return p
 
-        out["graphblas"] = gb_bfs
+        out["graphblas"] = (lambda r: gb_bfs(M, n, r, ss.any_secondi, ss.any_firstj), gb_parent)
+        out["graphblas-min"] = (lambda r: gb_bfs(M, n, r, ss.min_secondi, ss.min_firstj), gb_parent)
+        # push only (no pull): the form the recorded 0.097-0.113 GTEPS matches, for reference
+        out["graphblas-push"] = (lambda r: gb_bfs(M, n, r, ss.any_secondi, ss.any_firstj, to_pull=0), gb_parent)
     except ImportError:
         pass
     return out
@@ -115,7 +160,8 @@ def main():
             v = validate(edges, r, p)
             assert v.ok, v.summary()
             nedge[r] = v.nedge
-        contenders = {f"dbfs-{a}": (lambda a: lambda r: bfs(graph, r, algorithm=a))(a) for a in args.algorithms}
+        contenders = {f"dbfs-{a}": ((lambda a: lambda r: bfs(graph, r, algorithm=a))(a),
+                                    lambda r, res: res.parent) for a in args.algorithms}
         contenders.update(peers(graph, und))
         if scale <= 18:
             try:
@@ -124,25 +170,37 @@ def main():
                 NG = nx.Graph()
                 NG.add_nodes_from(range(graph.n_vertices))
                 NG.add_edges_from(und.tolist())
-                contenders["networkx"] = lambda r: dict(nx.bfs_predecessors(NG, r))
+
+                def nx_parent(r, pred):
+                    p = np.full(graph.n_vertices, -1, np.int64)
+                    p[np.fromiter(pred.keys(), np.int64)] = np.fromiter(pred.values(), np.int64)
+                    p[r] = r
+                    return p
+
+                contenders["networkx"] = (lambda r: dict(nx.bfs_predecessors(NG, r)), nx_parent)
             except ImportError:
                 pass
         res = {}
-        for name, fn in contenders.items():
+        for name, (fn, to_parent) in contenders.items():
             use = roots[:2] if name == "networkx" else roots
             fn(use[0])  # warm-up
-            times = []
+            times, bad = [], []
             for r in use:
                 t0 = time.perf_counter()
-                fn(r)
+                out = fn(r)
                 times.append(time.perf_counter() - t0)
+                v = validate(edges, r, to_parent(r, out))
+                if not v.ok:
+                    bad.append(f"root {r}: {v.summary()}")
             teps = [nedge[r] / t for r, t in zip(use, times)]
-            res[name] = {"roots": use, "times": times, "hmean_teps": hmean(teps)}
+            res[name] = {"roots": use, "times": times, "hmean_teps": hmean(teps), "valid": not bad,
+                         "n_invalid": len(bad), "invalid": bad[:3]}
         base = res["dbfs-do"]["hmean_teps"]
         print(f"\nSCALE {scale}: {graph.n_vertices:,} vertices, {edges.shape[0]:,} tuples, {len(roots)} roots")
         print(f"{'contender':<14} {'GTEPS (hmean)':>14} {'dbfs-do / it':>13}")
         for name, r in res.items():
-            print(f"{name:<14} {r['hmean_teps'] / 1e9:>14.4f} {base / r['hmean_teps']:>13.2f}")
+            flag = "" if r["valid"] else f"   INVALID parents ({r['n_invalid']} roots): {r['invalid'][0]}"
+            print(f"{name:<14} {r['hmean_teps'] / 1e9:>14.4f} {base / r['hmean_teps']:>13.2f}{flag}")
         for label, table in (("GAP (recorded)", GAP_GTEPS), ("omp-csr (rec.)", OMP_CSR_GTEPS)):
             if scale in table:
                 print(f"{label:<14} {table[scale]:>14.4f} {base / (table[scale] * 1e9):>13.2f}")
