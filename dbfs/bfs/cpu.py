@@ -361,7 +361,7 @@ def _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff,
 
 @njit(parallel=True, nogil=True, cache=True)
 def _td_dedupe(out, cnt, E, visited, seen):
-    """Keep the first record of each vertex, chunks in parallel: a record
+    """Keep one record of each vertex, chunks in parallel: a record
     survives when its atomic OR on ``seen`` finds the bit clear (so exactly
     one survives), compacted in place at the front of its chunk's slice; its
     ``visited`` bit is re-set (atomically) if a racy update lost it. ``cnt``
