@@ -271,21 +271,28 @@ _SEEN = threading.local()
 _KEEP_RECORDS = 1 << 28     # entries (2 GiB): a larger record buffer is not kept between levels
 
 
-def _record_buffer(n: int) -> np.ndarray:
-    """This thread's int64 work buffer of at least ``n`` entries for
-    :func:`_td_claim_chunks` (contents undefined), grown by doubling and
-    kept across levels and searches. A fresh ``np.empty`` of that size per
-    level is a fresh mmap past glibc's 32 MiB threshold, and its page faults
-    (parallel faults serialize in the kernel) made top-down levels at SCALE
-    18-20 2-5x slower. Above ``_KEEP_RECORDS`` entries it is allocated per call."""
-    if n > _KEEP_RECORDS:
+def reused_int64(holder: dict, key, n: int, keep: int | None = None) -> np.ndarray:
+    """A reusable, pre-faulted int64 work array of at least ``n`` entries
+    (contents undefined), kept in ``holder[key]`` across levels and searches
+    and grown by doubling; a request above ``keep`` entries gets a fresh
+    array that is not kept. A fresh ``np.empty`` per level of more than
+    glibc's 32 MiB mmap threshold is a fresh mapping whose page faults
+    (parallel faults serialize in the kernel) land inside the timed search:
+    they made top-down levels at SCALE 18-20 2-5x slower."""
+    if keep is not None and n > keep:
         return np.empty(n, np.int64)
-    a = getattr(_SEEN, "rec", None)
+    a = holder.get(key)
     if a is None or a.shape[0] < n:
-        a = np.empty(min(max(n, 2 * (0 if a is None else a.shape[0])), _KEEP_RECORDS), np.int64)
+        size = max(n, 2 * (0 if a is None else a.shape[0]))
+        a = np.empty(size if keep is None else min(size, keep), np.int64)
         a.fill(0)
-        _SEEN.rec = a
+        holder[key] = a
     return a
+
+
+def _record_buffer(n: int) -> np.ndarray:
+    """This thread's record buffer for :func:`_td_claim_chunks` (see :func:`reused_int64`)."""
+    return reused_int64(_SEEN.__dict__, "rec", n, _KEEP_RECORDS)
 
 
 def _seen_bitmap(nwords: int) -> np.ndarray:

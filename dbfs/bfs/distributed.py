@@ -145,7 +145,7 @@ import numpy as np
 from numba import njit, prange
 
 from dbfs.bfs.cpu import (_fill_parent, _no_edge_bitmap, atomic_or, bitmap_to_queue, bu_step, hub_by_degree,
-                          queue_to_bitmap, td_step)
+                          queue_to_bitmap, reused_int64, td_step)
 from dbfs.bfs.policy import BU, TD, policy_from
 from dbfs.errors import DbfsError
 from dbfs.partition import Partitioning, owner_local
@@ -989,14 +989,8 @@ _GROWN: dict = {}     # key -> this worker's reusable int64 work array
 
 
 def _grown(key, n: int) -> np.ndarray:
-    """A reusable, pre-faulted int64 work array of at least ``n`` entries
-    (contents undefined); grown by doubling, kept across levels and searches."""
-    a = _GROWN.get(key)
-    if a is None or a.shape[0] < n:
-        a = np.empty(max(n, 2 * (a.shape[0] if a is not None else 0)), np.int64)
-        a.fill(0)
-        _GROWN[key] = a
-    return a
+    """This worker's reusable int64 work array ``key`` (:func:`dbfs.bfs.cpu.reused_int64`)."""
+    return reused_int64(_GROWN, key, n)
 
 
 def _zeroed(nwords: int) -> np.ndarray:
