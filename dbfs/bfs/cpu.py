@@ -262,7 +262,7 @@ def td_step(indptr, indices, offset, frontier, parent, visited):
         # a large frontier: emit it in ascending order from the bitmap, so the
         # next step reads indptr and the rows front to back, not at random
         q = bitmap_to_queue(seen, 0)
-        _zero_words(seen)
+        seen.fill(0)
         return q, E
     return _td_gather(out, cnt, E, seen), E
 
@@ -408,12 +408,6 @@ def _td_gather(out, cnt, E, seen):
             q[o + k] = v
             seen[v >> 6] = 0          # every writer of a word writes 0
     return q
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def _zero_words(a):
-    for w in prange(a.shape[0]):
-        a[w] = 0
 
 
 # a word with at least this many unvisited vertices tests all 64 hubs with a

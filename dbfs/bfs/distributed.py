@@ -62,9 +62,8 @@ Algorithm per level (one BSP superstep; same named steps as the CPU backend,
   of the direction policy (:mod:`dbfs.bfs.policy`, GAP's alpha/beta rule by
   default) and reaches the same decision without the client. A bottom-up
   level sends its frontier slice (unless shared) with its counts (one
-  round); a top-down
-  level needs the pair exchange plus the count round; a top-down -> bottom-up
-  switch adds one bitmap round.
+  round); a top-down level needs the pair exchange plus the count round; a
+  top-down -> bottom-up switch adds one bitmap round.
 Directions, frontier sizes and edge counts therefore equal the single-process
 ``do`` level for level (tests check it).
 
