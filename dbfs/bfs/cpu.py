@@ -466,8 +466,11 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub):
     64-vertex words: a word with many unvisited vertices tests all 64 hubs
     branch-free (:func:`_hub_hits`, vectorised), a sparse word walks its clear
     bits; the vertices whose hub missed scan their rows up to the first
-    neighbour in the frontier (early exit). The word's next and visited bits
-    are written once, so no atomics are needed.
+    neighbour in the frontier (early exit), except those of degree 1, whose
+    only neighbour is the hub (on Kronecker graphs most misses: SCALE 20,
+    31K of the widest level's 39K; skipping their random row read made the
+    whole search 1.27x faster on the 2-core machine). The word's next and
+    visited bits are written once, so no atomics are needed.
 
     Returns (vertices awakened, edges examined, sum of their degrees).
     Edges examined count one per hub test plus the row entries read.
@@ -510,6 +513,8 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub):
             b = _cttz(miss)
             miss &= miss - 1
             vl = base + b
+            if indptr[vl + 1] - indptr[vl] <= 1:
+                continue  # the hub is its only neighbour and it missed
             u, k = _scan_row(indptr, indices, front, vl)
             n_ex += k
             if u >= 0:
