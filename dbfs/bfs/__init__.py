@@ -31,6 +31,7 @@ themselves except per level behind ``stats``.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from dataclasses import dataclass, field
@@ -96,9 +97,18 @@ def get_algorithm(algorithm: str = "do", backend: str = "cpu"):
         raise DbfsError(f"unknown BFS algorithm {algorithm!r} for backend {backend}: use one of {known}") from None
 
 
+@functools.lru_cache(maxsize=None)
+def _option_names(fn) -> tuple:
+    """The options an algorithm accepts (its parameters but graph, root,
+    stats), cached: ``inspect.signature`` per search cost ~0.1 ms of a
+    SCALE 20 search's 5 ms."""
+    return tuple(p for p in inspect.signature(fn).parameters if p not in ("graph", "root", "stats"))
+
+
 def _check_opts(fn, algorithm, opts):
-    params = inspect.signature(fn).parameters
-    allowed = [p for p in params if p not in ("graph", "root", "stats")]
+    if not opts:
+        return
+    allowed = list(_option_names(fn))
     bad = sorted(k for k in opts if k not in allowed)
     if bad:
         raise DbfsError(f"algorithm {algorithm!r} has no option(s) {bad}: use {allowed or 'none'}")
