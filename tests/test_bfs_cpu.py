@@ -393,13 +393,18 @@ def test_named_steps_on_an_offset_range():
     assert bm[0] == nb[0]
 
 
-def test_td_step_parallel_path_dedupes():
-    """A frontier whose neighbourhoods overlap heavily, over the parallel path."""
+@pytest.mark.parametrize("n, targets, f", [(1 << 14, 1 << 14, 2000), (1 << 16, 600, 8000)])
+def test_td_step_parallel_path_dedupes(n, targets, f):
+    """A frontier whose neighbourhoods overlap heavily, over the parallel path:
+    a new frontier larger than the bitmap's word count (read from the
+    bitmap) and, with every edge ending in one of ``targets`` vertices and
+    the frontier outside them, a smaller one (gathered from the deduplicated
+    records)."""
     rng = np.random.default_rng(11)
-    n = 1 << 14
-    edges = rng.integers(0, n, size=(1 << 18, 2))
+    edges = np.stack([rng.integers(0, n, 1 << 18), rng.integers(0, targets, 1 << 18)], axis=1)
     g = make_graph(edges, n)
-    frontier = np.unique(rng.integers(0, n, 2000)).astype(np.int64)
+    lo = 0 if targets == n else targets
+    frontier = np.unique(rng.integers(lo, n, f)).astype(np.int64)
     parent = np.full(n, -1, np.int64)
     parent[frontier] = frontier
     visited = np.zeros(n >> 6, np.int64)
@@ -412,6 +417,8 @@ def test_td_step_parallel_path_dedupes():
     adj = {int(u): set(g.indices[g.indptr[u]:g.indptr[u + 1]].tolist()) for u in frontier}
     assert all(int(parent[v]) in fset and v in adj[int(parent[v])] for v in nxt)
     assert all((visited[v >> 6] >> (v & 63)) & 1 for v in nxt)
+    assert (len(nxt) > visited.shape[0]) == (targets == n)   # both paths taken
+    assert cpu._seen_bitmap(visited.shape[0]).sum() == 0      # left all zero
 
 
 def test_bitmap_helpers_large():
