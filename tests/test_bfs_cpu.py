@@ -419,6 +419,19 @@ def test_td_step_parallel_path_dedupes(n, targets, f):
     assert all((visited[v >> 6] >> (v & 63)) & 1 for v in nxt)
     assert (len(nxt) > visited.shape[0]) == (targets == n)   # both paths taken
     assert cpu._seen_bitmap(visited.shape[0]).sum() == 0      # left all zero
+    # with `front`, a large new frontier is left there as a bitmap
+    visited2 = np.zeros(n >> 6, np.int64)
+    cpu.mark_queue(frontier, 0, visited2)
+    front = np.full(n >> 6, -1, np.int64)                    # any contents on entry
+    q2, ex2 = cpu.td_step(g.indptr, g.indices, 0, frontier, parent.copy(), visited2, front)
+    assert ex2 == examined
+    if targets == n:
+        assert q2 is None
+        np.testing.assert_array_equal(cpu.bitmap_to_queue(front, 0), np.sort(nxt))
+        assert cpu.bitmap_degrees(front, g.indptr) == (len(nxt), np.diff(g.indptr)[nxt].sum())
+    else:
+        assert set(q2.tolist()) == want
+    np.testing.assert_array_equal(visited2, visited)
 
 
 def test_bitmap_helpers_large():

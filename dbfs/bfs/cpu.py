@@ -245,7 +245,7 @@ def _degree_offsets_par(indptr, offset, queue):
 # Numba kernel by size: the parallel kernels are only ever called from Python
 # (a cached non-parallel kernel calling a parallel one is recompiled in every
 # process), and small steps must not wake threads.
-def td_step(indptr, indices, offset, frontier, parent, visited):
+def td_step(indptr, indices, offset, frontier, parent, visited, front=None):
     """Top-down step: claim every unvisited neighbour of the frontier.
 
     frontier: int64 global ids of local vertices (rows ``frontier - offset``);
@@ -271,7 +271,10 @@ def td_step(indptr, indices, offset, frontier, parent, visited):
     one record per vertex (an atomic OR on ``seen`` picks it), re-sets lost
     visited bits, and the new frontier is gathered from the slices.
 
-    Returns (next_frontier int64, edges examined).
+    Returns (next_frontier int64, edges examined). With ``front`` (a local
+    bitmap, ``offset`` 0), a large new frontier is left there as a bitmap
+    and next_frontier is None: a single-process search then goes bottom-up
+    from it without building a queue.
     """
     f = frontier.shape[0]
     if f <= _TD_SERIAL_EDGES:
@@ -297,7 +300,11 @@ def td_step(indptr, indices, offset, frontier, parent, visited):
         # re-setting any a race lost), in ascending order, so the next step
         # reads indptr and the rows front to back, not at random
         _td_fix_lost_bits(out, cnt, E, visited)
-        _diff_bits(visited, seen)
+        if front is not None:
+            _diff_bits(visited, seen, front)
+            seen.fill(0)
+            return None, E
+        _diff_bits(visited, seen, seen)
         q = bitmap_to_queue(seen, 0)
         seen.fill(0)
         return q, E
@@ -447,10 +454,31 @@ def _td_fix_lost_bits(out, cnt, E, visited):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _diff_bits(now, before):
-    """``before[w] = now[w] & ~before[w]``: the bits set since ``before``."""
+def _diff_bits(now, before, out):
+    """``out[w] = now[w] & ~before[w]``: the bits set since ``before``
+    (``out`` may be ``before``)."""
     for w in prange(now.shape[0]):
-        before[w] = now[w] & ~before[w]
+        out[w] = now[w] & ~before[w]
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def bitmap_degrees(bitmap, indptr):
+    """(set bits, sum of their rows' degrees) of a local bitmap."""
+    n = 0
+    m = 0
+    for w in prange(bitmap.shape[0]):
+        x = bitmap[w]
+        if x == 0:
+            continue
+        n += _popcount(x)
+        base = w << 6
+        d = 0
+        while x != 0:
+            v = base + _cttz(x)
+            x &= x - 1
+            d += indptr[v + 1] - indptr[v]
+        m += d
+    return n, m
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -1085,7 +1113,9 @@ def bottom_up(graph, root, stats=False):
 def _hybrid(graph, root, stats, pol, semiring):
     """Direction-optimizing loop shared by ``do`` (any parent) and ``spmv``
     (min-id parent). The frontier lives in one representation at a time:
-    a queue for top-down/push, a bitmap for bottom-up/pull."""
+    a queue for top-down/push, a bitmap for bottom-up/pull; a top-down
+    level of ``do`` whose new frontier is large leaves it as a bitmap (the
+    next level is then usually bottom-up) and converts only if it is not."""
     indptr, indices, n = graph.indptr, graph.indices, graph.n_vertices
     rows_sorted = False
     if semiring:
@@ -1116,12 +1146,16 @@ def _hybrid(graph, root, stats, pol, semiring):
                 have_queue = True
             if semiring:
                 queue_to_bitmap(queue, 0, front)
-            new_q, examined = td_step(indptr, indices, 0, queue, parent, visited)
-            if semiring:
-                examined += min_parent_fixup(indptr, 0, indices, new_q, front, parent, rows_sorted)
-            queue = new_q
-            new_n = queue.shape[0]
-            new_m = frontier_edges(indptr, 0, queue) if new_n else 0
+            new_q, examined = td_step(indptr, indices, 0, queue, parent, visited, None if semiring else front)
+            if new_q is None:           # a large frontier, left in `front`
+                have_queue = False
+                new_n, new_m = bitmap_degrees(front, indptr)
+            else:
+                if semiring:
+                    examined += min_parent_fixup(indptr, 0, indices, new_q, front, parent, rows_sorted)
+                queue = new_q
+                new_n = queue.shape[0]
+                new_m = frontier_edges(indptr, 0, queue) if new_n else 0
         else:
             if have_queue:
                 queue_to_bitmap(queue, 0, front)
