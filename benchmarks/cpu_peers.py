@@ -4,7 +4,12 @@
 
 For each SCALE: the Graph500 graph and its search keys (dbfs generator, bit-exact),
 dbfs's CSR (in-memory Kernel 1), then for every root each contender runs one
-search (after one warm-up search each) and is timed around its call only:
+search (after one warm-up search each) and is timed around its call only,
+with Python's garbage collector off inside the timer (as ``timeit`` does)
+and the previous result freed before the clock starts (rebinding the result
+inside the timer freed the last one there: at SCALE 20 the first dbfs
+search, which freed networkx's 262K-entry predecessor dict from SCALE 18,
+took 40-45 ms instead of 4):
 
 - dbfs ``do``, ``td``, ``spmv`` (``dbfs.bfs.bfs``, Numba),
 - scipy ``csgraph.breadth_first_order`` on the same CSR (directed=True: the
@@ -39,6 +44,7 @@ benchmarks/results/ keeps every time. Recorded peers on the 2-core machine
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 
 import numpy as np
@@ -186,10 +192,16 @@ def main():
             fn(use[0])  # warm-up
             times, bad = [], []
             for r in use:
-                t0 = time.perf_counter()
-                out = fn(r)
-                times.append(time.perf_counter() - t0)
+                gc.collect()
+                gc.disable()   # as timeit does: no collector pause inside any contender's timer
+                try:
+                    t0 = time.perf_counter()
+                    out = fn(r)
+                    times.append(time.perf_counter() - t0)
+                finally:
+                    gc.enable()
                 v = validate(edges, r, to_parent(r, out))
+                out = None   # freed here, not inside the next call's timer
                 if not v.ok:
                     bad.append(f"root {r}: {v.summary()}")
             teps = [nedge[r] / t for r, t in zip(use, times)]
@@ -207,6 +219,7 @@ def main():
         records.append({"scale": scale, "n_roots": len(roots), "nedge": nedge, "results": res,
                         "ratios_dbfs_do_over": {k: base / v["hmean_teps"] for k, v in res.items()},
                         "recorded_peers_gteps": {"gap": GAP_GTEPS.get(scale), "omp_csr": OMP_CSR_GTEPS.get(scale)}})
+        contenders = NG = None   # free this SCALE's peer structures (millions of networkx objects)
     write_record("cpu_peers", {"scales": records})
 
 
