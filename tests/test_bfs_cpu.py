@@ -393,17 +393,19 @@ def test_named_steps_on_an_offset_range():
     assert bm[0] == nb[0]
 
 
-@pytest.mark.parametrize("n, targets, f", [(1 << 14, 1 << 14, 2000), (1 << 16, 600, 8000)])
+@pytest.mark.parametrize("n, targets, f", [(1 << 14, 1 << 14, 2000), (1 << 16, 60, 8000)])
 def test_td_step_parallel_path_dedupes(n, targets, f):
     """A frontier whose neighbourhoods overlap heavily, over the parallel path:
     a new frontier larger than the bitmap's word count (read from the
-    bitmap) and, with every edge ending in one of ``targets`` vertices and
-    the frontier outside them, a smaller one (gathered from the deduplicated
-    records)."""
+    bitmap) and, with every edge ending in one of ``targets`` vertices (one
+    per 64-bit word, so racing claims record each at most once per thread:
+    fewer records than words, deterministically) and the frontier outside
+    them, a smaller one (gathered from the deduplicated records)."""
     rng = np.random.default_rng(11)
-    edges = np.stack([rng.integers(0, n, 1 << 18), rng.integers(0, targets, 1 << 18)], axis=1)
+    stride = 1 if targets == n else 64
+    edges = np.stack([rng.integers(0, n, 1 << 18), stride * rng.integers(0, targets, 1 << 18)], axis=1)
     g = make_graph(edges, n)
-    lo = 0 if targets == n else targets
+    lo = 0 if targets == n else stride * targets
     frontier = np.unique(rng.integers(lo, n, f)).astype(np.int64)
     parent = np.full(n, -1, np.int64)
     parent[frontier] = frontier
