@@ -413,6 +413,15 @@ def _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff,
     return cnt
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _reset_lost_bit(visited, v):
+    """Set v's ``visited`` bit if a racy claim update lost it (a plain read;
+    the atomic OR only where the bit is clear, which is rare)."""
+    bit = np.int64(1) << (v & 63)
+    if not visited[v >> 6] & bit:
+        atomic_or(visited, v >> 6, bit)
+
+
 @njit(parallel=True, nogil=True, cache=True)
 def _td_dedupe(out, cnt, E, visited, seen):
     """Keep one record of each vertex, chunks in parallel: a record
@@ -431,8 +440,7 @@ def _td_dedupe(out, cnt, E, visited, seen):
                 continue
             if atomic_or(seen, v >> 6, bit) & bit:
                 continue
-            if not visited[v >> 6] & bit:
-                atomic_or(visited, v >> 6, bit)
+            _reset_lost_bit(visited, v)
             out[w] = v
             w += 1
         cnt[c] = w - e0
@@ -447,10 +455,7 @@ def _td_fix_lost_bits(out, cnt, E, visited):
     for c in prange(C):
         e0 = c * E // C
         for k in range(e0, e0 + cnt[c]):
-            v = out[k]
-            bit = np.int64(1) << (v & 63)
-            if not visited[v >> 6] & bit:
-                atomic_or(visited, v >> 6, bit)
+            _reset_lost_bit(visited, out[k])
 
 
 @njit(parallel=True, nogil=True, cache=True)
