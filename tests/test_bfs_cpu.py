@@ -381,7 +381,7 @@ def test_named_steps_on_an_offset_range():
     cpu.mark_queue(np.array([70, 69, 71, 86]), off, visited)
     nb = np.zeros(1, np.int64)
     hub = cpu.hub_neighbours(g)[off:]
-    awake, ex, deg = cpu.bu_step(loc_indptr, loc_indices, off, front, lpar, visited, nb, hub)
+    awake, ex, deg = cpu.bu_step(loc_indptr, loc_indices, off, front, lpar, visited, nb, hub, visited, False)
     got = sorted(off + b for b in range(64) if (nb[0] >> b) & 1)
     assert got == [68, 72, 85, 87, 102]
     assert awake == 5 and all(lpar[v - off] in nxt for v in got)
@@ -391,6 +391,39 @@ def test_named_steps_on_an_offset_range():
     bm = np.zeros(1, np.int64)
     cpu.queue_to_bitmap(q, off, bm)
     assert bm[0] == nb[0]
+
+
+@pytest.mark.parametrize("level", [1, 2, 3])
+def test_bu_step_fill_writes_every_unreached_minus_one(level):
+    """bu_step's ``fill`` on a parent array of garbage: afterwards it equals
+    the plain step on a -1-filled array, entry for entry (vertices without
+    edges, hub misses later found or not, words with nothing left to
+    search), and the two steps agree on the new frontier and the counts."""
+    from dbfs.generate.graph500 import kronecker_edges
+    from dbfs.kernel1 import build_csr
+
+    g = prepare(build_csr(kronecker_edges(12), n_vertices=1 << 12))
+    n, root = g.n_vertices, int(np.argmax(np.diff(g.indptr)))
+    lv = cpu.levels_from_parent(bfs(g, root, "seq-csr").parent, root)
+    ref = bfs(g, root, "seq-csr").parent
+    reached = (lv >= 0) & (lv <= level)
+    bits = lambda mask: np.packbits(np.append(mask, np.zeros(-n % 64, bool)), bitorder="little").view(np.int64)
+    front = bits(lv == level)
+    no_edge = g.meta["_no_edge_bitmap"]
+    runs = []
+    for fill in (False, True):
+        parent = np.where(reached, ref, -1 if not fill else 12345).astype(np.int64)
+        visited = no_edge | bits(reached)
+        nxt = np.zeros_like(front)
+        out = cpu.bu_step(g.indptr, g.indices, 0, front, parent, visited, nxt, g.meta["_hub"], no_edge, fill)
+        runs.append((parent, nxt, visited, out))
+    (p0, n0, v0, o0), (p1, n1, v1, o1) = runs
+    assert (p0 == 12345).sum() == 0 and (p1 == 12345).sum() == 0
+    np.testing.assert_array_equal(p1, p0)
+    np.testing.assert_array_equal(n1, n0)
+    np.testing.assert_array_equal(v1, v0)
+    assert o1 == o0
+    assert ((p0 == -1) == ((lv < 0) | (lv > level + 1))).all()
 
 
 @pytest.mark.parametrize("n, targets, f", [(1 << 14, 1 << 14, 2000), (1 << 16, 60, 8000)])

@@ -161,6 +161,17 @@ def _fill_parent(n):
     return parent
 
 
+@njit(parallel=True, nogil=True, cache=True)
+def _fill_unreached(parent, visited, no_edge):
+    """``parent[v] = -1`` for every v not reached: clear in ``visited`` or
+    without edges (the -1s of a search whose bottom-up step did not write
+    them; the caller re-sets the root)."""
+    n = parent.shape[0]
+    for w in prange((n + 63) >> 6):
+        base = w << 6
+        _set_lanes(parent[base:min(base + 64, n)], ~visited[w] | no_edge[w], min(64, n - base))
+
+
 @njit(nogil=True, cache=True)
 def _new_bitmap(nloc, pad_ones):
     """Zeroed bitmap of ceil(nloc/64) words; pad_ones sets the bits >= nloc."""
@@ -525,12 +536,13 @@ def _popcount(typingctx, x):
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _hub_hits(hub, front, base, count):
-    """Bit b set iff hub[base + b] >= 0 is in ``front`` (b < count): a
-    branch-free loop over the word that LLVM turns into vector gathers."""
+def _hub_hits(hv, front, count):
+    """Bit b set iff hub ``hv[b] >= 0`` is in ``front`` (b < count; ``hv``
+    is one word's slice of the hub array, so its loads are contiguous): a
+    branch-free loop that LLVM turns into vector loads and gathers."""
     m = np.int64(0)
     for b in range(count):
-        h = np.int64(hub[base + b])
+        h = np.int64(hv[b])
         hc = h if h > 0 else np.int64(0)
         m |= (((front[hc >> 6] >> (hc & 63)) & 1) & np.int64(h >= 0)) << b
     return m
@@ -551,24 +563,44 @@ def _scan_row(indptr, indices, front, vl):
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _bu_hits(hub, front, todo, base, count):
-    """Bits of ``todo`` whose hub is in ``front``: all 64 hubs branch-free
-    when the word is dense, else one test per clear bit."""
+def _bu_word_hits(hv, pv, dv, front, todo, count):
+    """One word of bottom-up pass 1: the bits of ``todo`` whose hub is in
+    ``front``, their parents written (``pv[b] = hv[b]``) and the sum of
+    their degrees (from ``dv``, the word's indptr slice). A word with many
+    unvisited vertices works on all 64 lanes branch-free (vector gathers and
+    masked stores); a sparse one walks its clear bits."""
+    d = np.int64(0)
     if _popcount(todo) >= _BU_DENSE_WORD:
-        return _hub_hits(hub, front, base, count) & todo
+        hits = _hub_hits(hv, front, count) & todo
+        for b in range(count):
+            if (hits >> b) & 1:
+                pv[b] = hv[b]
+        for b in range(count):
+            d += ((hits >> b) & 1) * (dv[b + 1] - dv[b])
+        return hits, d
     hits = np.int64(0)
     t = todo
     while t != 0:
         b = _cttz(t)
         t &= t - 1
-        h = hub[base + b]
+        h = hv[b]
         if h >= 0 and (front[h >> 6] >> (h & 63)) & 1:
             hits |= np.int64(1) << b
-    return hits
+            pv[b] = h
+            d += dv[b + 1] - dv[b]
+    return hits, d
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _set_lanes(pv, lanes, count):
+    """``pv[b] = -1`` for the set bits b < count of ``lanes`` (masked stores)."""
+    for b in range(count):
+        if (lanes >> b) & 1:
+            pv[b] = -1
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub):
+def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, fill):
     """Bottom-up step over the local rows (GAP's BUStep).
 
     front: global frontier bitmap; parent, visited, nxt, hub: local (index =
@@ -580,8 +612,10 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub):
     and most vertices never touch their adjacency row.
 
     Each thread owns blocks of ``_BU_BLOCK`` whole 64-vertex words, in two
-    passes. Pass 1, per word: the hub tests (:func:`_bu_hits`; a dense word
-    tests all 64 hubs branch-free, vectorised), the hits' parents, and a
+    passes. Pass 1, per word: the hub tests and the hits' parents
+    (:func:`_bu_word_hits`; a dense word works on all 64 lanes branch-free,
+    vectorised over slices of ``hub``, ``parent`` and ``indptr``: 1.1-1.2x
+    faster than walking the hits bit by bit), and a
     software prefetch of the row of every vertex whose hub missed. Pass 2
     scans those rows up to the first neighbour in the frontier (early exit):
     the prefetches of a whole block are in flight together, where a scan
@@ -592,6 +626,15 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub):
     skipping them made the whole search 1.27x faster). Between the passes a
     word's hits are kept in ``nxt`` and ``visited``; each word is written by
     its owner only, so no atomics are needed.
+
+    ``fill`` (the first bottom-up level of a single-process search): on
+    entry ``parent`` holds values only for the vertices ``visited`` marks
+    as reached, garbage elsewhere, and the step writes the -1 of every other
+    vertex itself: those without edges (``no_edge``, a local bitmap) and
+    those whose hub misses (before pass 2 looks for their parent). The
+    parent array's lines are then written in this one pass instead of
+    first by a -1 fill of the whole array. Without ``fill`` (``no_edge`` is
+    then not read) ``parent`` must hold -1 for every unreached vertex.
 
     Returns (vertices awakened, edges examined, sum of their degrees).
     Edges examined count one per hub test plus the row entries read.
@@ -611,25 +654,26 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub):
         for w in range(w0, w1):        # pass 1: hubs, prefetch the misses' rows
             vis = visited[w]
             todo = ~vis
+            base = w << 6
+            count = min(64, nloc - base)
+            pv = parent[base:base + count]
             if todo == 0:
                 nxt[w] = 0
+                if fill:
+                    _set_lanes(pv, no_edge[w], count)
                 continue
-            base = w << 6
-            hits = _bu_hits(hub, front, todo, base, min(64, nloc - base))
+            dv = indptr[base:base + count + 1]
+            hits, d = _bu_word_hits(hub[base:base + count], pv, dv, front, todo, count)
+            if fill:
+                _set_lanes(pv, (todo & ~hits) | no_edge[w], count)
             n_ex += _popcount(todo)
-            x = hits
-            while x != 0:
-                vl = base + _cttz(x)
-                x &= x - 1
-                parent[vl] = hub[vl]
-                n_deg += indptr[vl + 1] - indptr[vl]
+            n_deg += d
             x = todo & ~hits
             while x != 0:
-                vl = base + _cttz(x)
+                b = _cttz(x)
                 x &= x - 1
-                s = indptr[vl]
-                if indptr[vl + 1] - s > 1:
-                    prefetch(indices, s)
+                if dv[b + 1] - dv[b] > 1:
+                    prefetch(indices, dv[b])
             nxt[w] = hits
             visited[w] = vis | hits
             n_aw += _popcount(hits)
@@ -1095,18 +1139,20 @@ def top_down(graph, root, stats=False):
 def bottom_up(graph, root, stats=False):
     """Parallel bottom-up BFS: bu_step per level (frontier bitmap)."""
     indptr, indices, n = graph.indptr, graph.indices, graph.n_vertices
-    parent = _fill_parent(n)
+    parent = np.empty(n, np.int64)      # the first bu_step writes the -1s
     parent[root] = root
     hub = hub_neighbours(graph)
     front = _new_bitmap(n, False)
     nxt = _new_bitmap(n, False)
     visited = start_visited(graph, root)
+    no_edge = graph.meta["_no_edge_bitmap"]
     front[root >> 6] |= np.int64(1) << (root & 63)
     rec = []
     n_f, level = 1, 0
     while n_f:
         t0 = time.perf_counter()
-        awake, examined, _ = bu_step(indptr, indices, 0, front, parent, visited, nxt, hub)
+        awake, examined, _ = bu_step(indptr, indices, 0, front, parent, visited, nxt, hub, no_edge, level == 0)
+        parent[root] = root             # an isolated root is in no_edge: the fill wrote -1 there
         if stats:
             rec.append(_level_record(level, BU, n_f, examined, t0, awake))
         front, nxt = nxt, front
@@ -1129,11 +1175,14 @@ def _hybrid(graph, root, stats, pol, semiring):
             rows_sorted = bool(_rows_sorted(indptr, indices))
             graph.meta["_rows_sorted"] = rows_sorted
     hub = None if semiring else hub_neighbours(graph)
-    parent = _fill_parent(n)
+    # do: the first bottom-up level writes the -1s (bu_step's ``fill``)
+    need_fill = not semiring
+    parent = np.empty(n, np.int64) if need_fill else _fill_parent(n)
     parent[root] = root
     front = _new_bitmap(n, False)
     nxt = _new_bitmap(n, False)
     visited = start_visited(graph, root)  # exact at every level boundary
+    no_edge = graph.meta["_no_edge_bitmap"]
     queue = np.array([root], dtype=np.int64)
     have_queue = True  # else the frontier is in `front`
     n_f = 1
@@ -1169,13 +1218,20 @@ def _hybrid(graph, root, stats, pol, semiring):
                 new_n, examined, new_m = spmv_pull_step(indptr, indices, 0, front, parent, visited,
                                                         nxt, rows_sorted)
             else:
-                new_n, examined, new_m = bu_step(indptr, indices, 0, front, parent, visited, nxt, hub)
+                new_n, examined, new_m = bu_step(indptr, indices, 0, front, parent, visited, nxt, hub,
+                                                 no_edge, need_fill)
+                if need_fill:
+                    parent[root] = root     # (an isolated root is in no_edge)
+                    need_fill = False
             front, nxt = nxt, front
         if stats:
             rec.append(_level_record(level, d, n_f, examined, t0, new_n))
         n_f, m_f = new_n, new_m
         m_u -= new_m
         level += 1
+    if need_fill:                       # no bottom-up level ran
+        _fill_unreached(parent, visited, no_edge)
+        parent[root] = root
     return parent, rec
 
 
