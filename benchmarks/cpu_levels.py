@@ -72,14 +72,16 @@ def main():
 
 
 def _commit() -> str | None:
-    """The git commit of the dbfs package that ran (None outside a checkout)."""
+    """The git commit of the dbfs package that ran, ``-dirty`` appended when
+    its working tree has uncommitted changes (None outside a checkout)."""
     import subprocess
     from pathlib import Path
 
     import dbfs
 
     try:
-        out = subprocess.run(["git", "-C", str(Path(dbfs.__file__).parent), "rev-parse", "--short", "HEAD"],
+        out = subprocess.run(["git", "-C", str(Path(dbfs.__file__).parent), "describe", "--always", "--dirty",
+                              "--abbrev=7", "--match", "no-tags-match-this"],
                              capture_output=True, text=True, timeout=10)
     except OSError:
         return None
