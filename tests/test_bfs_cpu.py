@@ -304,6 +304,73 @@ def test_beamer_tail_cost_rule():
         BeamerPolicy(tail="sometimes")
 
 
+POLICY_VARIANTS = [dict(policy="beamer", unexplored=u, tail=t) for u in ("gap", "exact") for t in ("cost", "gap")] \
+    + [dict(policy="change_state")]
+
+
+@pytest.mark.parametrize("kw", POLICY_VARIANTS, ids=lambda kw: "-".join(kw.values()))
+def test_m_f_cap_gives_the_decisions_of_exact_sums(kw):
+    """A caller that feeds ``m_f`` capped as ``m_f_cap`` allows (garbage when
+    it is None, cap + 1 when the true sum is larger) and keeps ``m_u`` as
+    _hybrid does (too large after a capped top-down level) gets the same
+    directions as one feeding exact sums, over random count sequences."""
+    import math
+
+    from dbfs.bfs.policy import policy_from
+
+    rng = np.random.default_rng(5)
+    n = 1 << 20
+    fired = set()
+    for _ in range(3000):
+        pe, pc = policy_from(**kw), policy_from(**kw)
+        pe.start(n)
+        pc.start(n)
+        m_u = int(rng.integers(1, 40 * n))
+        m_u_c = m_u
+        n_f, m_f = 1, int(rng.integers(1, 1000))
+        fed = m_f
+        for _ in range(10):
+            de, dc = pe.next(n_f, m_f, m_u), pc.next(n_f, fed, m_u_c)
+            assert de == dc
+            n_f = int(np.exp(rng.uniform(0, math.log(n / 2))))
+            m_f = int(n_f * np.exp(rng.uniform(0, math.log(60))))
+            m_u = max(m_u - m_f, 0) if rng.random() < 0.5 else int(rng.integers(0, 2 * m_f + 2))
+            cap = pc.m_f_cap(n_f, m_u if dc == "bu" else None)
+            fired.add("none" if cap is None else "exact" if cap == math.inf else "cap" if m_f > cap else "under")
+            fed = -12345 if cap is None else m_f if m_f <= cap else math.floor(cap) + 1
+            # _hybrid: exact m_u after a bottom-up level; after a top-down one m_u -= fed
+            m_u_c = m_u if dc == "bu" else m_u + (m_f - fed)
+    if kw["policy"] == "change_state":
+        assert fired == {"none"}
+    elif kw["unexplored"] == "exact" and kw["tail"] == "gap":
+        assert fired == {"exact", "none"}
+    else:
+        assert {"cap", "under"} <= fired
+
+
+@pytest.mark.parametrize("kw", POLICY_VARIANTS, ids=lambda kw: "-".join(kw.values()))
+def test_do_directions_equal_with_exact_sums(s16, kw):
+    """do's levels (direction, frontier, edges examined) on Kronecker SCALE 16
+    equal those of the same search whose policy asks for every sum exactly."""
+    import math
+
+    from dbfs.bfs.policy import policy_from
+
+    class Exact(type(policy_from(**kw))):
+        def m_f_cap(self, n_f, m_u):
+            return math.inf
+
+    edges, g, oracle = s16
+    base = policy_from(**kw)
+    exact = Exact(**{k: v for k, v in vars(base).items() if k in ("alpha", "beta", "unexplored", "tail")})
+    for root in (29348, 1, 4242, 60000):
+        key = lambda rec: [(r["direction"], r["frontier"], r["discovered"]) for r in rec]
+        a = cpu._hybrid(g, root, True, policy_from(**kw), False)
+        b = cpu._hybrid(g, root, True, exact, False)
+        assert key(a[1]) == key(b[1])
+        np.testing.assert_array_equal(cpu.levels_from_parent(a[0], root), cpu.levels_from_parent(b[0], root))
+
+
 def test_change_state_policy_rules():
     p = ChangeStatePolicy(alpha=100, beta=50)
     p.start(1000)
@@ -381,7 +448,8 @@ def test_named_steps_on_an_offset_range():
     cpu.mark_queue(np.array([70, 69, 71, 86]), off, visited)
     nb = np.zeros(1, np.int64)
     hub = cpu.hub_neighbours(g)[off:]
-    awake, ex, deg = cpu.bu_step(loc_indptr, loc_indices, off, front, lpar, visited, nb, hub, visited, False)
+    awake, ex, deg, left = cpu.bu_step(loc_indptr, loc_indices, off, front, lpar, visited, nb, hub, visited, False,
+                                       True)
     got = sorted(off + b for b in range(64) if (nb[0] >> b) & 1)
     assert got == [68, 72, 85, 87, 102]
     assert awake == 5 and all(lpar[v - off] in nxt for v in got)
@@ -415,7 +483,7 @@ def test_bu_step_fill_writes_every_unreached_minus_one(level):
         parent = np.where(reached, ref, -1 if not fill else 12345).astype(np.int64)
         visited = no_edge | bits(reached)
         nxt = np.zeros_like(front)
-        out = cpu.bu_step(g.indptr, g.indices, 0, front, parent, visited, nxt, g.meta["_hub"], no_edge, fill)
+        out = cpu.bu_step(g.indptr, g.indices, 0, front, parent, visited, nxt, g.meta["_hub"], no_edge, fill, True)
         runs.append((parent, nxt, visited, out))
     (p0, n0, v0, o0), (p1, n1, v1, o1) = runs
     assert (p0 == 12345).sum() == 0 and (p1 == 12345).sum() == 0
@@ -477,5 +545,18 @@ def test_bitmap_helpers_large():
     cpu.queue_to_bitmap(q, 0, bm)
     np.testing.assert_array_equal(cpu.bitmap_to_queue(bm, 0), q)
     np.testing.assert_array_equal(cpu.bitmap_to_queue(bm, 128), q + 128)
-    indptr = np.arange(n + 1, dtype=np.int64) * 2
-    assert cpu.frontier_edges(indptr, 0, q) == 2 * q.size
+    indptr = np.cumsum(np.append(0, rng.integers(0, 50, n)))
+    deg = np.diff(indptr)
+    m = int(deg[q].sum())
+    small = q[:1000]
+    for cap in (None, m, m - 1, 10_000, 0):
+        # exact when the sum is <= cap, else some value > cap (stops early)
+        for got, want in [(cpu.frontier_edges(indptr, 0, q, cap), m),
+                          (cpu.frontier_edges(indptr, 0, small, cap), int(deg[small].sum())),
+                          (cpu.bitmap_degrees(bm, indptr, cap), (q.size, m))]:
+            if cap is None or np.max(want) <= cap:
+                assert got == want
+            elif isinstance(want, tuple):
+                assert got[0] == want[0] and cap < got[1] <= want[1]
+            else:
+                assert cap < got <= want

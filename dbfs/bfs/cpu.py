@@ -184,28 +184,42 @@ def _new_bitmap(nloc, pad_ones):
     return bm
 
 
-def frontier_edges(indptr, offset, queue):
-    """Sum of the degrees of the (local) vertices in ``queue``."""
+_NO_CAP = 1 << 62     # a cap no degree sum reaches
+
+
+def _cap(cap) -> int:
+    return int(_NO_CAP) if cap is None or cap >= _NO_CAP else max(int(cap), 0)
+
+
+def frontier_edges(indptr, offset, queue, cap=None):
+    """Sum of the degrees of the (local) vertices in ``queue``; with ``cap``,
+    exact when it is <= cap, else some value > cap (the sum stops early:
+    see :meth:`dbfs.bfs.policy.BeamerPolicy.m_f_cap`)."""
     if queue.shape[0] > _DEG_SERIAL_VERTICES:
-        return int(_frontier_edges_parallel(indptr, offset, queue))
-    return int(_frontier_edges_serial(indptr, offset, queue))
+        return int(_frontier_edges_parallel(indptr, offset, queue, _cap(cap), num_threads()))
+    return int(_frontier_edges_serial(indptr, offset, queue, 0, queue.shape[0], _cap(cap)))
 
 
 @njit(nogil=True, cache=True)
-def _frontier_edges_serial(indptr, offset, queue):
+def _frontier_edges_serial(indptr, offset, queue, i0, i1, cap):
+    """Degree sum of ``queue[i0:i1]``, stopping once it exceeds ``cap``."""
     s = 0
-    for i in range(queue.shape[0]):
+    for i in range(i0, i1):
         r = queue[i] - offset
         s += indptr[r + 1] - indptr[r]
+        if s > cap:
+            break
     return s
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _frontier_edges_parallel(indptr, offset, queue):
+def _frontier_edges_parallel(indptr, offset, queue, cap, parts):
+    """:func:`_frontier_edges_serial` over ``parts`` ranges in parallel; a
+    range stops once its own sum exceeds ``cap``, so a total <= cap is exact."""
+    f = queue.shape[0]
     s = 0
-    for i in prange(queue.shape[0]):
-        r = queue[i] - offset
-        s += indptr[r + 1] - indptr[r]
+    for t in prange(parts):
+        s += _frontier_edges_serial(indptr, offset, queue, t * f // parts, (t + 1) * f // parts, cap)
     return s
 
 
@@ -289,7 +303,7 @@ def td_step(indptr, indices, offset, frontier, parent, visited, front=None):
     """
     f = frontier.shape[0]
     if f <= _TD_SERIAL_EDGES:
-        E = _frontier_edges_serial(indptr, offset, frontier)
+        E = _frontier_edges_serial(indptr, offset, frontier, 0, f, _NO_CAP)
         if E <= _TD_SERIAL_EDGES:
             return _td_step_serial(indptr, indices, offset, frontier, parent, visited, E)
     if f <= _DEG_SERIAL_VERTICES:
@@ -477,22 +491,33 @@ def _diff_bits(now, before, out):
         out[w] = now[w] & ~before[w]
 
 
+def bitmap_degrees(bitmap, indptr, cap=None):
+    """(set bits, sum of their rows' degrees) of a local bitmap; with
+    ``cap`` the sum is exact when it is <= cap, else some value > cap."""
+    return _bitmap_degrees(bitmap, indptr, _cap(cap), num_threads())
+
+
 @njit(parallel=True, nogil=True, cache=True)
-def bitmap_degrees(bitmap, indptr):
-    """(set bits, sum of their rows' degrees) of a local bitmap."""
+def _bitmap_degrees(bitmap, indptr, cap, parts):
+    """Set bits over all words; the degree sum over ``parts`` word ranges in
+    parallel, each stopping once its own sum exceeds ``cap`` (so a total
+    <= cap is exact)."""
+    nw = bitmap.shape[0]
     n = 0
+    for w in prange(nw):
+        n += _popcount(bitmap[w])
     m = 0
-    for w in prange(bitmap.shape[0]):
-        x = bitmap[w]
-        if x == 0:
-            continue
-        n += _popcount(x)
-        base = w << 6
+    for t in prange(parts):
         d = 0
-        while x != 0:
-            v = base + _cttz(x)
-            x &= x - 1
-            d += indptr[v + 1] - indptr[v]
+        for w in range(t * nw // parts, (t + 1) * nw // parts):
+            x = bitmap[w]
+            base = w << 6
+            while x != 0:
+                v = base + _cttz(x)
+                x &= x - 1
+                d += indptr[v + 1] - indptr[v]
+            if d > cap:
+                break
         m += d
     return n, m
 
@@ -563,10 +588,11 @@ def _scan_row(indptr, indices, front, vl):
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _bu_word_hits(hv, pv, dv, front, todo, count):
+def _bu_word_hits(hv, pv, dv, front, todo, count, want_deg):
     """One word of bottom-up pass 1: the bits of ``todo`` whose hub is in
     ``front``, their parents written (``pv[b] = hv[b]``) and the sum of
-    their degrees (from ``dv``, the word's indptr slice). A word with many
+    their degrees (from ``dv``, the word's indptr slice; a sparse word
+    reads them only with ``want_deg``). A word with many
     unvisited vertices works on all 64 lanes branch-free (vector gathers and
     masked stores); a sparse one walks its clear bits."""
     d = np.int64(0)
@@ -587,7 +613,8 @@ def _bu_word_hits(hv, pv, dv, front, todo, count):
         if h >= 0 and (front[h >> 6] >> (h & 63)) & 1:
             hits |= np.int64(1) << b
             pv[b] = h
-            d += dv[b + 1] - dv[b]
+            if want_deg:
+                d += dv[b + 1] - dv[b]
     return hits, d
 
 
@@ -600,7 +627,7 @@ def _set_lanes(pv, lanes, count):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, fill):
+def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, fill, want_deg):
     """Bottom-up step over the local rows (GAP's BUStep).
 
     front: global frontier bitmap; parent, visited, nxt, hub: local (index =
@@ -636,8 +663,15 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
     first by a -1 fill of the whole array. Without ``fill`` (``no_edge`` is
     then not read) ``parent`` must hold -1 for every unreached vertex.
 
-    Returns (vertices awakened, edges examined, sum of their degrees).
-    Edges examined count one per hub test plus the row entries read.
+    Returns (vertices awakened, edges examined, sum of their degrees or -1,
+    sum of the degrees of the vertices left unvisited). Edges examined count
+    one per hub test plus the row entries read. The awakened degree sum
+    (Beamer's m_f of the next frontier) is returned only with ``want_deg``:
+    without it a sparse word does not read the hits' rows in ``indptr``
+    (0.1-0.2 ms of a SCALE 20 level that finds 36K-110K vertices); a dense
+    word reads them anyway, as a sequential stream that also brings in the
+    row starts its misses need. The unvisited degree sum (m_u) comes from
+    the misses' rows, which the step reads anyway.
     """
     nloc = indptr.shape[0] - 1
     nwords = (nloc + 63) >> 6
@@ -645,12 +679,14 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
     awake = 0
     examined = 0
     awake_deg = 0
+    left_deg = 0
     for blk in prange(nblocks):
         w0 = blk * _BU_BLOCK
         w1 = min(w0 + _BU_BLOCK, nwords)
         n_ex = 0
         n_deg = 0
         n_aw = 0
+        n_left = 0
         for w in range(w0, w1):        # pass 1: hubs, prefetch the misses' rows
             vis = visited[w]
             todo = ~vis
@@ -663,7 +699,7 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
                     _set_lanes(pv, no_edge[w], count)
                 continue
             dv = indptr[base:base + count + 1]
-            hits, d = _bu_word_hits(hub[base:base + count], pv, dv, front, todo, count)
+            hits, d = _bu_word_hits(hub[base:base + count], pv, dv, front, todo, count, want_deg)
             if fill:
                 _set_lanes(pv, (todo & ~hits) | no_edge[w], count)
             n_ex += _popcount(todo)
@@ -688,21 +724,26 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
                 b = _cttz(miss)
                 miss &= miss - 1
                 vl = base + b
-                if indptr[vl + 1] - indptr[vl] <= 1:
-                    continue  # the hub is its only neighbour and it missed
-                u, k = _scan_row(indptr, indices, front, vl)
-                n_ex += k
-                if u >= 0:
-                    parent[vl] = u
-                    nb |= np.int64(1) << b
-                    n_deg += indptr[vl + 1] - indptr[vl]
+                dg = indptr[vl + 1] - indptr[vl]
+                if dg > 1:      # else the hub is its only neighbour and it missed
+                    u, k = _scan_row(indptr, indices, front, vl)
+                    n_ex += k
+                    if u >= 0:
+                        parent[vl] = u
+                        nb |= np.int64(1) << b
+                        n_deg += dg
+                        dg = 0  # found: not left unvisited
+                # (one add after the branches: a `continue` here breaks
+                # Numba's parfor reduction analysis)
+                n_left += dg
             nxt[w] |= nb
             visited[w] = vis | nb
             n_aw += _popcount(nb)
         awake += n_aw
         examined += n_ex
         awake_deg += n_deg
-    return awake, examined, awake_deg
+        left_deg += n_left
+    return awake, examined, awake_deg if want_deg else -1, left_deg
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -1151,7 +1192,8 @@ def bottom_up(graph, root, stats=False):
     n_f, level = 1, 0
     while n_f:
         t0 = time.perf_counter()
-        awake, examined, _ = bu_step(indptr, indices, 0, front, parent, visited, nxt, hub, no_edge, level == 0)
+        awake, examined, _, _ = bu_step(indptr, indices, 0, front, parent, visited, nxt, hub, no_edge, level == 0,
+                                        False)
         parent[root] = root             # an isolated root is in no_edge: the fill wrote -1 there
         if stats:
             rec.append(_level_record(level, BU, n_f, examined, t0, awake))
@@ -1166,7 +1208,11 @@ def _hybrid(graph, root, stats, pol, semiring):
     (min-id parent). The frontier lives in one representation at a time:
     a queue for top-down/push, a bitmap for bottom-up/pull; a top-down
     level of ``do`` whose new frontier is large leaves it as a bitmap (the
-    next level is then usually bottom-up) and converts only if it is not."""
+    next level is then usually bottom-up) and converts only if it is not.
+    The new frontier's degree sum (m_f) is summed only as far as the
+    policy's next decision needs (:meth:`~dbfs.bfs.policy.BeamerPolicy.m_f_cap`);
+    after a ``do`` bottom-up level m_u is the step's exact count of the
+    edges of the vertices left unvisited."""
     indptr, indices, n = graph.indptr, graph.indices, graph.n_vertices
     rows_sorted = False
     if semiring:
@@ -1201,15 +1247,19 @@ def _hybrid(graph, root, stats, pol, semiring):
             if semiring:
                 queue_to_bitmap(queue, 0, front)
             new_q, examined = td_step(indptr, indices, 0, queue, parent, visited, None if semiring else front)
+            # the degree sum stops early once the policy's decision is known
+            # (m_u is then inexact until the bottom-up level that follows)
+            cap = pol.m_f_cap(None, m_u)
             if new_q is None:           # a large frontier, left in `front`
                 have_queue = False
-                new_n, new_m = bitmap_degrees(front, indptr)
+                new_n, new_m = bitmap_degrees(front, indptr, cap)
             else:
                 if semiring:
                     examined += min_parent_fixup(indptr, 0, indices, new_q, front, parent, rows_sorted)
                 queue = new_q
                 new_n = queue.shape[0]
-                new_m = frontier_edges(indptr, 0, queue) if new_n else 0
+                new_m = frontier_edges(indptr, 0, queue, cap) if new_n else 0
+            m_u -= new_m
         else:
             if have_queue:
                 queue_to_bitmap(queue, 0, front)
@@ -1217,17 +1267,20 @@ def _hybrid(graph, root, stats, pol, semiring):
             if semiring:
                 new_n, examined, new_m = spmv_pull_step(indptr, indices, 0, front, parent, visited,
                                                         nxt, rows_sorted)
+                m_u -= new_m
             else:
-                new_n, examined, new_m = bu_step(indptr, indices, 0, front, parent, visited, nxt, hub,
-                                                 no_edge, need_fill)
+                new_n, examined, _, m_u = bu_step(indptr, indices, 0, front, parent, visited, nxt, hub,
+                                                  no_edge, need_fill, False)
                 if need_fill:
                     parent[root] = root     # (an isolated root is in no_edge)
                     need_fill = False
+                # the new frontier's degree sum only when the policy reads it
+                cap = pol.m_f_cap(new_n, m_u) if new_n else None
+                new_m = 0 if cap is None else bitmap_degrees(nxt, indptr, cap)[1]
             front, nxt = nxt, front
         if stats:
             rec.append(_level_record(level, d, n_f, examined, t0, new_n))
         n_f, m_f = new_n, new_m
-        m_u -= new_m
         level += 1
     if need_fill:                       # no bottom-up level ran
         _fill_unreached(parent, visited, no_edge)

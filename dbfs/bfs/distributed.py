@@ -1178,8 +1178,8 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
             new_n = new_m = examined = 0
             for rk, st in states.items():
                 p = st.p
-                aw, ex, adeg = bu_step(p.indptr, p.indices, 0, front, st.parent, st.visited, st.nxt, p.hub,
-                                       p.no_edge, False)
+                aw, ex, adeg, _ = bu_step(p.indptr, p.indices, 0, front, st.parent, st.visited, st.nxt, p.hub,
+                                          p.no_edge, False, True)
                 st.fbm, st.nxt = st.nxt, st.fbm
                 new_n += aw
                 new_m += adeg
