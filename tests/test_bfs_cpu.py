@@ -494,6 +494,25 @@ def test_bu_step_fill_writes_every_unreached_minus_one(level):
     assert ((p0 == -1) == ((lv < 0) | (lv > level + 1))).all()
 
 
+def test_fill_unreached_writes_minus_one_outside_the_reached_set():
+    """A do search that never goes bottom-up writes its -1s at the end:
+    every vertex clear in ``visited`` or without edges gets -1, the others
+    keep their parent (here on a garbage-filled array)."""
+    n = 200
+    rng = np.random.default_rng(3)
+    reached = rng.random(n) < 0.4
+    no_edge = rng.random(n) < 0.2
+    bits = lambda mask: np.packbits(np.append(mask, np.ones(-n % 64, bool)), bitorder="little").view(np.int64)
+    parent = np.where(reached, np.arange(n), 777).astype(np.int64)
+    cpu._fill_unreached(parent, bits(reached | no_edge), bits(no_edge))
+    np.testing.assert_array_equal(parent, np.where(reached & ~no_edge, np.arange(n), -1))
+    # and end to end: a top-down-only search of a graph with two components
+    edges, n2, root, _ = HAND["two-components"]
+    res = bfs(make_graph(edges, n2), root, "do", stats=True, alpha=1e-9)  # never bottom-up
+    assert {r["direction"] for r in res.level_stats} == {"td"}
+    assert validate(edges, root, res.parent).ok
+
+
 @pytest.mark.parametrize("n, targets, f", [(1 << 14, 1 << 14, 2000), (1 << 16, 60, 8000)])
 def test_td_step_parallel_path_dedupes(n, targets, f):
     """A frontier whose neighbourhoods overlap heavily, over the parallel path:
