@@ -190,7 +190,7 @@ _NO_CAP = 1 << 62     # a cap no degree sum reaches
 
 
 def _cap(cap) -> int:
-    return int(_NO_CAP) if cap is None or cap >= _NO_CAP else max(int(cap), 0)
+    return _NO_CAP if cap is None or cap >= _NO_CAP else max(int(cap), 0)
 
 
 def frontier_edges(indptr, offset, queue, cap=None):
@@ -1224,12 +1224,12 @@ def bottom_up(graph, root, stats=False):
         t0 = time.perf_counter()
         awake, examined, _, _ = bu_step(indptr, indices, 0, front, parent, visited, nxt, hub, no_edge, level == 0,
                                         False)
-        parent[root] = root             # an isolated root is in no_edge: the fill wrote -1 there
         if stats:
             rec.append(_level_record(level, BU, n_f, examined, t0, awake))
         front, nxt = nxt, front
         n_f = awake
         level += 1
+    parent[root] = root                 # an isolated root is in no_edge: level 0's -1s covered it
     return parent, rec
 
 
@@ -1301,9 +1301,7 @@ def _hybrid(graph, root, stats, pol, semiring):
             else:
                 new_n, examined, _, m_u = bu_step(indptr, indices, 0, front, parent, visited, nxt, hub,
                                                   no_edge, need_fill, False)
-                if need_fill:
-                    parent[root] = root     # (an isolated root is in no_edge)
-                    need_fill = False
+                need_fill = False
                 # the new frontier's degree sum only when the policy reads it
                 cap = pol.m_f_cap(new_n, m_u) if new_n else None
                 new_m = 0 if cap is None else bitmap_degrees(nxt, indptr, cap)[1]
@@ -1314,7 +1312,7 @@ def _hybrid(graph, root, stats, pol, semiring):
         level += 1
     if need_fill:                       # no bottom-up level ran
         _fill_unreached(parent, visited, no_edge)
-        parent[root] = root
+    parent[root] = root                 # an isolated root is in no_edge: the -1s covered it
     return parent, rec
 
 
