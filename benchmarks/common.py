@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -14,15 +15,30 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def write_record(kind: str, record: dict, out_dir=None) -> Path:
-    """Write ``record`` (plus machine and time) to results/<kind>-<UTC stamp>.json."""
+    """Write ``record`` (plus machine, time and the dbfs commit that ran) to
+    results/<kind>-<UTC stamp>.json."""
     out = Path(out_dir or os.environ.get("DBFS_RESULTS") or RESULTS)
     out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     path = out / f"{kind}-{stamp}.json"
-    record = {"benchmark": kind, "when": stamp, "machine": machine(), **record}
+    record = {"benchmark": kind, "when": stamp, "machine": machine(), "dbfs_commit": dbfs_commit(), **record}
     path.write_text(json.dumps(record, indent=1, default=float))
     print(f"record: {path}", file=sys.stderr)
     return path
+
+
+def dbfs_commit() -> str | None:
+    """The git commit of the dbfs package that ran, ``-dirty`` appended when
+    its working tree has uncommitted changes (None outside a checkout)."""
+    import dbfs
+
+    try:
+        out = subprocess.run(["git", "-C", str(Path(dbfs.__file__).parent), "describe", "--always", "--dirty",
+                              "--abbrev=7", "--match", "no-tags-match-this"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
 
 
 def median_time(fn, repeat=3):

@@ -67,25 +67,8 @@ def main():
               + " ".join(f"{d}{1e3 * t:.2f}" for d, t in lev))
     mean = float(np.mean([x["median_total"] for x in rows]))
     print(f"mean of the per-root medians: {1e3 * mean:.3f} ms")
-    write_record("cpu_levels", {"params": vars(args), "dbfs_commit": _commit(), "rows": rows,
+    write_record("cpu_levels", {"params": vars(args), "rows": rows,
                                 "runs": {str(r): v for r, v in runs.items()}})
-
-
-def _commit() -> str | None:
-    """The git commit of the dbfs package that ran, ``-dirty`` appended when
-    its working tree has uncommitted changes (None outside a checkout)."""
-    import subprocess
-    from pathlib import Path
-
-    import dbfs
-
-    try:
-        out = subprocess.run(["git", "-C", str(Path(dbfs.__file__).parent), "describe", "--always", "--dirty",
-                              "--abbrev=7", "--match", "no-tags-match-this"],
-                             capture_output=True, text=True, timeout=10)
-    except OSError:
-        return None
-    return out.stdout.strip() or None
 
 
 if __name__ == "__main__":
