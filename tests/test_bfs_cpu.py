@@ -448,7 +448,8 @@ def test_named_steps_on_an_offset_range():
     cpu.mark_queue(np.array([70, 69, 71, 86]), off, visited)
     nb = np.zeros(1, np.int64)
     hub = cpu.hub_neighbours(g)[off:]
-    awake, ex, deg, left = cpu.bu_step(loc_indptr, loc_indices, off, front, lpar, visited, nb, hub, visited, False,
+    awake, ex, deg, left = cpu.bu_step(loc_indptr, loc_indices, off, front, lpar, visited, nb, hub, visited,
+                                       cpu.degree_over_bitmap(loc_indptr, 1), False,
                                        True)
     got = sorted(off + b for b in range(64) if (nb[0] >> b) & 1)
     assert got == [68, 72, 85, 87, 102]
@@ -483,7 +484,8 @@ def test_bu_step_fill_writes_every_unreached_minus_one(level):
         parent = np.where(reached, ref, -1 if not fill else 12345).astype(np.int64)
         visited = no_edge | bits(reached)
         nxt = np.zeros_like(front)
-        out = cpu.bu_step(g.indptr, g.indices, 0, front, parent, visited, nxt, g.meta["_hub"], no_edge, fill, True)
+        out = cpu.bu_step(g.indptr, g.indices, 0, front, parent, visited, nxt, g.meta["_hub"], no_edge,
+                          g.meta["_multi_bitmap"], fill, True)
         runs.append((parent, nxt, visited, out))
     (p0, n0, v0, o0), (p1, n1, v1, o1) = runs
     assert (p0 == 12345).sum() == 0 and (p1 == 12345).sum() == 0

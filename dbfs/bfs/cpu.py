@@ -654,7 +654,7 @@ def _set_lanes(pv, lanes, count):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, fill, want_deg):
+def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, multi, fill, want_deg):
     """Bottom-up step over the local rows (GAP's BUStep).
 
     front: global frontier bitmap; parent, visited, nxt, hub: local (index =
@@ -677,7 +677,14 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
     faster bottom-up levels on the 2-core machine at SCALE 20). A vertex of
     degree 1 is not scanned at all: its only neighbour is the hub (on
     Kronecker graphs most misses: SCALE 20, 31K of the widest level's 39K;
-    skipping them made the whole search 1.27x faster). Between the passes a
+    skipping them made the whole search 1.27x faster). ``multi`` (a local
+    bitmap of the rows with more than one entry, :func:`degree_over_bitmap`
+    ``(indptr, 1)``, Kernel-1 data) takes them out of both passes' walks a
+    word at a time, and a scanned row's outcome is recorded branch-free:
+    per vertex, whether its degree exceeds 1 and whether its scan finds a
+    parent are coin flips on the weak roots' widest level (87K and 80K of
+    167K hub misses), and their mispredicts cost more than the row reads
+    (1.2x faster such levels, 1.05-1.1x the others). Between the passes a
     word's hits are kept in ``nxt`` and ``visited``; each word is written by
     its owner only, so no atomics are needed. Before its pass 1 a block
     prefetches the hub and parent entries of the next block's sparse words
@@ -734,12 +741,11 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
                 _set_lanes(pv, (todo & ~hits) | no_edge[w], count)
             n_ex += _popcount(todo)
             n_deg += d
-            x = todo & ~hits
+            x = todo & ~hits & multi[w]
             while x != 0:
                 b = _cttz(x)
                 x &= x - 1
-                if dv[b + 1] - dv[b] > 1:
-                    prefetch(indices, dv[b])
+                prefetch(indices, dv[b])
             nxt[w] = hits
             visited[w] = vis | hits
             n_aw += _popcount(hits)
@@ -749,23 +755,24 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
             if miss == 0:
                 continue
             base = w << 6
+            # a miss of degree 1 is settled (its only neighbour is the hub)
+            n_left += _popcount(miss & ~multi[w])
+            miss &= multi[w]
             nb = np.int64(0)
             while miss != 0:
                 b = _cttz(miss)
                 miss &= miss - 1
                 vl = base + b
                 dg = indptr[vl + 1] - indptr[vl]
-                if dg > 1:      # else the hub is its only neighbour and it missed
-                    u, k = _scan_row(indptr, indices, front, vl)
-                    n_ex += k
-                    if u >= 0:
-                        parent[vl] = u
-                        nb |= np.int64(1) << b
-                        n_deg += dg
-                        dg = 0  # found: not left unvisited
-                # (one add after the branches: a `continue` here breaks
-                # Numba's parfor reduction analysis)
-                n_left += dg
+                u, k = _scan_row(indptr, indices, front, vl)
+                n_ex += k
+                # branch-free from here (found or not is a coin flip):
+                # a miss's parent is already -1
+                parent[vl] = u
+                f = np.int64(u >= 0)
+                nb |= f << b
+                n_deg += f * dg
+                n_left += (1 - f) * dg
             nxt[w] |= nb
             visited[w] = vis | nb
             n_aw += _popcount(nb)
@@ -1158,8 +1165,8 @@ def _deg(indptr, v):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _no_edge_bitmap(indptr):
-    """Bits of the vertices without edges, plus the padding bits."""
+def degree_over_bitmap(indptr, k):
+    """Bits of the rows with more than k entries (padding bits clear)."""
     nloc = indptr.shape[0] - 1
     nwords = (nloc + 63) >> 6
     bm = np.empty(nwords, np.int64)
@@ -1167,9 +1174,23 @@ def _no_edge_bitmap(indptr):
         x = np.int64(0)
         for b in range(64):
             v = (w << 6) + b
-            if v >= nloc or indptr[v + 1] == indptr[v]:
+            if v < nloc and indptr[v + 1] - indptr[v] > k:
                 x |= np.int64(1) << b
         bm[w] = x
+    return bm
+
+
+def _no_edge_bitmap(indptr):
+    """Bits of the vertices without edges, plus the padding bits."""
+    return ~degree_over_bitmap(indptr, 0)
+
+
+def multi_edge_bitmap(graph):
+    """Bits of the vertices with more than one edge (``bu_step``'s
+    ``multi``); Kernel-1 data, cached in ``graph.meta["_multi_bitmap"]``."""
+    bm = graph.meta.get("_multi_bitmap")
+    if bm is None:
+        bm = graph.meta["_multi_bitmap"] = degree_over_bitmap(graph.indptr, 1)
     return bm
 
 
@@ -1213,6 +1234,7 @@ def bottom_up(graph, root, stats=False):
     parent = np.empty(n, np.int64)      # the first bu_step writes the -1s
     parent[root] = root
     hub = hub_neighbours(graph)
+    multi = multi_edge_bitmap(graph)
     front = _new_bitmap(n, False)
     nxt = _new_bitmap(n, False)
     visited = start_visited(graph, root)
@@ -1222,7 +1244,7 @@ def bottom_up(graph, root, stats=False):
     n_f, level = 1, 0
     while n_f:
         t0 = time.perf_counter()
-        awake, examined, _, _ = bu_step(indptr, indices, 0, front, parent, visited, nxt, hub, no_edge, level == 0,
+        awake, examined, _, _ = bu_step(indptr, indices, 0, front, parent, visited, nxt, hub, no_edge, multi, level == 0,
                                         False)
         if stats:
             rec.append(_level_record(level, BU, n_f, examined, t0, awake))
@@ -1251,6 +1273,7 @@ def _hybrid(graph, root, stats, pol, semiring):
             rows_sorted = bool(_rows_sorted(indptr, indices))
             graph.meta["_rows_sorted"] = rows_sorted
     hub = None if semiring else hub_neighbours(graph)
+    multi = None if semiring else multi_edge_bitmap(graph)
     # do: the first bottom-up level writes the -1s (bu_step's ``fill``)
     need_fill = not semiring
     parent = np.empty(n, np.int64) if need_fill else _fill_parent(n)
@@ -1300,7 +1323,7 @@ def _hybrid(graph, root, stats, pol, semiring):
                 m_u -= new_m
             else:
                 new_n, examined, _, m_u = bu_step(indptr, indices, 0, front, parent, visited, nxt, hub,
-                                                  no_edge, need_fill, False)
+                                                  no_edge, multi, need_fill, False)
                 need_fill = False
                 # the new frontier's degree sum only when the policy reads it
                 cap = pol.m_f_cap(new_n, m_u) if new_n else None
@@ -1336,6 +1359,7 @@ def prepare(graph):
     on their first search (hub neighbours, no-edge bitmap, row order). They
     are Kernel-1 data: call this inside the construction timer."""
     hub_neighbours(graph)
+    multi_edge_bitmap(graph)
     if graph.n_vertices:
         start_visited(graph, 0)
     if "_rows_sorted" not in graph.meta:

@@ -143,8 +143,8 @@ from urllib.parse import urlparse
 import numpy as np
 from numba import njit, prange
 
-from dbfs.bfs.cpu import (_fill_parent, _no_edge_bitmap, atomic_or, bitmap_to_queue, bu_step, hub_by_degree,
-                          queue_to_bitmap, reused_int64, td_step)
+from dbfs.bfs.cpu import (_fill_parent, _no_edge_bitmap, atomic_or, bitmap_to_queue, bu_step, degree_over_bitmap,
+                          hub_by_degree, queue_to_bitmap, reused_int64, td_step)
 from dbfs.bfs.policy import BU, TD, policy_from
 from dbfs.errors import DbfsError
 from dbfs.partition import Partitioning, owner_local
@@ -199,6 +199,7 @@ class _Part:
         self.nloc = self.pad + self.count
         self.nnz = int(meta["nnz"])
         self.no_edge = _no_edge_bitmap(self.indptr)
+        self.multi = degree_over_bitmap(self.indptr, 1)
         self.hub = None            # set by _prepare_part: needs every partition's degrees
         self.prepare_time = 0.0
         self.load_time = float(meta["load_time"])
@@ -1179,7 +1180,7 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
             for rk, st in states.items():
                 p = st.p
                 aw, ex, adeg, _ = bu_step(p.indptr, p.indices, 0, front, st.parent, st.visited, st.nxt, p.hub,
-                                          p.no_edge, False, True)
+                                          p.no_edge, p.multi, False, True)
                 st.fbm, st.nxt = st.nxt, st.fbm
                 new_n += aw
                 new_m += adeg
