@@ -581,3 +581,46 @@ def test_bitmap_helpers_large():
                 assert got[0] == want[0] and cap < got[1] <= want[1]
             else:
                 assert cap < got <= want
+
+
+_NO_LOAD_SCRIPT = r"""
+import sys, numpy as np
+from numba.core.registry import CPUDispatcher
+from dbfs.bfs import bfs, cpu
+from dbfs.generate.graph500 import kronecker_edges
+from dbfs.kernel1 import build_csr
+from dbfs.roots import graph500_roots
+
+if sys.argv[1] == "off":
+    cpu.warm_kernels = lambda indptr, indices: None      # the search as it was without it
+edges = kronecker_edges(16)
+roots = graph500_roots(edges, 16, n=16).tolist()
+g = build_csr(edges, n_vertices=1 << 16)
+sigs = lambda: {k: len(v.signatures) for k, v in vars(cpu).items() if isinstance(v, CPUDispatcher)}
+runs = [("do", {}), ("do", {"policy": "change_state"}), ("td", {}), ("bu", {}), ("spmv", {})]
+for a, o in runs:
+    bfs(g, roots[0], a, **o)                             # the harness's one warm-up search
+before = sigs()
+for a, o in runs:
+    for r in roots[1:]:
+        bfs(g, r, a, **o)
+print(sorted(k for k, v in sigs().items() if v != before[k]))
+"""
+
+
+def test_after_one_search_no_search_loads_a_kernel():
+    """One warm-up search loads every kernel the searches use (Numba
+    compiles or loads a kernel on its first call, 3-15 ms inside a timed
+    SCALE 20 search otherwise): in a fresh process, after one search per
+    algorithm, 15 more roots each load nothing. Without warm_kernels the
+    same run does load kernels inside later searches (the check can fail)."""
+    import subprocess
+    import sys
+
+    def loaded(mode):
+        out = subprocess.run([sys.executable, "-c", _NO_LOAD_SCRIPT, mode], capture_output=True, text=True,
+                             check=True)
+        return out.stdout.strip().splitlines()[-1]
+
+    assert loaded("on") == "[]"
+    assert loaded("off") != "[]"

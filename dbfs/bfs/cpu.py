@@ -1211,6 +1211,7 @@ def start_visited(graph, root):
 def top_down(graph, root, stats=False):
     """Parallel top-down BFS: td_step per level."""
     indptr, indices = graph.indptr, graph.indices
+    warm_kernels(indptr, indices)
     parent = _fill_parent(graph.n_vertices)
     parent[root] = root
     visited = start_visited(graph, root)
@@ -1231,6 +1232,7 @@ def top_down(graph, root, stats=False):
 def bottom_up(graph, root, stats=False):
     """Parallel bottom-up BFS: bu_step per level (frontier bitmap)."""
     indptr, indices, n = graph.indptr, graph.indices, graph.n_vertices
+    warm_kernels(indptr, indices)
     parent = np.empty(n, np.int64)      # the first bu_step writes the -1s
     parent[root] = root
     hub = hub_neighbours(graph)
@@ -1266,6 +1268,7 @@ def _hybrid(graph, root, stats, pol, semiring):
     after a ``do`` bottom-up level m_u is the step's exact count of the
     edges of the vertices left unvisited."""
     indptr, indices, n = graph.indptr, graph.indices, graph.n_vertices
+    warm_kernels(indptr, indices)
     rows_sorted = False
     if semiring:
         rows_sorted = graph.meta.get("_rows_sorted")
@@ -1357,7 +1360,9 @@ def spmv(graph, root, stats=False, policy="beamer", alpha=None, beta=None, unexp
 def prepare(graph):
     """Build the per-graph helper structures the kernels would otherwise build
     on their first search (hub neighbours, no-edge bitmap, row order). They
-    are Kernel-1 data: call this inside the construction timer."""
+    are Kernel-1 data: call this inside the construction timer. (The search
+    kernels are loaded by the first search, :func:`warm_kernels`: not
+    Kernel-1 work.)"""
     hub_neighbours(graph)
     multi_edge_bitmap(graph)
     if graph.n_vertices:
@@ -1365,6 +1370,76 @@ def prepare(graph):
     if "_rows_sorted" not in graph.meta:
         graph.meta["_rows_sorted"] = bool(_rows_sorted(graph.indptr, graph.indices))
     return graph
+
+
+# ------------------------------------------------------------- kernel warm-up
+_WARM_LOCK = threading.Lock()
+_WARMED: set = set()
+
+
+def _like(a: np.ndarray, values) -> np.ndarray:
+    """``values`` as a small array of ``a``'s dtype and writeability (Numba
+    compiles one specialisation per array type, read-only ones included)."""
+    out = np.ascontiguousarray(values, dtype=a.dtype)
+    out.setflags(write=a.flags.writeable)
+    return out
+
+
+def warm_kernels(indptr, indices) -> None:
+    """Compile (or load from Numba's cache) every kernel a ``td``, ``bu``,
+    ``do`` or ``spmv`` search may call on arrays of these types, once per
+    process and type: a search reaches its parallel or serial variants by
+    frontier size, so one warm-up search leaves some unloaded, and loading
+    one inside a timed search cost it 3-15 ms (SCALE 20: 2-3 ms searches).
+    Runs each kernel on a tiny graph (a star of 100 leaves and 30 isolated
+    vertices) whose arrays have the dtypes and writeability of ``indptr``
+    and ``indices``. ``tests/test_bfs_cpu.py`` checks that searches then
+    compile nothing."""
+    key = (indptr.dtype.str, indices.dtype.str, indptr.flags.writeable, indices.flags.writeable)
+    if key in _WARMED:
+        return
+    with _WARM_LOCK:
+        if key in _WARMED:
+            return
+        n, k = 130, 100                       # vertex 0 joined to 1..k
+        ip = _like(indptr, np.concatenate([[0, k], np.arange(k + 1, 2 * k + 1), np.full(n - k - 1, 2 * k)]))
+        ix = _like(indices, np.concatenate([np.arange(1, k + 1), np.zeros(k)]))
+        deg = np.diff(ip)
+        hub = hub_by_degree(ip, ix, deg)
+        no_edge = _no_edge_bitmap(ip)
+        multi = degree_over_bitmap(ip, 1)
+        _rows_sorted(ip, ix)
+        parent = _fill_parent(n)
+        nbw = no_edge.shape[0]
+        visited, front, nxt = no_edge.copy(), _new_bitmap(n, False), _new_bitmap(n, False)
+        q = np.array([0], np.int64)
+        E = int(_frontier_edges_serial(ip, 0, q, 0, 1, _NO_CAP))
+        _frontier_edges_parallel(ip, 0, q, _NO_CAP, num_threads())
+        _td_step_serial(ip, ix, 0, q, parent, visited.copy(), E)
+        _degree_offsets(ip, 0, q)
+        degoff = _degree_offsets_par(ip, 0, q)
+        out = np.empty(E, np.int64)
+        seen = np.zeros(nbw, np.int64)
+        cnt = _td_claim_chunks(ip, ix, 0, q, parent, visited, degoff, 2, out)
+        _td_fix_lost_bits(out, cnt, E, visited)
+        _diff_bits(visited, no_edge, front)
+        _bitmap_to_queue_serial(front, 0)
+        _bitmap_to_queue_parallel(front, 0)
+        _bitmap_degrees(front, ip, _NO_CAP, num_threads())
+        _td_dedupe(out, cnt, E, visited, seen)
+        _td_gather(out, cnt, E, seen)
+        queue_to_bitmap(q, 0, front)
+        visited = no_edge.copy()
+        parent = np.empty(n, np.int64)
+        bu_step(ip, ix, 0, front, parent, visited, nxt, hub, no_edge, multi, True, False)
+        _fill_unreached(parent, visited, no_edge)
+        visited = no_edge.copy()
+        parent = _fill_parent(n)
+        spmv_pull_step(ip, ix, 0, front, parent, visited, nxt, True)
+        leaves = np.arange(1, k + 1, dtype=np.int64)
+        _min_parent_fixup_serial(ip, 0, ix, leaves, front, parent, True)
+        _min_parent_fixup_parallel(ip, 0, ix, leaves, front, parent, True)
+        _WARMED.add(key)
 
 
 def num_threads() -> int:

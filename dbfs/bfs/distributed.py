@@ -144,7 +144,7 @@ import numpy as np
 from numba import njit, prange
 
 from dbfs.bfs.cpu import (_fill_parent, _no_edge_bitmap, atomic_or, bitmap_to_queue, bu_step, degree_over_bitmap,
-                          hub_by_degree, queue_to_bitmap, reused_int64, td_step)
+                          hub_by_degree, queue_to_bitmap, reused_int64, td_step, warm_kernels)
 from dbfs.bfs.policy import BU, TD, policy_from
 from dbfs.errors import DbfsError
 from dbfs.partition import Partitioning, owner_local
@@ -238,6 +238,7 @@ def _prepare_part(p, deg):
     """Kernel-1-like data a partition needs from the whole graph: the hub
     neighbours of bu_step (built at load time, outside any search)."""
     t0 = time.perf_counter()
+    warm_kernels(p.indptr, p.indices)
     p.hub = hub_by_degree(p.indptr, p.indices, deg)
     p.prepare_time = time.perf_counter() - t0
     return p
