@@ -146,7 +146,7 @@ def main():
     args = ap.parse_args()
 
     from benchmarks.common import write_record
-    from dbfs.bfs import bfs
+    from dbfs.bfs import bfs, collector_paused
     from dbfs.generate.graph500 import kronecker_edges
     from dbfs.kernel1 import build_csr
     from dbfs.roots import graph500_roots
@@ -193,13 +193,10 @@ def main():
             times, bad = [], []
             for r in use:
                 gc.collect()
-                gc.disable()   # as timeit does: no collector pause inside any contender's timer
-                try:
+                with collector_paused():   # as timeit does: no collector pause inside any contender's timer
                     t0 = time.perf_counter()
                     out = fn(r)
                     times.append(time.perf_counter() - t0)
-                finally:
-                    gc.enable()
                 v = validate(edges, r, to_parent(r, out))
                 out = None   # freed here, not inside the next call's timer
                 if not v.ok:

@@ -173,10 +173,10 @@ def search(graph, root: int, cfg: RunConfig):
     """One timed search; returns (BFSResult, seconds).
 
     CPU: the clock runs around the backend call (parents written in host
-    memory). GPU: ``dbfs.bfs.gpu.search_timed`` synchronises the device before
+    memory), with the garbage collector paused as ``timeit`` does. GPU: ``dbfs.bfs.gpu.search_timed`` synchronises the device before
     each clock read and copies the parents to the host after the clock stops.
     """
-    from dbfs.bfs import BFSResult, bfs
+    from dbfs.bfs import BFSResult, bfs, collector_paused
 
     if cfg.backend == "gpu":
         from dbfs.bfs import gpu
@@ -184,9 +184,11 @@ def search(graph, root: int, cfg: RunConfig):
         parent, seconds, rec = gpu.search_timed(graph, root, cfg.algorithm, stats=True, **cfg.opts)
         return BFSResult(parent=parent, level_stats=rec, root=root, algorithm=cfg.algorithm, backend="gpu",
                          opts=dict(cfg.opts)), seconds
-    t0 = time.perf_counter()
-    res = bfs(graph, root, algorithm=cfg.algorithm, backend=cfg.backend, stats=True, **cfg.opts)
-    return res, time.perf_counter() - t0
+    with collector_paused():
+        t0 = time.perf_counter()
+        res = bfs(graph, root, algorithm=cfg.algorithm, backend=cfg.backend, stats=True, **cfg.opts)
+        t = time.perf_counter() - t0
+    return res, t
 
 
 def run_graph500(spec_or_name, root_dir=None, cfg: RunConfig | None = None, client=None) -> RunResult:

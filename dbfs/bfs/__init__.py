@@ -31,7 +31,9 @@ themselves except per level behind ``stats``.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import importlib
 import inspect
 from dataclasses import dataclass, field
@@ -122,6 +124,20 @@ def prepare(graph: CSRGraph, backend: str = "cpu") -> CSRGraph:
     mod = importlib.import_module(f"dbfs.bfs.{backend}")
     hook = getattr(mod, "prepare", None)
     return hook(graph) if hook is not None else graph
+
+
+@contextlib.contextmanager
+def collector_paused():
+    """Python's garbage collector off inside the block (as ``timeit`` does
+    around its timer), restored after: a collection of unrelated objects
+    (10+ ms with Numba's objects loaded) is not part of a search."""
+    on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if on:
+            gc.enable()
 
 
 def check_root_id(root, n) -> int:

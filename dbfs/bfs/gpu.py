@@ -62,7 +62,6 @@ when the parent array is written).
 """
 from __future__ import annotations
 
-import gc
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -71,7 +70,7 @@ from pathlib import Path
 import cupy as cp
 import numpy as np
 
-from dbfs.bfs import register
+from dbfs.bfs import collector_paused, register
 from dbfs.bfs.policy import BU, TD, policy_from
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph
@@ -472,17 +471,12 @@ def search_device(graph: CSRGraph, root: int, algorithm: str = "do", stats: bool
     dg = device_graph(graph, opts.get("device_memory_limit"))
     _kernels(dg.vid)
     dev = cp.cuda.Device()
-    gc_on = gc.isenabled()
-    gc.disable()   # as timeit does: a collection of unrelated objects is not part of the search
-    try:
+    with collector_paused():
         dev.synchronize()
         t0 = time.perf_counter()
         parent, rec = _search(graph, r, algorithm, stats, **opts)
         dev.synchronize()
         seconds = time.perf_counter() - t0
-    finally:
-        if gc_on:
-            gc.enable()
     return parent, seconds, rec
 
 
