@@ -84,6 +84,11 @@ from numba.extending import intrinsic
 from dbfs.bfs import register
 from dbfs.bfs.policy import BU, TD, policy_from
 
+# a top-down level claims over pieces of at most this many edges, so its
+# record buffer (8 bytes an entry, kept per thread) is bounded: sized by the
+# level's edges it grew inside timed searches (a pure top-down SCALE 20
+# search took 1 s instead of 90 ms when a root's widest level outgrew it)
+_TD_PIECE = 1 << 22
 # edges per top-down work chunk, and a cap on the number of chunks
 _TD_GRAIN = 2048
 _MAX_CHUNKS = 1024
@@ -296,7 +301,11 @@ def td_step(indptr, indices, offset, frontier, parent, visited, front=None):
     bitmap, with no atomic per record (0.3-0.4 ms off the 1.5 ms top-down
     level of a SCALE 20 search on 2 cores). Otherwise a parallel pass keeps
     one record per vertex (an atomic OR on ``seen`` picks it), re-sets lost
-    visited bits, and the new frontier is gathered from the slices.
+    visited bits, and the new frontier is gathered from the slices. A level
+    of more than ``_TD_PIECE`` edges claims piece by piece (each piece's
+    lost bits re-set from its records, which the next piece overwrites) and
+    always reads its new frontier from the bits: the record buffer stays
+    bounded however wide the level.
 
     Returns (next_frontier int64, edges examined). With ``front`` (a local
     bitmap, ``offset`` 0), a large new frontier is left there as a bitmap
@@ -315,18 +324,31 @@ def td_step(indptr, indices, offset, frontier, parent, visited, front=None):
     E = int(degoff[f])
     if E == 0:
         return np.empty(0, np.int64), 0
-    C = min(max(E // _TD_GRAIN, 1), _MAX_CHUNKS)
-    out = _record_buffer(E)
     seen = _seen_bitmap(visited.shape[0])
-    may_be_big = E > seen.shape[0]
+    may_be_big = E > seen.shape[0] or E > _TD_PIECE
     if may_be_big:
         seen[:] = visited           # the visited set before this level
-    cnt = _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff, C, out)
-    if may_be_big and int(cnt.sum()) > seen.shape[0]:
+    if E > _TD_PIECE:
+        # claims over edge pieces of at most _TD_PIECE, each piece's lost
+        # bits re-set from its records before the next reuses the buffer
+        for e_lo in range(0, E, _TD_PIECE):
+            e_hi = min(e_lo + _TD_PIECE, E)
+            C = min(max((e_hi - e_lo) // _TD_GRAIN, 1), _MAX_CHUNKS)
+            out = _record_buffer(e_hi - e_lo)
+            cnt = _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff, e_lo, e_hi, C, out)
+            _td_fix_lost_bits(out, cnt, e_hi - e_lo, visited)
+        big = True
+    else:
+        C = min(max(E // _TD_GRAIN, 1), _MAX_CHUNKS)
+        out = _record_buffer(E)
+        cnt = _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff, 0, E, C, out)
+        big = may_be_big and int(cnt.sum()) > seen.shape[0]
+        if big:
+            _td_fix_lost_bits(out, cnt, E, visited)
+    if big:
         # a large frontier: the bits the level added to `visited` (after
         # re-setting any a race lost), in ascending order, so the next step
         # reads indptr and the rows front to back, not at random
-        _td_fix_lost_bits(out, cnt, E, visited)
         if front is not None:
             _diff_bits(visited, seen, front)
             seen.fill(0)
@@ -342,31 +364,27 @@ def td_step(indptr, indices, offset, frontier, parent, visited, front=None):
 
 
 _SEEN = threading.local()
-_KEEP_RECORDS = 1 << 28     # entries (2 GiB): a larger record buffer is not kept between levels
 
 
-def reused_int64(holder: dict, key, n: int, keep: int | None = None) -> np.ndarray:
+def reused_int64(holder: dict, key, n: int) -> np.ndarray:
     """A reusable, pre-faulted int64 work array of at least ``n`` entries
     (contents undefined), kept in ``holder[key]`` across levels and searches
-    and grown by doubling; a request above ``keep`` entries gets a fresh
-    array that is not kept. A fresh ``np.empty`` per level of more than
+    and grown by doubling. A fresh ``np.empty`` per level of more than
     glibc's 32 MiB mmap threshold is a fresh mapping whose page faults
     (parallel faults serialize in the kernel) land inside the timed search:
     they made top-down levels at SCALE 18-20 2-5x slower."""
-    if keep is not None and n > keep:
-        return np.empty(n, np.int64)
     a = holder.get(key)
     if a is None or a.shape[0] < n:
-        size = max(n, 2 * (0 if a is None else a.shape[0]))
-        a = np.empty(size if keep is None else min(size, keep), np.int64)
+        a = np.empty(max(n, 2 * (0 if a is None else a.shape[0])), np.int64)
         a.fill(0)
         holder[key] = a
     return a
 
 
 def _record_buffer(n: int) -> np.ndarray:
-    """This thread's record buffer for :func:`_td_claim_chunks` (see :func:`reused_int64`)."""
-    return reused_int64(_SEEN.__dict__, "rec", n, _KEEP_RECORDS)
+    """This thread's record buffer for :func:`_td_claim_chunks` (see
+    :func:`reused_int64`; at most ``_TD_PIECE`` entries are asked for)."""
+    return reused_int64(_SEEN.__dict__, "rec", n)
 
 
 def _seen_bitmap(nwords: int) -> np.ndarray:
@@ -401,25 +419,27 @@ def _td_step_serial(indptr, indices, offset, frontier, parent, visited, E):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff, C, out):
-    """Claim over ``C`` equal edge ranges in parallel: every neighbour whose
+def _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff, e_lo, e_hi, C, out):
+    """Claim over the frontier's edges ``[e_lo, e_hi)`` (indices into the
+    concatenation of its rows, ``degoff`` its degree offsets) split in ``C``
+    equal ranges in parallel: every neighbour whose
     ``visited`` bit is clear gets the bit (a plain read-modify-write: a
     concurrent update may lose it), ``parent[v] = u`` and a record in the
-    chunk's slice of ``out`` (from the chunk's first edge index). A vertex
+    chunk's slice of ``out`` (from the chunk's first edge index - e_lo). A vertex
     may so be recorded twice (two chunks racing, or a lost bit); every such
     u is in the frontier, so whichever store lands last is a valid parent.
     The parent entry of the neighbour ``_TD_PREFETCH`` edges ahead is
     prefetched: the claims' stores go to random lines of a parent array that
     no fill has brought in (1.2-1.5x faster claims at SCALE 20).
     Returns the records per chunk."""
-    E = degoff[frontier.shape[0]]
+    E = e_hi - e_lo
     cnt = np.zeros(C, np.int64)
     for c in prange(C):
-        e0 = c * E // C
-        e1 = (c + 1) * E // C
+        e0 = e_lo + c * E // C
+        e1 = e_lo + (c + 1) * E // C
         i = np.searchsorted(degoff, e0, side="right") - 1
         k = e0
-        w = e0
+        w = e0 - e_lo
         while k < e1:
             u = frontier[i]
             row = u - offset
@@ -442,7 +462,7 @@ def _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff,
                 w += 1
             k = stop
             i += 1
-        cnt[c] = w - e0
+        cnt[c] = w - (e0 - e_lo)
     return cnt
 
 
@@ -1420,7 +1440,7 @@ def warm_kernels(indptr, indices) -> None:
         degoff = _degree_offsets_par(ip, 0, q)
         out = np.empty(E, np.int64)
         seen = np.zeros(nbw, np.int64)
-        cnt = _td_claim_chunks(ip, ix, 0, q, parent, visited, degoff, 2, out)
+        cnt = _td_claim_chunks(ip, ix, 0, q, parent, visited, degoff, 0, E, 2, out)
         _td_fix_lost_bits(out, cnt, E, visited)
         _diff_bits(visited, no_edge, front)
         _bitmap_to_queue_serial(front, 0)
