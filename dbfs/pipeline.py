@@ -173,8 +173,9 @@ def search(graph, root: int, cfg: RunConfig):
     """One timed search; returns (BFSResult, seconds).
 
     CPU: the clock runs around the backend call (parents written in host
-    memory), with the garbage collector paused as ``timeit`` does. GPU: ``dbfs.bfs.gpu.search_timed`` synchronises the device before
-    each clock read and copies the parents to the host after the clock stops.
+    memory), with the garbage collector paused as ``timeit`` does. GPU:
+    ``dbfs.bfs.gpu.search_timed`` synchronises the device before each clock
+    read and copies the parents to the host after the clock stops.
     """
     from dbfs.bfs import BFSResult, bfs, collector_paused
 

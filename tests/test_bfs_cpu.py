@@ -448,9 +448,9 @@ def test_named_steps_on_an_offset_range():
     cpu.mark_queue(np.array([70, 69, 71, 86]), off, visited)
     nb = np.zeros(1, np.int64)
     hub = cpu.hub_neighbours(g)[off:]
-    awake, ex, deg, left = cpu.bu_step(loc_indptr, loc_indices, off, front, lpar, visited, nb, hub, visited,
-                                       cpu.degree_over_bitmap(loc_indptr, 1), False,
-                                       True)
+    multi = cpu.degree_over_bitmap(loc_indptr, 1)
+    awake, ex, deg, left = cpu.bu_step(loc_indptr, loc_indices, off, front, lpar, visited, nb, hub, visited, multi,
+                                       False, True)
     got = sorted(off + b for b in range(64) if (nb[0] >> b) & 1)
     assert got == [68, 72, 85, 87, 102]
     assert awake == 5 and all(lpar[v - off] in nxt for v in got)

@@ -677,7 +677,8 @@ def _set_lanes(pv, lanes, count):
 def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, multi, fill, want_deg):
     """Bottom-up step over the local rows (GAP's BUStep).
 
-    front: global frontier bitmap; parent, visited, nxt, hub: local (index =
+    front: global frontier bitmap; parent, visited, nxt, hub, no_edge,
+    multi: local (index =
     global id - offset, ``offset % 64 == 0``). ``visited`` must be EXACT here
     (every reached vertex has its bit; bits may also mark vertices never to
     search, such as isolated ones). ``hub[v]`` is v's highest-degree
@@ -689,9 +690,9 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
     passes. Pass 1, per word: the hub tests and the hits' parents
     (:func:`_bu_word_hits`; a dense word works on all 64 lanes branch-free,
     vectorised over slices of ``hub``, ``parent`` and ``indptr``: 1.1-1.2x
-    faster than walking the hits bit by bit), and a
-    software prefetch of the row of every vertex whose hub missed. Pass 2
-    scans those rows up to the first neighbour in the frontier (early exit):
+    faster than walking the hits bit by bit), and a software prefetch of
+    the row of every vertex of degree > 1 whose hub missed. Pass 2 scans
+    those rows up to the first neighbour in the frontier (early exit):
     the prefetches of a whole block are in flight together, where a scan
     right after its word's tests waited for each row in turn (1.3-1.5x
     faster bottom-up levels on the 2-core machine at SCALE 20). A vertex of
@@ -704,7 +705,8 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
     per vertex, whether its degree exceeds 1 and whether its scan finds a
     parent are coin flips on the weak roots' widest level (87K and 80K of
     167K hub misses), and their mispredicts cost more than the row reads
-    (1.2x faster such levels, 1.05-1.1x the others). Between the passes a
+    (in-process A/B at SCALE 20: 1.1-1.2x such levels, 1.05-1.1x the
+    others). Between the passes a
     word's hits are kept in ``nxt`` and ``visited``; each word is written by
     its owner only, so no atomics are needed. Before its pass 1 a block
     prefetches the hub and parent entries of the next block's sparse words
@@ -1266,8 +1268,8 @@ def bottom_up(graph, root, stats=False):
     n_f, level = 1, 0
     while n_f:
         t0 = time.perf_counter()
-        awake, examined, _, _ = bu_step(indptr, indices, 0, front, parent, visited, nxt, hub, no_edge, multi, level == 0,
-                                        False)
+        awake, examined, _, _ = bu_step(indptr, indices, 0, front, parent, visited, nxt, hub, no_edge, multi,
+                                        level == 0, False)
         if stats:
             rec.append(_level_record(level, BU, n_f, examined, t0, awake))
         front, nxt = nxt, front

@@ -122,8 +122,8 @@ array, a parent slice, a queue buffer and 3 bitmaps per partition, plus one
 claim scratch over ALL vertices (int32 while N < 2**31: 4 N bytes) and 3
 global bitmaps (N / 8 bytes each), and ``td_step``'s reused record buffer
 (8 bytes per edge of the widest top-down level the worker ran, at most
-32 MiB: wider levels claim in pieces) and ``seen`` bitmap (N / 8 bytes); at load time, transiently, the
-global degree array (4 N bytes).
+32 MiB: wider levels claim in pieces) and ``seen`` bitmap (N / 8 bytes);
+at load time, transiently, the global degree array (4 N bytes).
 """
 from __future__ import annotations
 
