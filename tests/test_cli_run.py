@@ -129,6 +129,7 @@ def test_run_dask_backend_matches_cpu(tmp_path):
     cpu = run("run", *args, "--scheduler", "threads").stdout
     res = run("run", *args, "--backend", "dask", "--partitions", 3, "--workers", 2)
     assert "num_mpi_processes:              3" in res.stdout
+    assert "closed the LocalCluster" not in res.stderr     # the dask backend searches on it
     nedge = [l for l in cpu.splitlines() if l.startswith("min_nedge")]
     assert nedge and nedge[0] in res.stdout.splitlines()
     res = run("bfs", "kron-s10-ef16-s2-3", "--root", 458, "--backend", "dask", "--partitions", 3,
@@ -141,3 +142,28 @@ def test_run_dask_backend_matches_cpu(tmp_path):
 def test_partitions_need_dask(tmp_path):
     res = run("run", "--scale", 6, "--datasets", tmp_path, "--partitions", 2, ok=False)
     assert res.exit_code == 2 and "--backend dask" in res.stderr
+
+
+@pytest.mark.distributed
+def test_run_closes_its_local_cluster_before_the_searches(tmp_path):
+    """A single-process run closes the LocalCluster it started once the
+    graph is loaded (its idle workers and scheduler would preempt the timed
+    searches) and still prints valid results; a joined cluster is left
+    running."""
+    from distributed import LocalCluster
+
+    from dbfs.cluster import client_for, release_local_cluster
+
+    res = run("run", "--scale", 8, "--datasets", tmp_path, "--roots", 3, "--workers", 1)
+    assert "started LocalCluster" in res.stderr and "closed the LocalCluster" in res.stderr
+    assert res.stderr.index("closed the LocalCluster") < res.stderr.index("search 1/3")
+    assert "bfs  harmonic_mean_TEPS" in res.stdout
+    with client_for(n_workers=1, quiet=True) as client:
+        assert release_local_cluster(client) and client.status == "closed"
+        assert not release_local_cluster(client)
+    assert not release_local_cluster(None)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster:
+        with client_for(cluster.scheduler_address, quiet=True) as client:
+            assert not release_local_cluster(client) and client.status == "running"
+        res = run("run", "--scale", 8, "--datasets", tmp_path, "--roots", 2, "--scheduler", cluster.scheduler_address)
+        assert "closed the LocalCluster" not in res.stderr and cluster.scheduler.workers
