@@ -179,18 +179,6 @@ def _fill_unreached(parent, visited, no_edge):
         _set_lanes(parent[base:min(base + 64, n)], ~visited[w] | no_edge[w], min(64, n - base))
 
 
-@njit(nogil=True, cache=True)
-def _new_bitmap(nloc, pad_ones):
-    """Zeroed bitmap of ceil(nloc/64) words; pad_ones sets the bits >= nloc."""
-    nwords = (nloc + 63) >> 6
-    bm = np.zeros(nwords, np.int64)
-    if pad_ones and (nloc & 63) != 0:
-        w = nwords - 1
-        for b in range(nloc & 63, 64):
-            bm[w] |= np.int64(1) << b
-    return bm
-
-
 _NO_CAP = 1 << 62     # a cap no degree sum reaches
 
 
@@ -1216,17 +1204,35 @@ def multi_edge_bitmap(graph):
     return bm
 
 
-def start_visited(graph, root):
+def start_visited(graph, root, out=None):
     """The visited bitmap a search starts from: the root, the vertices that
     have no edges (never reachable, so bottom-up never looks at them) and the
-    padding bits. The no-edge bitmap is Kernel-1 data, computed once per
-    graph and cached in ``graph.meta["_no_edge_bitmap"]``."""
+    padding bits (written into ``out`` when given). The no-edge bitmap is
+    Kernel-1 data, computed once per graph and cached in
+    ``graph.meta["_no_edge_bitmap"]``."""
     bm = graph.meta.get("_no_edge_bitmap")
     if bm is None:
         bm = graph.meta["_no_edge_bitmap"] = _no_edge_bitmap(graph.indptr)
-    visited = bm.copy()
-    visited[root >> 6] |= np.int64(1) << (root & 63)
-    return visited
+    if out is None:
+        out = bm.copy()
+    else:
+        np.copyto(out, bm)
+    out[root >> 6] |= np.int64(1) << (root & 63)
+    return out
+
+
+def _scratch_bitmaps(n):
+    """This thread's three reusable bitmaps over n vertices (visited, front,
+    next; contents undefined) for a search that returns none of them, in
+    place of three fresh zeroed ones (two of them Numba calls) per search.
+    Every step writes all the words it later reads (``bu_step`` and
+    ``spmv_pull_step`` every word of ``nxt``, ``queue_to_bitmap`` and
+    ``td_step`` every word of ``front``)."""
+    nwords = (n + 63) >> 6
+    a = getattr(_SEEN, "bitmaps", None)
+    if a is None or a.shape[1] != nwords:
+        a = _SEEN.bitmaps = np.zeros((3, nwords), np.int64)
+    return a[0], a[1], a[2]
 
 
 @register("td")
@@ -1259,10 +1265,10 @@ def bottom_up(graph, root, stats=False):
     parent[root] = root
     hub = hub_neighbours(graph)
     multi = multi_edge_bitmap(graph)
-    front = _new_bitmap(n, False)
-    nxt = _new_bitmap(n, False)
-    visited = start_visited(graph, root)
+    visited, front, nxt = _scratch_bitmaps(n)
+    start_visited(graph, root, visited)
     no_edge = graph.meta["_no_edge_bitmap"]
+    front.fill(0)
     front[root >> 6] |= np.int64(1) << (root & 63)
     rec = []
     n_f, level = 1, 0
@@ -1303,9 +1309,8 @@ def _hybrid(graph, root, stats, pol, semiring):
     need_fill = not semiring
     parent = np.empty(n, np.int64) if need_fill else _fill_parent(n)
     parent[root] = root
-    front = _new_bitmap(n, False)
-    nxt = _new_bitmap(n, False)
-    visited = start_visited(graph, root)  # exact at every level boundary
+    visited, front, nxt = _scratch_bitmaps(n)
+    start_visited(graph, root, visited)   # exact at every level boundary
     no_edge = graph.meta["_no_edge_bitmap"]
     queue = np.array([root], dtype=np.int64)
     have_queue = True  # else the frontier is in `front`
@@ -1433,7 +1438,7 @@ def warm_kernels(indptr, indices) -> None:
         _rows_sorted(ip, ix)
         parent = _fill_parent(n)
         nbw = no_edge.shape[0]
-        visited, front, nxt = no_edge.copy(), _new_bitmap(n, False), _new_bitmap(n, False)
+        visited, front, nxt = no_edge.copy(), np.zeros(nbw, np.int64), np.zeros(nbw, np.int64)
         q = np.array([0], np.int64)
         E = int(_frontier_edges_serial(ip, 0, q, 0, 1, _NO_CAP))
         _frontier_edges_parallel(ip, 0, q, _NO_CAP, num_threads())
