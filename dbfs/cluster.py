@@ -94,9 +94,7 @@ def client_for(scheduler: str | None = None, n_workers: int | None = None,
     try:
         yield client
     finally:
-        _STARTED.pop(id(client), None)
-        client.close()
-        cluster.close()
+        release_local_cluster(client)   # unless a run already did
 
 
 # id(client) -> the LocalCluster client_for started for it (joined clusters are not here)

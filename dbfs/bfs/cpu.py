@@ -375,16 +375,21 @@ def _record_buffer(n: int) -> np.ndarray:
     return reused_int64(_SEEN.__dict__, "rec", n)
 
 
+def _thread_bitmaps(key: str, rows: int, nwords: int) -> np.ndarray:
+    """This thread's reusable (rows, nwords) int64 array ``key``, zeroed when
+    (re)allocated for a new ``nwords`` and otherwise as its users left it:
+    allocated and touched once, not fresh (page-faulting) arrays per level
+    or search."""
+    a = _SEEN.__dict__.get(key)
+    if a is None or a.shape != (rows, nwords):
+        a = _SEEN.__dict__[key] = np.zeros((rows, nwords), np.int64)
+    return a
+
+
 def _seen_bitmap(nwords: int) -> np.ndarray:
     """This thread's all-zero bitmap of ``nwords`` words for the new
-    frontier of :func:`td_step`, which leaves it all zero again: allocated and
-    touched once, not an N/8-byte ``np.zeros`` (page faults) per level."""
-    a = getattr(_SEEN, "a", None)
-    if a is None or a.shape[0] != nwords:
-        a = np.empty(nwords, np.int64)
-        a.fill(0)
-        _SEEN.a = a
-    return a
+    frontier of :func:`td_step`, which leaves it all zero again."""
+    return _thread_bitmaps("seen", 1, nwords)[0]
 
 
 @njit(nogil=True, cache=True)
@@ -1228,10 +1233,7 @@ def _scratch_bitmaps(n):
     Every step writes all the words it later reads (``bu_step`` and
     ``spmv_pull_step`` every word of ``nxt``, ``queue_to_bitmap`` and
     ``td_step`` every word of ``front``)."""
-    nwords = (n + 63) >> 6
-    a = getattr(_SEEN, "bitmaps", None)
-    if a is None or a.shape[1] != nwords:
-        a = _SEEN.bitmaps = np.zeros((3, nwords), np.int64)
+    a = _thread_bitmaps("bitmaps", 3, (n + 63) >> 6)
     return a[0], a[1], a[2]
 
 
