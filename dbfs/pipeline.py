@@ -275,6 +275,7 @@ class _LocalRunner:
         return load_graph(ds, variant)
 
     def search(self, root):
+        self.parent = self.level_stats = None   # the previous parents go back to the pool before the clock
         res, t = search(self.graph, root, self.cfg)
         self.parent, self.level_stats = res.parent, res.level_stats
         return t

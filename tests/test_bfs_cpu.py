@@ -636,3 +636,43 @@ def test_top_down_levels_claimed_in_pieces(s16, golden16, monkeypatch, algorithm
     monkeypatch.setattr(cpu, "_TD_PIECE", 3000)
     for root, nedge in list(zip(golden16["roots"], golden16["nedge_v3"]))[:6]:
         check_search(edges, 1 << 16, g, root, algorithm, {}, nedge, oracle[root])
+
+
+@pytest.mark.parametrize("algorithm,opts", VARIANTS, ids=IDS)
+def test_parent_pool_reuses_only_released_arrays(golden10, oracle10, algorithm, opts):
+    """``parent_array`` hands a pooled parent array out again only once the
+    caller dropped it and every view of it: a held result is never
+    overwritten by later searches, a reused array (stale parents of another
+    root inside) still gives a valid search, and the pool keeps at most
+    ``_PARENT_POOL_KEEP`` arrays."""
+    edges = golden10["edges"]
+    g = make_graph(edges, 1 << 10)
+    r = list(zip(golden10["roots"], golden10["nedge_v3"]))[:6]
+
+    def search(i):
+        res = bfs(g, r[i][0], algorithm, **opts)
+        check = validate(edges, r[i][0], res.parent, n_vertices=1 << 10)
+        assert check.ok and check.nedge == r[i][1], check.summary()
+        np.testing.assert_array_equal(check.levels, oracle10[r[i][0]])
+        return res.parent
+
+    def addr(a):
+        return a.__array_interface__["data"][0]
+
+    p0 = search(0)
+    kept = p0.copy()
+    p1 = search(1)                              # p0 held: a second array
+    p2 = search(2)                              # both pooled arrays held: a fresh, unpooled one
+    assert len({addr(p0), addr(p1), addr(p2)}) == 3
+    np.testing.assert_array_equal(p0, kept)     # later searches left the held result alone
+    assert len(g.meta["_parent_pool"]) == cpu._PARENT_POOL_KEEP
+    a0, a1 = addr(p0), addr(p1)
+    view = p1[::2]
+    del p0, p1
+    p3 = search(3)                              # p0's array is free, p1's still has a view
+    assert addr(p3) == a0
+    p4 = search(4)
+    assert addr(p4) not in (a0, a1)
+    del view, p4
+    p5 = search(5)
+    assert addr(p5) == a1
