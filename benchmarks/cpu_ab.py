@@ -1,7 +1,7 @@
 """In-process A/B of the CPU search: a git commit's kernels against the working tree's.
 
     python -m benchmarks.cpu_ab --base COMMIT [--scale 20] [--roots 16] [--reps 5]
-                                [--algorithm do] [--evict-mb 640]
+                                [--algorithm do] [--evict-mb 640] [--hold]
 
 On a shared machine two runs of one benchmark differ by 10-30%, more than
 most changes to a step gain, so separate runs cannot rank two versions.
@@ -12,7 +12,8 @@ so per-graph helpers do not leak between them) and times both versions'
 ``--algorithm`` on the same roots in one process, alternating which goes
 first, each search after a sweep over an ``--evict-mb`` buffer (cold
 caches, as between the searches of ``dbfs run``) with the garbage
-collector paused, after one untimed search per root and version (so the
+collector paused (each search's parents dropped before the next; with
+``--hold`` validated and kept through it, as a user's loop does), after one untimed search per root and version (so the
 comparison is of the steps, not of when a version loads its kernels).
 Both versions' parents are validated for the first root.
 It prints per-root medians and the geometric mean of the per-root
@@ -78,6 +79,9 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--algorithm", default="do")
     ap.add_argument("--evict-mb", type=int, default=640, help="buffer swept before each search (MiB)")
+    ap.add_argument("--hold", action="store_true",
+                    help="validate every search and keep its parents alive through the version's next "
+                         "search, as a `p = bfs(g, r); validate(edges, r, p)` loop does (default: drop them)")
     args = ap.parse_args()
 
     from benchmarks.common import write_record
@@ -105,12 +109,14 @@ def main():
         if not v.ok:
             sys.exit(f"cpu_ab: the {name} side's parents fail validation: {v.summary()}")
         sides[name] = (fn, graph)
-    del edges
+    if not args.hold:
+        del edges
     for fn, graph in sides.values():                     # every root once, untimed: a version without
         for r in roots:                                  # warm_kernels compiles some kernels on later roots
             fn(graph, r)
     evict = np.ones(args.evict_mb << 17, np.int64)
     times = {k: {r: [] for r in roots} for k in sides}
+    held = dict.fromkeys(sides)
     for rep in range(args.reps):
         for i, r in enumerate(roots):
             order = list(sides) if (rep + i) % 2 == 0 else list(sides)[::-1]
@@ -121,12 +127,16 @@ def main():
                     t0 = time.perf_counter()
                     parent, _ = fn(graph, r)
                     times[k][r].append(time.perf_counter() - t0)
+                if args.hold:
+                    held[k] = parent
+                    if not validate(edges, r, parent).ok:
+                        sys.exit(f"cpu_ab: the {k} side's parents from root {r} fail validation")
                 parent = None
     med = {k: {r: float(np.median(times[k][r])) for r in roots} for k in sides}
     ratio = {r: med["base"][r] / med["new"][r] for r in roots}
     geo = float(np.exp(np.mean(np.log(list(ratio.values())))))
     print(f"SCALE {args.scale}, {args.algorithm}, {len(roots)} roots x {args.reps}, cold, alternating; "
-          f"base = {args.base}, new = working tree")
+          f"base = {args.base}, new = working tree" + ("; validated, previous parents held" if args.hold else ""))
     print(f"{'root':>9} {'base ms':>9} {'new ms':>9} {'base/new':>9}")
     for r in roots:
         print(f"{r:>9} {1e3 * med['base'][r]:9.3f} {1e3 * med['new'][r]:9.3f} {ratio[r]:9.3f}")
