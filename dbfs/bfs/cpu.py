@@ -754,7 +754,10 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
     word's hits are kept in ``nxt`` and ``visited``; each word is written by
     its owner only, so no atomics are needed. Before its pass 1 a block
     prefetches the hub and parent entries of the next block's sparse words
-    (:func:`_prefetch_sparse_words`).
+    (:func:`_prefetch_sparse_words`). Without ``fill``, a block whose words
+    are all visited (most blocks of the late levels) only clears its
+    ``nxt`` words: one OR over the block instead of three walks (a SCALE 20
+    step with every vertex visited took 55 us, now 28 us).
 
     ``fill`` (the first bottom-up level of a single-process search): on
     entry ``parent`` holds values only for the vertices ``visited`` marks
@@ -790,6 +793,14 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
         n_aw = 0
         n_left = 0
         _prefetch_sparse_words(visited, hub, parent, w1, min(w1 + _BU_BLOCK, nwords), nloc)
+        if not fill:
+            left = np.int64(0)
+            for w in range(w0, w1):
+                left |= ~visited[w]
+            if left == 0:              # a block with nothing left to find (late levels: most blocks)
+                for w in range(w0, w1):
+                    nxt[w] = 0
+                continue
         for w in range(w0, w1):        # pass 1: hubs, prefetch the misses' rows
             vis = visited[w]
             todo = ~vis
