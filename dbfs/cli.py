@@ -292,7 +292,7 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, r
     Graph500 output goes to stdout, progress to stderr.
     """
     from dbfs.cluster import client_for
-    from dbfs.pipeline import RunConfig, run_fields, run_graph500
+    from dbfs.pipeline import RunConfig, run_fields, run_graph500, stored_for_run
     from dbfs.stats import render_graph500
 
     if n_roots < 1:
@@ -313,6 +313,10 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, r
     target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
     if backend == "gpu" and not scheduler and not cluster_profile:
         scheduler = "threads"  # the GPU does generation and Kernel 1: no CPU cluster to start
+    elif backend == "cpu" and not scheduler and not cluster_profile and stored_for_run(target, datasets, cfg):
+        click.echo("dbfs: dataset and CSR already stored: no cluster to start, the searches run in this process",
+                   err=True)
+        scheduler = "threads"
     with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
         res = run_graph500(target, datasets, cfg, client)
     if res.validated and not res.ok:

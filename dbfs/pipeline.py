@@ -82,6 +82,24 @@ def ensure_dataset(spec_or_name, root, client=None, quiet=False, backend="cpu"):
     return store.open_dataset(spec_or_name, root)
 
 
+def stored_for_run(spec_or_name, root, cfg: RunConfig) -> bool:
+    """Whether the dataset is stored complete (of this spec) and has the CSR
+    variant ``cfg`` searches, so a run has no generation or Kernel 1 left
+    for a Dask cluster to do. Never raises: a missing, half-written or
+    different dataset is False, and the run itself then reports it."""
+    from dbfs import kernel1, store
+    from dbfs.spec import GraphSpec
+
+    try:
+        ds = store.stored(spec_or_name, root) if isinstance(spec_or_name, GraphSpec) else \
+            store.open_dataset(spec_or_name, root)
+        if ds is None:
+            return False
+        return kernel1.reusable_variant(ds.path, cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel) is not None
+    except DbfsError:
+        return False
+
+
 def _gpu_kernel1(cfg: RunConfig) -> bool:
     """GPU Kernel 1 builds the one-partition variant without relabelling."""
     return cfg.backend == "gpu" and cfg.partitions == 1 and cfg.partitioning == "block" and cfg.relabel == "none"

@@ -137,6 +137,16 @@ def status(path: Path) -> tuple[str, str]:
     return "complete", "ok"
 
 
+def stored(spec: GraphSpec, root=None) -> Dataset | None:
+    """The complete stored dataset of ``spec``, or None (missing,
+    half-written, corrupt, or another spec under the same name)."""
+    path = datasets_root(root) / spec.name
+    if status(path)[0] != "complete":
+        return None
+    ds = Dataset(path, _read_attrs(path))
+    return ds if ds.attrs.get("spec") == spec.to_dict() else None
+
+
 def open_dataset(name: str, root=None) -> Dataset:
     """Open a complete dataset or raise DbfsError naming the problem and the fix."""
     root = datasets_root(root)

@@ -139,6 +139,23 @@ def test_run_dask_backend_matches_cpu(tmp_path):
     assert summary(res.stdout) == summary(ref) and "reached 897 of 1,024" in summary(ref)
 
 
+@pytest.mark.distributed
+def test_run_starts_a_cluster_only_for_work_left(tmp_path):
+    """`dbfs run` starts its LocalCluster only when generation or Kernel 1
+    is left to do: a stored dataset with its CSR runs without one, a stored
+    dataset without the CSR still gets one for Kernel 1."""
+    first = run("run", "--scale", 8, "--datasets", tmp_path, "--roots", 2, "--workers", 1)
+    assert "started LocalCluster" in first.stderr
+    again = run("run", "--scale", 8, "--datasets", tmp_path, "--roots", 2, "--workers", 1)
+    assert "started LocalCluster" not in again.stderr and "no cluster to start" in again.stderr
+    assert "reusing complete dataset" in again.stderr
+    assert again.stdout.splitlines()[:3] == first.stdout.splitlines()[:3]
+    assert "bfs  harmonic_mean_TEPS" in again.stdout
+    run("generate", "--scale", 7, "--datasets", tmp_path, "--scheduler", "threads")
+    build = run("run", "--scale", 7, "--datasets", tmp_path, "--roots", 2, "--workers", 1)
+    assert "started LocalCluster" in build.stderr and "no cluster to start" not in build.stderr
+
+
 def test_partitions_need_dask(tmp_path):
     res = run("run", "--scale", 6, "--datasets", tmp_path, "--partitions", 2, ok=False)
     assert res.exit_code == 2 and "--backend dask" in res.stderr
