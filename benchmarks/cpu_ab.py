@@ -13,8 +13,9 @@ so per-graph helpers do not leak between them) and times both versions'
 first, each search after a sweep over an ``--evict-mb`` buffer (cold
 caches, as between the searches of ``dbfs run``) with the garbage
 collector paused (each search's parents dropped before the next; with
-``--hold`` validated and kept through it, as a user's loop does), after one untimed search per root and version (so the
-comparison is of the steps, not of when a version loads its kernels).
+``--hold`` validated and kept through it, as a user's loop does), after
+one untimed search per root and version (so the comparison is of the
+steps, not of when a version loads its kernels).
 Both versions' parents are validated for the first root.
 It prints per-root medians and the geometric mean of the per-root
 base/new ratios (> 1: the working tree is faster); the JSON record keeps

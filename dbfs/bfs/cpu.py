@@ -161,11 +161,10 @@ def prefetch(typingctx, arr, idx):
     return sig, codegen
 
 
-@njit(parallel=True, nogil=True, cache=True)
 def _fill_parent(n):
+    """A fresh int64 array of n -1s (unpooled: :func:`parent_array` for a search's parents)."""
     parent = np.empty(n, np.int64)
-    for i in prange(n):
-        parent[i] = -1
+    _set_unreached(parent)
     return parent
 
 
@@ -1501,7 +1500,6 @@ def warm_kernels(indptr, indices) -> None:
         multi = degree_over_bitmap(ip, 1)
         _rows_sorted(ip, ix)
         parent = _fill_parent(n)
-        _set_unreached(parent)
         nbw = no_edge.shape[0]
         visited, front, nxt = no_edge.copy(), np.zeros(nbw, np.int64), np.zeros(nbw, np.int64)
         q = np.array([0], np.int64)
