@@ -340,9 +340,11 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, r
 @cli.command("bfs")
 @click.argument("name", required=False)
 @click.option("--root", "root", type=int, required=True, help="Search key (original vertex id).")
+@click.option("--out", default=None, metavar="FILE.npy",
+              help="Also write the parent array (int64, original ids, -1 unreached); see `dbfs validate`.")
 @_apply(_run_common)
-def bfs_cmd(name, root, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, relabel, device_memory_limit,
-            datasets, scheduler, workers, cluster_profile):
+def bfs_cmd(name, root, out, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, relabel,
+            device_memory_limit, datasets, scheduler, workers, cluster_profile):
     """One search from --root on dataset NAME: levels and per-level statistics.
 
     NAME must already have the CSR variant (`dbfs build NAME`); without NAME a
@@ -378,6 +380,10 @@ def bfs_cmd(name, root, scale, edgefactor, seed1, seed2, algorithm, backend, par
             runner.search(root)  # warm-up
             t = runner.search(root)
             levels = runner.level_stats
+            if out:
+                import numpy as np
+
+                np.save(out, np.asarray(runner.parents(), dtype=np.int64))
         finally:
             runner.close()
     click.echo(f"dataset {ds.name}  root {root}  algorithm {algorithm}  backend {backend}")
@@ -386,6 +392,43 @@ def bfs_cmd(name, root, scale, edgefactor, seed1, seed2, algorithm, backend, par
         click.echo(f"{d['level']:>5}  {d['direction']:>3}  {d['frontier']:>12,}  {d['edges']:>15,}  {d['time'] * 1e3:>9.3f}")
     reached = sum(d.get("discovered", 0) for d in levels) + 1
     click.echo(f"levels {len(levels)}  reached {reached:,} of {ds.n_vertices:,}  time {t * 1e3:.3f} ms")
+    if out:
+        click.echo(f"dbfs: wrote the parent array to {out}", err=True)
+
+
+@cli.command("validate")
+@click.argument("name")
+@click.option("--root", "root", type=int, required=True, help="Search key the parents come from (original id).")
+@click.option("--parent", "parent_path", required=True, metavar="FILE.npy",
+              help="The search's parent array (numpy.save): one integer per vertex, -1 unreached.")
+@click.option("--seconds", type=float, default=None, help="The search's time, to print its TEPS (nedge / seconds).")
+@datasets_opt
+def validate_cmd(name, root, parent_path, seconds, datasets):
+    """Check a parent array from any BFS (dbfs, GAP, cuGraph, ...) against
+    dataset NAME's input edges by the Graph500 rules.
+
+    Prints the result and nedge; exit 0 when valid, 1 when not (each failed
+    rule with example vertices), 2 for bad input.
+    """
+    from dbfs import store
+    from dbfs.bfs import check_root_id
+    from dbfs.pipeline import edges_for_validation, load_parent_file
+    from dbfs.validate import validate
+
+    if seconds is not None and not seconds > 0:
+        raise DbfsError(f"--seconds {seconds} is invalid: pass the search's time in seconds (> 0)")
+    ds = store.open_dataset(name, datasets)
+    r = check_root_id(root, ds.n_vertices)
+    parent = load_parent_file(parent_path, ds.n_vertices)
+    v = validate(edges_for_validation(ds), r, parent, n_vertices=ds.n_vertices)
+    reached = int((parent >= 0).sum())
+    if not v.ok:
+        click.echo(f"INVALID: dataset {ds.name}  root {r}  reached {reached:,} of {ds.n_vertices:,}")
+        for f in v.failures:
+            click.echo(f"  {f.rule}: {f.message} (e.g. vertices {', '.join(map(str, f.vertices[:5]))})")
+        sys.exit(1)
+    tail = f"  TEPS {v.nedge / seconds:.6g}" if seconds else ""
+    click.echo(f"valid: dataset {ds.name}  root {r}  reached {reached:,} of {ds.n_vertices:,}  nedge {v.nedge:,}{tail}")
 
 
 @cli.command()

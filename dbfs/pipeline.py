@@ -178,6 +178,26 @@ def check_root(ds, root: int) -> None:
                         f"e.g. one of the Graph500 roots (`dbfs run`)")
 
 
+def load_parent_file(path, n_vertices: int) -> np.ndarray:
+    """A parent array saved with ``numpy.save`` (any BFS: dbfs, GAP, cuGraph,
+    ...), as int64: one integer per vertex, -1 for unreached. A missing or
+    unreadable file, a non-integer or multi-dimensional array, or one whose
+    length is not the dataset's vertex count is a DbfsError."""
+    try:
+        a = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise DbfsError(f"parent file {path} not found: save the search's parent array with numpy.save") from None
+    except (OSError, ValueError) as e:
+        raise DbfsError(f"parent file {path} is not a readable .npy array ({e}): save it with numpy.save") from None
+    if not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype.kind not in "iu":
+        raise DbfsError(f"parent file {path} holds a {getattr(a, 'dtype', type(a))} array of shape "
+                        f"{getattr(a, 'shape', '?')}: save a 1-D integer array (one parent per vertex, -1 unreached)")
+    if a.shape[0] != n_vertices:
+        raise DbfsError(f"parent file {path} has {a.shape[0]:,} entries but the dataset has {n_vertices:,} vertices: "
+                        f"pass the parents of a search on this dataset")
+    return a.astype(np.int64, copy=False)
+
+
 def make_runner(client, ds, variant, edges, cfg: RunConfig):
     """The search/validate driver for cfg.backend (see _LocalRunner, _DaskRunner)."""
     if cfg.backend == "dask":
@@ -305,6 +325,10 @@ class _LocalRunner:
 
     def nedge(self, root):
         return _nedge_only(self.edges, self.parent, self.n)
+
+    def parents(self) -> np.ndarray:
+        """The last search's parent array (original ids) in this process."""
+        return self.parent
 
     def close(self):
         pass
@@ -437,6 +461,10 @@ class _DaskRunner:
 
     def nedge(self, root):
         return int(self.validate(root).nedge)
+
+    def parents(self) -> np.ndarray:
+        """The last search's parent array, gathered from the workers."""
+        return self.mod.gather_parent(self.result, self.client)
 
     def close(self):
         if self.result is not None:

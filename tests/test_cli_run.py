@@ -100,6 +100,40 @@ def test_bfs_command_levels(tmp_path):
     assert re.match(r"levels \d+  reached [\d,]+ of 1,024", lines[-1])
 
 
+def test_validate_command_checks_any_parent_file(tmp_path, golden10):
+    """`dbfs bfs --out` writes the parents; `dbfs validate` checks a parent
+    file against the stored input edges: the golden nedge when valid (exit
+    0), the failed rule when corrupted (exit 1), one-line errors for bad
+    input (exit 2)."""
+    name = "kron-s10-ef16-s2-3"
+    run("generate", "--scale", 10, "--datasets", tmp_path, "--scheduler", "threads")
+    run("build", name, "--datasets", tmp_path, "--scheduler", "threads")
+    root, nedge = int(golden10["roots"][0]), int(golden10["nedge_v3"][0])
+    p = tmp_path / "p.npy"
+    run("bfs", name, "--root", root, "--datasets", tmp_path, "--out", p)
+    parent = np.load(p)
+    assert parent.dtype == np.int64 and parent.shape == (1024,) and parent[root] == root
+    res = run("validate", name, "--root", root, "--parent", p, "--datasets", tmp_path, "--seconds", 0.5)
+    assert res.stdout.startswith("valid: ") and f"nedge {nedge:,}" in res.stdout
+    assert f"TEPS {nedge / 0.5:.6g}" in res.stdout
+    other = np.nonzero((parent >= 0) & (np.arange(1024) != root))[0]
+    bad = parent.copy()
+    bad[other[0]] = -1                                   # a reached vertex left unreached
+    np.save(tmp_path / "bad.npy", bad)
+    res = run("validate", name, "--root", root, "--parent", tmp_path / "bad.npy", "--datasets", tmp_path, ok=False)
+    assert res.exit_code == 1 and res.stdout.startswith("INVALID") and str(other[0]) in res.stdout
+    np.save(tmp_path / "short.npy", parent[:100])
+    np.save(tmp_path / "float.npy", parent.astype(float))
+    for args, needle in [(["--parent", tmp_path / "short.npy"], "has 100 entries"),
+                         (["--parent", tmp_path / "float.npy"], "float64"),
+                         (["--parent", tmp_path / "missing.npy"], "not found"),
+                         (["--parent", p, "--seconds", 0], "--seconds 0"),
+                         (["--parent", p, "--root", 5000], "out of range")]:
+        argv = ["validate", name, "--root", root, "--datasets", tmp_path, *args]
+        res = run(*argv, ok=False)
+        assert res.exit_code == 2 and needle in res.stderr, (args, res.stderr)
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--roots", 0], "--roots 0"),
     (["--algorithm", "nope"], "unknown BFS algorithm"),
@@ -133,10 +167,13 @@ def test_run_dask_backend_matches_cpu(tmp_path):
     nedge = [l for l in cpu.splitlines() if l.startswith("min_nedge")]
     assert nedge and nedge[0] in res.stdout.splitlines()
     res = run("bfs", "kron-s10-ef16-s2-3", "--root", 458, "--backend", "dask", "--partitions", 3,
-              "--datasets", tmp_path, "--workers", 2)
+              "--datasets", tmp_path, "--workers", 2, "--out", tmp_path / "p.npy")
     ref = run("bfs", "kron-s10-ef16-s2-3", "--root", 458, "--datasets", tmp_path).stdout
     summary = lambda out: out.splitlines()[-1].split("  time")[0]  # noqa: E731
     assert summary(res.stdout) == summary(ref) and "reached 897 of 1,024" in summary(ref)
+    res = run("validate", "kron-s10-ef16-s2-3", "--root", 458, "--parent", tmp_path / "p.npy",
+              "--datasets", tmp_path)                    # the parents gathered from the workers
+    assert res.stdout.startswith("valid: ") and "reached 897 of 1,024" in res.stdout
 
 
 @pytest.mark.distributed
