@@ -383,7 +383,11 @@ def bfs_cmd(name, root, out, scale, edgefactor, seed1, seed2, algorithm, backend
             if out:
                 import numpy as np
 
-                np.save(out, np.asarray(runner.parents(), dtype=np.int64))
+                try:
+                    np.save(out, np.asarray(runner.parents(), dtype=np.int64))
+                except OSError as e:
+                    raise DbfsError(f"cannot write the parent array to {out} ({e.strerror}): pass a writable "
+                                    f"--out path") from None
         finally:
             runner.close()
     click.echo(f"dataset {ds.name}  root {root}  algorithm {algorithm}  backend {backend}")

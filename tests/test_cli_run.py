@@ -111,6 +111,8 @@ def test_validate_command_checks_any_parent_file(tmp_path, golden10):
     root, nedge = int(golden10["roots"][0]), int(golden10["nedge_v3"][0])
     p = tmp_path / "p.npy"
     run("bfs", name, "--root", root, "--datasets", tmp_path, "--out", p)
+    res = run("bfs", name, "--root", root, "--datasets", tmp_path, "--out", tmp_path / "no-dir" / "p.npy", ok=False)
+    assert res.exit_code == 2 and "cannot write the parent array" in res.stderr
     parent = np.load(p)
     assert parent.dtype == np.int64 and parent.shape == (1024,) and parent[root] == root
     res = run("validate", name, "--root", root, "--parent", p, "--datasets", tmp_path, "--seconds", 0.5)
