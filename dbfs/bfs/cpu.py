@@ -615,8 +615,8 @@ def _td_gather(out, cnt, E, seen):
 # a word with at least this many unvisited vertices tests all 64 hubs with a
 # branch-free (vectorisable) loop; sparser words walk their clear bits
 _BU_DENSE_WORD = 16
-# words per bottom-up block: the rows of a block's hub misses are prefetched
-# together, then scanned (4..16 measured alike at SCALE 20 on 2 cores)
+# words per bottom-up block: pass 1 over its words, then pass 2 (4..16
+# measured alike at SCALE 20 on 2 cores)
 _BU_BLOCK = 8
 # rows a bottom-up block prefetches in pass 1; pass 2 keeps that many ahead
 _BU_LEAD = 16
@@ -708,6 +708,19 @@ def _prefetch_sparse_words(visited, hub, parent, w0, w1, nloc):
                 if vl < nloc:
                     prefetch(hub, vl)
                     prefetch(parent, vl)
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _next_miss(visited, multi, lw, lx, w1):
+    """One step of ``bu_step``'s lead cursor over a block's misses to scan
+    (``~visited & multi`` of words up to ``w1``; ``lx``: the bits of word
+    ``lw`` not yet taken): (lw, lx, the local vertex taken, -1 past the end)."""
+    while lx == 0 and lw + 1 < w1:
+        lw += 1
+        lx = ~visited[lw] & multi[lw]
+    if lx == 0:
+        return lw, lx, np.int64(-1)
+    return lw, lx & (lx - 1), np.int64((lw << 6) + _cttz(lx))
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -827,12 +840,12 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
             n_ex += _popcount(todo)
             n_deg += d
             x = todo & ~hits & multi[w]
+            n_miss += _popcount(x)
             while x != 0 and n_pf < _BU_LEAD:
                 b = _cttz(x)
                 x &= x - 1
                 prefetch(indices, dv[b])
                 n_pf += 1
-            n_miss += _popcount(todo & ~hits & multi[w])
             nxt[w] = hits
             visited[w] = vis | hits
             n_aw += _popcount(hits)
@@ -841,11 +854,8 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
         lx = np.int64(0)
         if n_miss > _BU_LEAD:
             lx = ~visited[w0] & multi[w0]
-            for _ in range(_BU_LEAD):
-                while lx == 0:
-                    lw += 1
-                    lx = ~visited[lw] & multi[lw]
-                lx &= lx - 1
+            for _ in range(_BU_LEAD):          # pass 1 prefetched these
+                lw, lx, _v = _next_miss(visited, multi, lw, lx, w1)
         for w in range(w0, w1):        # pass 2: scan the misses' rows
             vis = visited[w]
             miss = ~vis
@@ -860,13 +870,9 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
                 b = _cttz(miss)
                 miss &= miss - 1
                 if n_miss > _BU_LEAD:
-                    while lx == 0 and lw + 1 < w1:
-                        lw += 1
-                        lx = ~visited[lw] & multi[lw]
-                    if lx != 0:
-                        lb = _cttz(lx)
-                        lx &= lx - 1
-                        prefetch(indices, indptr[(lw << 6) + lb])
+                    lw, lx, ahead = _next_miss(visited, multi, lw, lx, w1)
+                    if ahead >= 0:
+                        prefetch(indices, indptr[ahead])
                 vl = base + b
                 dg = indptr[vl + 1] - indptr[vl]
                 u, k = _scan_row(indptr, indices, front, vl)
