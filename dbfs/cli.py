@@ -275,6 +275,19 @@ def _apply(opts):
     return deco
 
 
+def _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg):
+    """``scheduler``, or "threads" (no cluster) for a CPU search whose
+    dataset and CSR variant are already stored when no scheduler or cluster
+    profile was asked for: a LocalCluster would have nothing to do."""
+    from dbfs.pipeline import stored_for_run
+
+    if cfg.backend == "cpu" and not scheduler and not cluster_profile and stored_for_run(target, datasets, cfg):
+        click.echo("dbfs: dataset and CSR already stored: no cluster to start, the searches run in this process",
+                   err=True)
+        return "threads"
+    return scheduler
+
+
 @cli.command()
 @click.argument("name", required=False)
 @_apply(_run_common)
@@ -292,7 +305,7 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, r
     Graph500 output goes to stdout, progress to stderr.
     """
     from dbfs.cluster import client_for
-    from dbfs.pipeline import RunConfig, run_fields, run_graph500, stored_for_run
+    from dbfs.pipeline import RunConfig, run_fields, run_graph500
     from dbfs.stats import render_graph500
 
     if n_roots < 1:
@@ -313,10 +326,8 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, r
     target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
     if backend == "gpu" and not scheduler and not cluster_profile:
         scheduler = "threads"  # the GPU does generation and Kernel 1: no CPU cluster to start
-    elif backend == "cpu" and not scheduler and not cluster_profile and stored_for_run(target, datasets, cfg):
-        click.echo("dbfs: dataset and CSR already stored: no cluster to start, the searches run in this process",
-                   err=True)
-        scheduler = "threads"
+    else:
+        scheduler = _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg)
     with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
         res = run_graph500(target, datasets, cfg, client)
     if res.validated and not res.ok:
@@ -369,10 +380,14 @@ def bfs_cmd(name, root, out, scale, edgefactor, seed1, seed2, algorithm, backend
         hint = f"dbfs build {ds.name}" + (f" --partitions {cfg.partitions}" if cfg.partitions > 1 else "") + (
             " --relabel degree" if relabel == "degree" else "")
         raise DbfsError(f"dataset {ds.name} has no CSR variant {variant}: build it with `{hint}`")
+    target = None
+    if ds is None:
+        target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
+        scheduler = _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg)
     need_client = backend == "dask" or ds is None
     with (client_for(scheduler, n_workers=workers, profile=cluster_profile) if need_client else contextlib.nullcontext()) as client:
         if ds is None:
-            ds = ensure_dataset(_spec_or_name(name, scale, edgefactor, seed1, seed2), datasets, client)
+            ds = ensure_dataset(target, datasets, client)
             variant, _ = ensure_csr(ds, cfg, client)
         check_root(ds, root)
         runner = make_runner(client, ds, variant, None, cfg)

@@ -180,9 +180,10 @@ def test_run_dask_backend_matches_cpu(tmp_path):
 
 @pytest.mark.distributed
 def test_run_starts_a_cluster_only_for_work_left(tmp_path):
-    """`dbfs run` starts its LocalCluster only when generation or Kernel 1
-    is left to do: a stored dataset with its CSR runs without one, a stored
-    dataset without the CSR still gets one for Kernel 1."""
+    """`dbfs run` (and `dbfs bfs` without NAME) starts its LocalCluster only
+    when generation or Kernel 1 is left to do: a stored dataset with its CSR
+    runs without one, a stored dataset without the CSR still gets one for
+    Kernel 1."""
     first = run("run", "--scale", 8, "--datasets", tmp_path, "--roots", 2, "--workers", 1)
     assert "started LocalCluster" in first.stderr
     again = run("run", "--scale", 8, "--datasets", tmp_path, "--roots", 2, "--workers", 1)
@@ -193,6 +194,12 @@ def test_run_starts_a_cluster_only_for_work_left(tmp_path):
     run("generate", "--scale", 7, "--datasets", tmp_path, "--scheduler", "threads")
     build = run("run", "--scale", 7, "--datasets", tmp_path, "--roots", 2, "--workers", 1)
     assert "started LocalCluster" in build.stderr and "no cluster to start" not in build.stderr
+    one = run("bfs", "--scale", 8, "--root", 1, "--datasets", tmp_path, "--workers", 1)  # `dbfs bfs` alike
+    assert "started LocalCluster" not in one.stderr and "no cluster to start" in one.stderr
+    assert "reached" in one.stdout.splitlines()[-1]
+    run("generate", "--scale", 6, "--datasets", tmp_path, "--scheduler", "threads")
+    one = run("bfs", "--scale", 6, "--root", 1, "--datasets", tmp_path, "--workers", 1)
+    assert "started LocalCluster" in one.stderr and "no cluster to start" not in one.stderr
 
 
 def test_partitions_need_dask(tmp_path):
