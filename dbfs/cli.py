@@ -450,6 +450,50 @@ def validate_cmd(name, root, parent_path, seconds, datasets):
     click.echo(f"valid: dataset {ds.name}  root {r}  reached {reached:,} of {ds.n_vertices:,}  nedge {v.nedge:,}{tail}")
 
 
+def _interrupt(*_):
+    raise KeyboardInterrupt
+
+
+@cli.command("cluster")
+@click.argument("profile")
+@click.option("--script", is_flag=True, help="type: slurm only: print the job script each worker job runs, submit nothing.")
+@click.option("--workers", type=int, default=None, help="type: local: worker processes [default: the profile's].")
+def cluster_cmd(profile, script, workers):
+    """Start PROFILE's cluster (cluster/NAME.yaml or a file) and keep it up.
+
+    Prints the scheduler address and dashboard link; other commands join it
+    with --scheduler ADDRESS (several runs then share the workers, e.g. SLURM
+    jobs that queued once). Ctrl-C (or SIGTERM) closes it: a SLURM profile's
+    jobs are cancelled.
+    """
+    import signal
+    import time
+
+    from dbfs.cluster import client_for, load_profile, slurm_cluster
+
+    prof = load_profile(profile)
+    if script:
+        if prof["type"] != "slurm":
+            raise DbfsError(f"--script prints a SLURM job script: profile {profile} is type {prof['type']}")
+        c = slurm_cluster(prof)
+        try:
+            click.echo(c.job_script())
+        finally:
+            c.close()
+        return
+    if prof["type"] == "scheduler":
+        raise DbfsError(f"profile {profile} joins a scheduler that runs elsewhere ({prof['address']}): nothing to start")
+    signal.signal(signal.SIGTERM, _interrupt)
+    with client_for(None, n_workers=workers, profile=profile) as client:
+        click.echo(f"dbfs: scheduler {client.scheduler.address} (join with --scheduler {client.scheduler.address}); "
+                   "Ctrl-C closes the cluster", err=True)
+        try:
+            while True:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            click.echo("dbfs: closing the cluster", err=True)
+
+
 @cli.command()
 def algorithms():
     """List the registered BFS algorithms per backend."""

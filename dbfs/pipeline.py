@@ -256,8 +256,9 @@ def run_graph500(spec_or_name, root_dir=None, cfg: RunConfig | None = None, clie
 
     runner = make_runner(client, ds, variant, edges, cfg)
     say(f"loaded CSR {variant} of {ds.name} in {runner.load_time:.3f} s", cfg.quiet)
-    if cfg.backend != "dask" and release_local_cluster(client):
-        say("closed the LocalCluster: the searches and validations run in this process", cfg.quiet)
+    closed = release_local_cluster(client) if cfg.backend != "dask" else None
+    if closed:
+        say(f"closed the {closed}: the searches and validations run in this process", cfg.quiet)
     times, nedges, vtimes, valid, failures, levels = [], [], [], [], [], []
     try:
         runner.search(int(roots[0]))  # untimed warm-up (JIT, caches), as the reference does
