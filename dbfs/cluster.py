@@ -56,7 +56,8 @@ def load_profile(name_or_path: str) -> dict:
         missing = [k for k in ("cores", "memory") if not prof.get(k)]
         if missing:
             raise DbfsError(f"cluster profile {p} needs {' and '.join(missing)} (per SLURM job) for type: slurm")
-        cores, processes = prof["cores"], prof.get("processes") or 1
+        prof.update(processes=prof.get("processes") or 1, jobs=prof.get("jobs") or 1, wait=prof.get("wait") or 600)
+        cores, processes = prof["cores"], prof["processes"]
         if not (isinstance(cores, int) and isinstance(processes, int) and cores >= processes >= 1
                 and cores % processes == 0):
             raise DbfsError(f"cluster profile {p}: cores ({cores}) must be a positive multiple of processes "
@@ -79,8 +80,9 @@ def worker_env(threads: int) -> dict:
 
 
 def slurm_cluster(prof: dict):
-    """A dask-jobqueue ``SLURMCluster`` for a ``type: slurm`` profile (as
-    :func:`load_profile` checked it), no job
+    """A dask-jobqueue ``SLURMCluster`` for a ``type: slurm`` profile as
+    :func:`load_profile` checked it and filled its defaults (processes and
+    jobs 1, wait 600 s), no job
     submitted yet (``cluster.job_script()`` shows what each job runs). Each
     job books ``cores`` and ``memory`` on one node and runs ``processes``
     worker processes of ``cores // processes`` threads, with
@@ -97,9 +99,8 @@ def slurm_cluster(prof: dict):
     finally:
         if main:      # its import makes Ctrl-C a silent sys.exit() (exit 0): keep the interrupt
             signal.signal(signal.SIGINT, before)
-    cores, processes = int(prof["cores"]), int(prof.get("processes") or 1)
-    prologue = [f"export {k}={v}" for k, v in worker_env(cores // processes).items()]
-    kw = {"cores": cores, "processes": processes, "memory": str(prof["memory"]),
+    prologue = [f"export {k}={v}" for k, v in worker_env(prof["cores"] // prof["processes"]).items()]
+    kw = {"cores": prof["cores"], "processes": prof["processes"], "memory": str(prof["memory"]),
           "job_script_prologue": prologue + list(prof.get("job_script_prologue") or []),
           "job_extra_directives": list(prof.get("job_extra_directives") or [])}
     for k in ("queue", "account", "walltime", "interface", "local_directory", "log_directory", "python"):
@@ -118,14 +119,14 @@ def _start_slurm(prof: dict, quiet: bool):
         raise DbfsError("cluster profile type slurm submits its workers with sbatch, which is not on PATH: run dbfs "
                         "on a SLURM login node or inside an allocation, or use --cluster local")
     cluster = slurm_cluster(prof)
-    jobs, processes = int(prof.get("jobs") or 1), int(prof.get("processes") or 1)
-    want, wait = jobs * processes, float(prof.get("wait") or 600)
+    jobs, processes, wait = prof["jobs"], prof["processes"], float(prof["wait"])
+    want = jobs * processes
     try:
         cluster.scale(jobs=jobs)
         client = Client(cluster)
         if not quiet:
             say(f"dbfs: submitted SLURMCluster ({jobs} jobs x {processes} worker processes x "
-                f"{int(prof['cores']) // processes} threads); dashboard: {client.dashboard_link}")
+                f"{prof['cores'] // processes} threads); dashboard: {client.dashboard_link}")
             say(f"dbfs: waiting up to {wait:.0f} s for its {want} workers (`squeue --me` shows the jobs)")
         try:
             client.wait_for_workers(want, timeout=wait)
