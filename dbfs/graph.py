@@ -18,6 +18,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+#: vertex ids fit int32 while there are at most 2**31 vertices (ids 0 .. 2**31 - 1)
+INT32_VERTICES = 2**31
+
+
+def id_dtype(n_vertices: int) -> np.dtype:
+    """The vertex-id width for a graph of ``n_vertices``: int32 while
+    ``n_vertices <= 2**31``, else int64 (the one owner of this rule)."""
+    return np.dtype(np.int32) if int(n_vertices) <= INT32_VERTICES else np.dtype(np.int64)
+
 
 @dataclass
 class CSRGraph:
