@@ -16,7 +16,7 @@ Per SCALE (default 22 24 26; edgefactor 16, seeds 2 and 3), all on one GPU:
 - per algorithm: one untimed warm-up search, then one timed search per key
   (``dbfs.bfs.gpu.search_device``: the clock stops when the parent array is
   written on the device), nedge per key by the 3.0.1 rule counted on the
-  device (``count_nedge``), Graph500 TEPS statistics (``dbfs.stats``); the
+  device (``count_nedge``), Graph500 TEPS statistics (``dbfs.report.stats``); the
   first key of each algorithm is validated on the CPU (``dbfs.validate``)
   up to ``--validate-max-scale``; one more untimed search records the
   per-level statistics of the first key;
@@ -104,7 +104,7 @@ def bench_algorithms(graph, edges_d, roots, scale, configs, args, opts=None, edg
     import cupy as cp
 
     from dbfs.bfs import gpu
-    from dbfs.stats import teps_stats
+    from dbfs.report import teps_stats
 
     out = {}
     for label, algo, extra in configs:

@@ -1,21 +1,33 @@
 """GPU energy during timed BFS searches, as the GreenGraph500 list reports it.
 
+Contract
+--------
 GreenGraph500 ranks by energy efficiency, MTEPS/W = (TEPS / 1e6) / mean watts,
-where the mean power is taken over the timed searches. :class:`PowerMeter`
-measures one NVIDIA GPU through NVML, called directly with :mod:`ctypes`
-(``libnvidia-ml.so.1``, shipped with the driver), so no Python package is needed.
-
-Contract: ``start()`` opens a window and ``stop()`` closes it, returning
+where the mean power is taken over the timed searches
+(:func:`mteps_per_watt`). :class:`PowerMeter` measures one NVIDIA GPU:
+``start()`` opens a window and ``stop()`` closes it, returning
 ``{"joules", "seconds", "mean_watts", "samples", "method", "device"}`` in
-J, s and W. Joules come from the GPU's energy counter (Volta and newer,
-``method="energy_counter"``) or, where that is unsupported or did not advance
-within the window, from trapezoidal integration of power samples
-(``method="power_sampling"``). Power is sampled every ``interval`` seconds by a
-daemon thread, plus once at start and once at stop, so even a very short window
-has two samples. The sampler only reads NVML: it adds no synchronisation to
-the timed region. ``total()`` sums all windows so far (its method is "mixed" if
-windows differ, None before any). Every failure is a
+J, s and W; ``total()`` sums all windows so far (its method is "mixed" if
+windows differ, None before any). The sampler only reads NVML: it adds no
+synchronisation to the timed region. :func:`available` says, never raising,
+whether a meter can be opened. Every failure is a
 :class:`~dbfs.errors.DbfsError` naming the problem and the fix.
+
+Method: NVML called directly with :mod:`ctypes` (``libnvidia-ml.so.1``,
+shipped with the driver), so no Python package is needed. Joules come from
+the GPU's energy counter (``nvmlDeviceGetTotalEnergyConsumption``, Volta and
+newer, ``method="energy_counter"``) or, where that is unsupported or did not
+advance within the window, from trapezoidal integration of power samples
+(``nvmlDeviceGetPowerUsage``, ``method="power_sampling"``). Power is sampled
+every ``interval`` seconds by a daemon thread, plus once at start and once at
+stop, so even a very short window has two samples.
+
+Encoding: NVML reports energy in mJ and power in mW; this module converts
+both to J and W at the read.
+
+Citations: the Green Graph 500 list (https://green.graph500.org), rules for
+the energy-efficiency metric; NVIDIA NVML API Reference, "Device Queries"
+(https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceQueries.html).
 """
 import contextlib
 import ctypes

@@ -1,11 +1,11 @@
-"""Graph500 statistics (spec section 9) and the 3.0.1 output block (section 10)."""
+"""Graph500 statistics and the 3.0.1 output block (specification 2.0, section 9)."""
 import math
 
 import numpy as np
 import pytest
 
-from dbfs.stats import (VALUE_COLUMN, format_graph500, format_value, graph500_fields, graph500_stats,
-                        render_graph500, teps_stats)
+from dbfs.report.stats import (VALUE_COLUMN, format_graph500, format_value, graph500_fields, graph500_stats,
+                               render_graph500, teps_stats)
 
 INT_KEYS = {"SCALE", "edgefactor", "NBFS", "num_mpi_processes"}
 

@@ -208,3 +208,40 @@ def test_streaming_from_zarr_matches_numpy(case10):
         b = validate(z, root, p, chunk_edges=777)
         assert (a.ok, a.nedge, rules(a)) == (b.ok, b.nedge, rules(b))
         assert [f.count for f in a.failures] == [f.count for f in b.failures]
+
+
+# ------------------------------------------------------------- the package
+def _same(a, b):
+    assert (a.ok, a.nedge, rules(a)) == (b.ok, b.nedge, rules(b))
+    for fa, fb in zip(a.failures, b.failures):
+        assert (fa.rule, fa.message, fa.count) == (fb.rule, fb.message, fb.count)
+        np.testing.assert_array_equal(fa.vertices, fb.vertices)
+    np.testing.assert_array_equal(a.levels, b.levels)
+
+
+def test_package_is_callable_as_the_function(case10):
+    import dbfs
+    import dbfs.validate as v
+
+    edges, root, parent, lev, adj = case10
+    bad = parent.copy()
+    bad[np.flatnonzero((lev >= 1) & (_children(parent) == 0))[:3]] = -1
+    for p in (parent, bad):
+        want = v.validate(edges, root, p)
+        _same(v(edges, root, p), want)
+        _same(dbfs.validate(edges, root, p), want)
+    assert v.validate is validate
+
+
+def test_validators_import_nothing_from_bfs():
+    # the validator is independent of what it checks
+    import ast
+    from pathlib import Path
+
+    import dbfs.validate as v
+
+    for path in Path(v.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n == "dbfs.bfs" or n.startswith("dbfs.bfs.") for n in names), path.name

@@ -1,4 +1,4 @@
-"""dbfs.validate_gpu gives exactly the CPU validator's result (dbfs.validate).
+"""dbfs.validate.gpu gives exactly the CPU validator's result (dbfs.validate).
 
 Every test compares the whole ValidationResult with ``validate``: ok, nedge,
 failed rules, count, message and example vertices per failure, and levels.
@@ -14,7 +14,7 @@ from dbfs.bfs import bfs
 from dbfs.bfs.reference import bfs_levels
 from dbfs.kernel1 import build_csr
 from dbfs.validate import MAX_EXAMPLES, ValidationResult, validate
-from dbfs.validate_gpu import _pick_xp, validate_gpu
+from dbfs.validate.gpu import _pick_xp, validate_gpu
 
 N10 = 1 << 10
 N16 = 1 << 16
@@ -376,7 +376,7 @@ def test_gpu_matches_cpu(cp, golden10, golden16, s16, case10):
 
 
 def test_levels_can_be_left_out(golden10):
-    from dbfs.validate_gpu import validate_gpu as vg
+    from dbfs.validate.gpu import validate_gpu as vg
 
     edges = golden10["edges"]
     g = build_csr(edges, n_vertices=1 << 10)

@@ -1,7 +1,14 @@
-"""Graph500 validation of one BFS result against the INPUT edge list.
+"""Graph500 validation of one BFS result against the INPUT edge list, on the CPU.
 
+Contract
+--------
 ``validate(edges, root, parent, n_vertices=None, chunk_edges=2**22)
--> ValidationResult(ok, nedge, failures, levels)``
+-> ValidationResult(ok, nedge, failures, levels)``: ``ok`` iff every rule
+below holds; ``failures`` holds one :class:`Failure` per broken rule, in
+``RULES`` order, with its count and at most ``MAX_EXAMPLES`` example ids.
+This module also defines the result types and rule names that the GPU
+(:mod:`dbfs.validate.gpu`) and Dask (:mod:`dbfs.validate.dask`) validators
+return, and the Numba passes the Dask validator runs per task.
 
 Independent of what it checks: it imports nothing from :mod:`dbfs.bfs` and
 never looks at a CSR; it reads the Graph500 edge list (int (M, 2), self-loops
@@ -14,9 +21,9 @@ Encodings: ``parent`` is int, one entry per vertex, ``parent[root] == root``,
 vertices whose chain is broken get -2 and are left out of the edge rules
 (they are already reported).
 
-Rules (Graph500 spec section 8, 3.0.1 ``validate.c``), one function each, in
-this order; if an earlier rule makes later ones meaningless (bad ids, bad
-root) validation stops there:
+Rules (Graph500 specification, section 8 "Validation"; reference code 3.0.1
+``validate.c``), one function each, in this order; if an earlier rule makes
+later ones meaningless (bad ids, bad root) validation stops there:
 
 - ``length``: ``len(parent) == n_vertices``.
 - ``range``: every parent is -1 or a vertex id in ``[0, n)``.
@@ -36,8 +43,11 @@ root) validation stops there:
 ``nedge`` (3.0.1 rule, for TEPS): the number of input tuples that are not
 self-loops and have both endpoints reached; duplicates count once per tuple.
 
-Per-chunk passes are Numba kernels that only count; a failing chunk is
-re-scanned serially to collect up to ``max_examples`` offending vertices.
+Method: levels by one iterative walk up the parent chains (each vertex
+visited once); the three edge rules, ``nedge`` and the tree-edge marks in one
+streaming pass over the edge list. Per-chunk passes are Numba kernels that
+only count; a failing chunk is re-scanned serially to collect up to
+``MAX_EXAMPLES`` offending vertices.
 """
 from __future__ import annotations
 
@@ -46,7 +56,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["Failure", "ValidationResult", "validate", "RULES"]
+__all__ = ["Failure", "ValidationResult", "validate", "RULES", "MAX_EXAMPLES", "DEFAULT_CHUNK_EDGES",
+           "check_length", "check_range", "check_root", "check_cycle", "check_parent_unreached", "check_chains",
+           "check_edges", "check_tree_edges"]
 
 RULES = ("length", "range", "root", "cycle", "parent-unreached", "edge-range", "edge-span",
          "level-diff", "tree-edge")
@@ -57,6 +69,21 @@ MAX_EXAMPLES = 16
 
 @dataclass
 class Failure:
+    """One broken rule.
+
+    Attributes
+    ----------
+    rule : str
+        Its name, one of ``RULES``.
+    message : str
+        What is wrong, starting with the count for counted rules.
+    vertices : numpy.ndarray
+        int64, at most ``MAX_EXAMPLES`` example vertex ids (for edge rules the
+        endpoints ``u0, v0, u1, v1, ...`` of the first offending tuples).
+    count : int
+        How many vertices (vertex rules) or tuples (edge rules) break it.
+    """
+
     rule: str
     message: str
     vertices: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
@@ -65,6 +92,22 @@ class Failure:
 
 @dataclass
 class ValidationResult:
+    """The outcome of validating one search.
+
+    Attributes
+    ----------
+    ok : bool
+        True iff no rule failed.
+    nedge : int
+        Input tuples that are not self-loops with both endpoints reached (0
+        when validation stopped at ``length``, ``range`` or ``root``).
+    failures : list of Failure
+        In ``RULES`` order.
+    levels : numpy.ndarray or None
+        int64 per vertex: level, -1 unreached, -2 broken chain; None where the
+        validator does not gather it (Dask, or ``levels=False`` on the GPU).
+    """
+
     ok: bool
     nedge: int
     failures: list = field(default_factory=list)
@@ -72,9 +115,11 @@ class ValidationResult:
 
     @property
     def rules_failed(self) -> list:
+        """The names of the failed rules, in ``RULES`` order."""
         return [f.rule for f in self.failures]
 
     def summary(self) -> str:
+        """One line: ``valid (nedge N)`` or ``rule: message; ...``."""
         if self.ok:
             return f"valid (nedge {self.nedge})"
         return "; ".join(f"{f.rule}: {f.message}" for f in self.failures)
@@ -87,12 +132,39 @@ def _fail(rule, message, vertices, count=None):
 
 # ------------------------------------------------------------ vertex rules
 def check_length(parent, n):
+    """Rule ``length``: ``parent`` has one entry per vertex.
+
+    Parameters
+    ----------
+    parent : numpy.ndarray
+        int64 parent array.
+    n : int
+        Number of vertices.
+
+    Returns
+    -------
+    Failure or None
+    """
     if parent.shape[0] != n:
         return _fail("length", f"parent has {parent.shape[0]} entries, graph has {n} vertices", [], 1)
     return None
 
 
 def check_range(parent, n):
+    """Rule ``range``: every parent is -1 or a vertex id in ``[0, n)``.
+
+    Parameters
+    ----------
+    parent : numpy.ndarray
+        int64 parent array.
+    n : int
+        Number of vertices.
+
+    Returns
+    -------
+    Failure or None
+        Examples are the smallest offending vertex ids.
+    """
     bad = np.flatnonzero((parent < -1) | (parent >= n))
     if bad.size:
         return _fail("range", f"{bad.size} parent value(s) are neither -1 nor a vertex id in [0, {n})", bad)
@@ -100,6 +172,21 @@ def check_range(parent, n):
 
 
 def check_root(parent, root, n):
+    """Rule ``root``: the root is a vertex id and its own parent.
+
+    Parameters
+    ----------
+    parent : numpy.ndarray
+        int64 parent array (already checked by ``length`` and ``range``).
+    root : int
+        The search key.
+    n : int
+        Number of vertices.
+
+    Returns
+    -------
+    Failure or None
+    """
     if not 0 <= root < n:
         return _fail("root", f"root {root} is not a vertex id in [0, {n})", [], 1)
     if parent[root] != root:
@@ -162,16 +249,57 @@ def _levels_from_chains(parent, root):
     return lev, status
 
 
-def check_chains(status):
-    out = []
+def check_cycle(status):
+    """Rule ``cycle``: no reached vertex lies on a parent cycle that misses the root.
+
+    Parameters
+    ----------
+    status : numpy.ndarray
+        int8 chain status per vertex from ``_levels_from_chains`` (1: on a cycle).
+
+    Returns
+    -------
+    Failure or None
+    """
     cyc = np.flatnonzero(status == 1)
     if cyc.size:
-        out.append(_fail("cycle", f"{cyc.size} vertex(es) lie on a parent cycle that misses the root", cyc))
+        return _fail("cycle", f"{cyc.size} vertex(es) lie on a parent cycle that misses the root", cyc)
+    return None
+
+
+def check_parent_unreached(status):
+    """Rule ``parent-unreached``: no reached vertex has an unreached parent.
+
+    Parameters
+    ----------
+    status : numpy.ndarray
+        int8 chain status per vertex from ``_levels_from_chains`` (2: parent is -1).
+
+    Returns
+    -------
+    Failure or None
+    """
     pun = np.flatnonzero(status == 2)
     if pun.size:
-        out.append(_fail("parent-unreached",
-                         f"{pun.size} reached vertex(es) have an unreached parent (-1)", pun))
-    return out
+        return _fail("parent-unreached",
+                     f"{pun.size} reached vertex(es) have an unreached parent (-1)", pun)
+    return None
+
+
+def check_chains(status):
+    """The chain rules ``cycle`` and ``parent-unreached``.
+
+    Parameters
+    ----------
+    status : numpy.ndarray
+        int8 chain status per vertex from ``_levels_from_chains``.
+
+    Returns
+    -------
+    list of Failure
+        Zero, one or two failures, in ``RULES`` order.
+    """
+    return [f for f in (check_cycle(status), check_parent_unreached(status)) if f]
 
 
 # -------------------------------------------------------------- edge rules
@@ -255,6 +383,7 @@ def _missing_tree_edges(lev, has_edge, root):
     return cnt
 
 
+#: (rule, message after the count) of the three streamed edge rules, in pass order
 _EDGE_RULES = (
     ("edge-range", "input tuple(s) have an endpoint outside [0, {n})"),
     ("edge-span", "input edge(s) join a reached and an unreached vertex (the tree misses part of the root's component)"),
@@ -263,8 +392,29 @@ _EDGE_RULES = (
 
 
 def check_edges(edges, parent, lev, n, chunk_edges):
-    """Stream the edge list once: edge-range, edge-span, level-diff, nedge,
-    and the tree-edge marks. Returns (nedge, failures, has_edge)."""
+    """Rules ``edge-range``, ``edge-span``, ``level-diff`` in one pass over the input edges.
+
+    Parameters
+    ----------
+    edges : array-like
+        int (M, 2) input tuples, sliceable by rows.
+    parent : numpy.ndarray
+        int64 parent array.
+    lev : numpy.ndarray
+        int64 levels from ``_levels_from_chains`` (-1 unreached, -2 broken).
+    n : int
+        Number of vertices.
+    chunk_edges : int
+        Rows per chunk.
+
+    Returns
+    -------
+    nedge : int
+        The 3.0.1 TEPS edge count.
+    failures : list of Failure
+    has_edge : numpy.ndarray
+        uint8 per vertex: 1 where a tuple ``{v, parent[v]}`` was seen.
+    """
     m = int(edges.shape[0])
     has_edge = np.zeros(n, np.uint8)
     totals = [0, 0, 0]
@@ -291,6 +441,21 @@ def check_edges(edges, parent, lev, n, chunk_edges):
 
 
 def check_tree_edges(lev, has_edge, root):
+    """Rule ``tree-edge``: every reached vertex but the root has its parent edge in the input.
+
+    Parameters
+    ----------
+    lev : numpy.ndarray
+        int64 levels.
+    has_edge : numpy.ndarray
+        uint8 marks from :func:`check_edges`.
+    root : int
+        The search key.
+
+    Returns
+    -------
+    Failure or None
+    """
     cnt = int(_missing_tree_edges(lev, has_edge, root))
     if cnt:
         bad = np.flatnonzero((lev > 0) & (has_edge == 0))
@@ -301,22 +466,36 @@ def check_tree_edges(lev, has_edge, root):
 
 # ----------------------------------------------------------------- driver
 def validate(edges, root, parent, n_vertices=None, chunk_edges=DEFAULT_CHUNK_EDGES) -> ValidationResult:
-    """Check one search (see the module docstring for the rules)."""
+    """Check one search against the input edge list (rules in the module docstring).
+
+    Parameters
+    ----------
+    edges : array-like
+        int (M, 2) Graph500 input tuples (NumPy, zarr, Dask: anything sliceable by rows).
+    root : int
+        The search key.
+    parent : array-like
+        int parent per vertex, ``parent[root] == root``, -1 unreached.
+    n_vertices : int, optional
+        Number of vertices; defaults to ``len(parent)``.
+    chunk_edges : int
+        Input rows read per chunk.
+
+    Returns
+    -------
+    ValidationResult
+        With ``levels`` (int64, -1 unreached, -2 broken chain) unless
+        validation stopped at ``length``, ``range`` or ``root``.
+    """
     parent = np.ascontiguousarray(np.asarray(parent), dtype=np.int64)
     n = int(n_vertices) if n_vertices is not None else parent.shape[0]
     root = int(root)
-    failures = []
-    for f in (check_length(parent, n),):
-        if f:
-            return ValidationResult(False, 0, [f])
-    f = check_range(parent, n)
-    if f:
-        return ValidationResult(False, 0, [f])
-    f = check_root(parent, root, n)
+    # length, range and root each stop validation: later rules would index out of bounds
+    f = check_length(parent, n) or check_range(parent, n) or check_root(parent, root, n)
     if f:
         return ValidationResult(False, 0, [f])
     lev, status = _levels_from_chains(parent, root)
-    failures += check_chains(status)
+    failures = check_chains(status)
     nedge, edge_failures, has_edge = check_edges(edges, parent, lev, n, chunk_edges)
     failures += edge_failures
     f = check_tree_edges(lev, has_edge, root)

@@ -1,34 +1,39 @@
 """Graph500 validation of a PARTITIONED BFS result as Dask tasks.
 
+Contract
+--------
 ``validate_partitioned(client, dataset_path, parent_slices, partitioning,
 root, workers=None, chunk_edges=None) -> ValidationResult(ok, nedge,
-failures, levels=None)``
+failures, levels=None)``: same rules, order, messages, counts and example
+vertices as :func:`dbfs.validate.validate` (Graph500 specification, section 8
+"Validation"), whose Numba per-chunk passes (:mod:`dbfs.validate.cpu`) it
+runs inside the tasks. Only counts and at most a few dozen example ids reach
+the client: never an N-sized array.
 
-Same rules, order, messages, counts and example vertices as
-:func:`dbfs.validate.validate` (whose Numba per-chunk passes it runs), but:
+Independent of what it checks: it imports nothing from :mod:`dbfs.bfs`.
 
-- the parent array arrives as one future per partition (``parent_slices[r]``:
-  int64 in partition ``r``'s local index order, global ids, -1 unreached,
-  e.g. :class:`dbfs.bfs.distributed.DistributedResult.parents`); the vertex
-  rules (length, range, root) run as one task per slice on the slice's
-  worker (``workers[r]``);
+Encoding: the parent array arrives as one future per partition
+(``parent_slices[r]``: int64 in partition ``r``'s local index order, global
+ids, -1 unreached, e.g. ``dbfs.bfs.distributed.DistributedResult.parents``);
+which vertex sits where is :class:`dbfs.partition.Partitioning`'s rule.
+
+Method:
+
+- the vertex rules (length, range, root) run as one task per slice on the
+  slice's worker (``workers[r]``);
 - the chain rules (cycle, parent-unreached) and the levels run in one task
   that joins the slices on a worker (dask moves them worker to worker);
 - the edge rules read the INPUT edge list (``<dataset>/edges``, zarr) in
   row ranges of whole zarr chunks, one task each, with the joined
   (parent, levels) as a dependency that dask copies once to each worker;
   each returns its counts, its first offending tuples and a packed bitmap
-  of the vertices whose parent edge it saw (OR-reduced in a tree);
-- only counts and at most a few dozen example ids reach the client: never
-  an N-sized array.
+  of the vertices whose parent edge it saw (OR-reduced in a tree).
 
 Memory: the join task and every worker running edge tasks hold the parent
 and level arrays (16 bytes per vertex) plus per task the chunk and N bytes
 of tree-edge marks; so a worker must hold ~17 N bytes (SCALE 26: 1.1 GB,
 SCALE 30: 18 GB). Past that the next step is an owner-partitioned lookup
 (edges shuffled to the owners of their endpoints), not implemented.
-
-Independent of what it checks: it imports nothing from :mod:`dbfs.bfs`.
 """
 from __future__ import annotations
 
@@ -37,8 +42,8 @@ from pathlib import Path
 import numpy as np
 
 from dbfs.partition import Partitioning
-from dbfs.validate import (_EDGE_RULES, MAX_EXAMPLES, RULES, ValidationResult, _edge_examples, _edge_pass, _fail,
-                           _levels_from_chains, check_chains, check_tree_edges)
+from dbfs.validate.cpu import (_EDGE_RULES, MAX_EXAMPLES, RULES, ValidationResult, _edge_examples, _edge_pass, _fail,
+                               _levels_from_chains, check_chains, check_tree_edges)
 
 __all__ = ["validate_partitioned"]
 
@@ -124,7 +129,30 @@ def _row_ranges(m: int, zchunk: int, chunk_edges: int | None):
 
 def validate_partitioned(client, dataset_path, parent_slices, partitioning: Partitioning, root, workers=None,
                          chunk_edges: int | None = None) -> ValidationResult:
-    """Validate a partitioned parent array against ``<dataset_path>/edges`` (see the module docstring)."""
+    """Validate a partitioned parent array against ``<dataset_path>/edges`` (method in the module docstring).
+
+    Parameters
+    ----------
+    client : distributed.Client
+        The cluster the tasks run on.
+    dataset_path : path-like
+        The dataset directory; its ``edges`` zarr array is the input edge list.
+    parent_slices : sequence of distributed.Future
+        One per partition: int64 parents in that partition's local index order.
+    partitioning : dbfs.partition.Partitioning
+        Which partition owns which vertex.
+    root : int
+        The search key.
+    workers : sequence of str, optional
+        ``workers[r]`` holds slice ``r``; its vertex-rule task is placed there.
+    chunk_edges : int, optional
+        Input rows per edge task (rounded to whole zarr chunks).
+
+    Returns
+    -------
+    ValidationResult
+        As :func:`dbfs.validate.validate`'s, with ``levels`` None.
+    """
     import zarr
 
     part = partitioning

@@ -1,16 +1,18 @@
 """Graph500 validation on an array module (CuPy on a GPU, or NumPy).
 
-``validate_gpu(edges, root, parent, n_vertices=None, xp=None, chunk_edges=2**26)
--> ValidationResult(ok, nedge, failures, levels)``
-
-Contract: the same as :func:`dbfs.validate.validate`, rule by rule, and the
-same result type (``Failure``, ``ValidationResult`` and ``RULES`` come from
-there): same ``ok``, ``nedge``, failed rules (in ``RULES`` order), ``count``
-and message per failure, and the same ``levels``. Like the CPU validator it
-is independent of what it checks: nothing from :mod:`dbfs.bfs`, no CSR, only
-the INPUT edge list, read in row chunks of ``chunk_edges`` tuples (a CuPy or
-NumPy (M, 2) int array, or anything sliceable by rows, e.g. zarr; host
-chunks are copied to the device one at a time).
+Contract
+--------
+``validate_gpu(edges, root, parent, n_vertices=None, xp=None, chunk_edges=2**26,
+levels=True) -> ValidationResult(ok, nedge, failures, levels)``: the same as
+:func:`dbfs.validate.validate`, rule by rule, and the same result type
+(``Failure``, ``ValidationResult`` and ``RULES`` come from
+:mod:`dbfs.validate.cpu`): same ``ok``, ``nedge``, failed rules (in ``RULES``
+order), ``count`` and message per failure, and the same ``levels``. Like the
+CPU validator it is independent of what it checks: nothing from
+:mod:`dbfs.bfs`, no CSR, only the INPUT edge list, read in row chunks of
+``chunk_edges`` tuples (a CuPy or NumPy (M, 2) int array, or anything
+sliceable by rows, e.g. zarr; host chunks are copied to the device one at a
+time). CuPy is imported only when an argument is a CuPy array.
 
 Encodings: ``parent`` int, one entry per vertex, ``parent[root] == root``,
 -1 unreached; ``n_vertices`` defaults to ``len(parent)``. ``levels`` comes
@@ -23,9 +25,10 @@ rules, the endpoints of the first offending tuples (input order) for edge
 rules. ``xp=None`` picks CuPy when ``parent`` or ``edges`` is a CuPy array
 (imported only then), else NumPy.
 
-Algorithm, all O(n) or O(M) vector ops, no Python loop over vertices/edges:
+Method (Graph500 specification, section 8 "Validation"), all O(n) or O(M)
+vector ops, no Python loop over vertices/edges:
 
-- levels by pointer jumping: ``nxt`` = parent for reached non-root vertices,
+- levels by pointer jumping: ``anc`` = parent for reached non-root vertices,
   self for the root and unreached vertices (the chain ends); ``dist`` = 1 per
   step from a reached non-root vertex. Repeat ``dist += dist[anc]; anc =
   anc[anc]`` until ``anc`` is idempotent or 2**r >= n (at most
@@ -50,18 +53,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from dbfs.validate import MAX_EXAMPLES, RULES, Failure, ValidationResult
+from dbfs.validate.cpu import _EDGE_RULES, MAX_EXAMPLES, RULES, Failure, ValidationResult
 
 __all__ = ["validate_gpu"]
 
 DEFAULT_CHUNK_EDGES = 1 << 26
-
-_EDGE_RULES = (
-    ("edge-range", "input tuple(s) have an endpoint outside [0, {n})"),
-    ("edge-span", "input edge(s) join a reached and an unreached vertex (the tree misses part of the root's component)"),
-    ("level-diff", "input edge(s) join vertices whose levels differ by more than one"),
-)
-
 
 def _is_cupy(a) -> bool:
     return type(a).__module__.startswith("cupy")
@@ -264,9 +260,31 @@ def _pick_xp(xp, parent, edges):
 
 def validate_gpu(edges, root, parent, n_vertices=None, xp=None,
                  chunk_edges=DEFAULT_CHUNK_EDGES, levels: bool = True) -> ValidationResult:
-    """Check one search on ``xp`` (see the module docstring); same result as
-    ``validate``. ``levels=False`` leaves ``levels`` None (no N-sized copy to
-    the host: what a benchmark run validating every search wants)."""
+    """Check one search on ``xp`` (rules and method in the module docstring).
+
+    Parameters
+    ----------
+    edges : array-like
+        int (M, 2) input tuples: CuPy, NumPy, or anything sliceable by rows.
+    root : int
+        The search key.
+    parent : array-like
+        int parent per vertex (CuPy or NumPy), ``parent[root] == root``, -1 unreached.
+    n_vertices : int, optional
+        Number of vertices; defaults to ``len(parent)``.
+    xp : module, optional
+        ``cupy`` or ``numpy``; None picks CuPy when ``parent`` or ``edges`` is a CuPy array.
+    chunk_edges : int
+        Input rows per chunk.
+    levels : bool
+        False leaves ``levels`` None (no N-sized copy to the host: what a
+        benchmark run validating every search wants).
+
+    Returns
+    -------
+    ValidationResult
+        Equal to :func:`dbfs.validate.validate`'s on the same input.
+    """
     xp = _pick_xp(xp, parent, edges)
     if _is_cupy(parent) and xp is np:
         parent = parent.get()

@@ -1,18 +1,24 @@
-"""Run reports: the JSON result file and the PNG plots.
+"""The JSON result file of a run: one record, written atomically.
 
-JSON (``write_json``): ``dbfs_version``, ``machine`` (host, CPU, cores, memory,
-package versions), ``spec`` (the dataset's generation spec), ``dataset``,
-``config`` (algorithm, backend, CSR variant, options, partitions),
-``graph500`` (every key of the Graph500 text output, as numbers), ``validated``,
-``generation_time``, ``construction_time``, ``load_time``, and ``searches``:
-one record per root with ``root``, ``time`` (s), ``nedge``, ``teps``,
-``validate_time`` (s or null), ``valid`` (bool or null) and ``levels`` (the
-per-level records of the search: level, direction, frontier, edges examined,
-time).
+Contract
+--------
+:func:`write_json` writes :func:`result_dict` of a run (``res``: the
+pipeline's result object) and its Graph500 fields to ``path`` as indented
+JSON, via a temporary file and ``os.replace`` so a reader never sees half a
+file. Output is an API: these keys are produced here and nowhere else.
 
-Plot (``plot_run``): per-level frontier size and edges examined of top-down,
-bottom-up and the run's algorithm on the first root (like the per-level
-table of the hybrid-BFS papers), and the distribution of TEPS over roots.
+Encoding (the record's keys): ``dbfs_version``, ``machine`` (host, CPU,
+cores, memory, package versions: :func:`machine`), ``spec`` (the dataset's
+generation spec), ``dataset``, ``n_vertices``, ``n_edges``, ``config``
+(algorithm, backend, CSR variant, options, partitions), ``graph500`` (every
+key of the Graph500 text output, as numbers), ``validated``,
+``generation_time``, ``construction_time``, ``load_time``, ``timer`` (what
+the search clock includes on this backend), ``energy``, ``failures``, and
+``searches``: one record per root with ``root``, ``time`` (s), ``nedge``,
+``teps``, ``validate_time`` (s or null), ``valid`` (bool or null) and
+``levels`` (the per-level records of the search: level, direction, frontier,
+edges examined, time). NumPy scalars and arrays become JSON numbers and
+lists; anything else unknown becomes its ``str``.
 """
 from __future__ import annotations
 
@@ -25,9 +31,19 @@ from pathlib import Path
 
 import numpy as np
 
+__all__ = ["machine", "result_dict", "write_json"]
+
 
 def machine() -> dict:
-    """Where a result was measured: host, CPU model, cores, memory, versions."""
+    """Where a result was measured.
+
+    Returns
+    -------
+    dict
+        ``host``, ``platform``, ``cpu`` (model name or ``"?"``), ``cores``
+        (usable by this process), ``memory_bytes`` (or None) and ``versions``
+        (python and the imported or importable packages dbfs cares about).
+    """
     cpu = "?"
     try:
         with open("/proc/cpuinfo") as f:
@@ -57,6 +73,20 @@ def machine() -> dict:
 
 
 def result_dict(res, graph500: dict) -> dict:
+    """The JSON record of one run (keys in the module docstring).
+
+    Parameters
+    ----------
+    res : object
+        The run's result (``roots``, ``times``, ``nedges``, ``valid``,
+        ``validate_times``, ``levels``, ``config``, ... as the pipeline fills them).
+    graph500 : dict
+        Graph500 output key -> number.
+
+    Returns
+    -------
+    dict
+    """
     searches = []
     for i, r in enumerate(res.roots):
         searches.append({
@@ -78,6 +108,22 @@ def result_dict(res, graph500: dict) -> dict:
 
 
 def write_json(path, res, graph500: dict) -> Path:
+    """Write :func:`result_dict` of ``res`` to ``path`` atomically.
+
+    Parameters
+    ----------
+    path : path-like
+        The JSON file; its directory is created.
+    res : object
+        The run's result, as for :func:`result_dict`.
+    graph500 : dict
+        Graph500 output key -> number.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -92,42 +138,3 @@ def _jsonable(x):
     if isinstance(x, np.ndarray):
         return x.tolist()
     return str(x)
-
-
-def plot_run(path, res, per_level: dict[str, list]) -> Path:
-    """per_level: algorithm name -> list of level dicts for the same root."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    ax_f, ax_e, ax_t = axes
-    for name, levels in per_level.items():
-        if not levels:
-            continue
-        lv = [d["level"] for d in levels]
-        ax_f.semilogy(lv, [max(d["frontier"], 1) for d in levels], marker="o", label=name)
-        ax_e.semilogy(lv, [max(d["edges"], 1) for d in levels], marker="o", label=name)
-        for d in levels:
-            if d.get("direction") == "bu":
-                ax_e.annotate("bu", (d["level"], max(d["edges"], 1)), fontsize=7)
-    root = res.roots[0]
-    ax_f.set(title=f"frontier per level (root {root})", xlabel="level", ylabel="vertices")
-    ax_e.set(title="edges examined per level", xlabel="level", ylabel="adjacency entries")
-    ax_f.legend()
-    ax_e.legend()
-    teps = np.array(res.nedges) / np.array(res.times)
-    ax_t.hist(teps / 1e9, bins=min(20, max(5, len(teps) // 3)))
-    hm = len(teps) / np.sum(1.0 / teps)
-    ax_t.axvline(hm / 1e9, color="k", linestyle="--", label=f"harmonic mean {hm / 1e9:.3f}")
-    ax_t.set(title=f"TEPS over {len(teps)} roots ({res.config['algorithm']}, {res.config['backend']})",
-             xlabel="GTEPS", ylabel="searches")
-    ax_t.legend()
-    fig.suptitle(f"{res.dataset}: {res.n_vertices:,} vertices, {res.n_edges:,} edge tuples")
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path

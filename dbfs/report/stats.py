@@ -1,4 +1,9 @@
-"""Graph500 statistics and the 3.0.1 output block (spec sections 9 and 10).
+"""Graph500 statistics and the 3.0.1 output block.
+
+Contract
+--------
+The Graph500 specification 2.0, section 9 "Computing and Outputting
+Performance Information", and the stdout of the 3.0.1 reference code:
 
 - :func:`graph500_stats`: min, quartiles, median, max, mean and the sample
   standard deviation (n - 1) of a list of numbers, with the reference's
@@ -13,11 +18,14 @@
   ``harmonic_stddev = std(s) / (mean(s)**2 * sqrt(n - 1))``; the TEPS
   min/quartiles/max are ``1 /`` the OPPOSITE statistic of s (min TEPS =
   1 / max s). ``mean`` (arithmetic mean of the TEPS) is an extra.
-- :func:`format_graph500`: the exact stdout block of the 3.0.1 reference:
-  one ``key: value`` line per field, keys padded so values start at column
-  33, numbers as C's ``%g`` (nedge statistics as ``%.11g``, integers as
-  ``%d``), and ``bfs  harmonic_mean_TEPS:     !  <value>``. Extra fields
-  (e.g. ``load_time``) follow the reference block.
+- :func:`format_graph500`: the exact stdout block of the 3.0.1 reference.
+
+Encoding of the block: one ``key: value`` line per field, keys padded so
+values start at column ``VALUE_COLUMN`` (33), numbers as C's ``%g`` (nedge
+statistics as ``%.11g``, integers as ``%d``), and ``bfs  harmonic_mean_TEPS:
+!  <value>``. Extra fields (e.g. ``load_time``) follow the reference block.
+A field is a ``(key, value, fmt)`` triple (:func:`graph500_fields`), rendered
+by :func:`render_graph500`.
 
 Output is an API: this module is the one place that produces it.
 """
@@ -36,7 +44,19 @@ _STAT_KEYS = ("min", "firstquartile", "median", "thirdquartile", "max", "mean", 
 
 
 def graph500_stats(values) -> dict:
-    """min, firstquartile, median, thirdquartile, max, mean, stddev (n - 1)."""
+    """The reference's summary statistics of ``values``.
+
+    Parameters
+    ----------
+    values : array-like
+        At least one number.
+
+    Returns
+    -------
+    dict
+        ``min``, ``firstquartile``, ``median``, ``thirdquartile``, ``max``,
+        ``mean``, ``stddev`` (n - 1; NaN for one value), as floats.
+    """
     xx = np.sort(np.asarray(values, dtype=np.float64).ravel())
     n = xx.shape[0]
     if n == 0:
@@ -55,7 +75,21 @@ def graph500_stats(values) -> dict:
 
 
 def teps_stats(times, nedges) -> dict:
-    """Graph500 TEPS statistics from per-search times (s) and edge counts."""
+    """Graph500 TEPS statistics from per-search times and edge counts.
+
+    Parameters
+    ----------
+    times : array-like
+        Seconds per search.
+    nedges : array-like or number
+        Edges per search (``nedge`` of the validator), broadcast to ``times``.
+
+    Returns
+    -------
+    dict
+        ``min``, ``firstquartile``, ``median``, ``thirdquartile``, ``max``,
+        ``harmonic_mean``, ``harmonic_stddev`` and ``mean`` (arithmetic), in TEPS.
+    """
     t = np.asarray(times, dtype=np.float64).ravel()
     m = np.broadcast_to(np.asarray(nedges, dtype=np.float64), t.shape)
     s = t / m
@@ -75,7 +109,19 @@ def teps_stats(times, nedges) -> dict:
 
 
 def format_value(value, fmt: str = "g") -> str:
-    """C printf formatting of one value: fmt is 'd', 'g' or '.11g'."""
+    """C printf formatting of one value.
+
+    Parameters
+    ----------
+    value : number or str
+        A string passes through unless ``fmt`` is ``'d'``.
+    fmt : str
+        ``'d'``, ``'g'`` or ``'.11g'``.
+
+    Returns
+    -------
+    str
+    """
     if fmt == "d":
         return "%d" % int(value)
     if isinstance(value, str):
@@ -92,7 +138,26 @@ def _line(key: str, text: str, bang: bool = False) -> str:
 
 def graph500_fields(scale, edgefactor, nbfs, graph_generation, num_mpi_processes, construction_time,
                     times, nedges, validate_times, extra=None) -> list:
-    """The reference's fields in order: a list of (key, value, fmt)."""
+    """The reference's fields in order.
+
+    Parameters
+    ----------
+    scale, edgefactor, nbfs : int
+        The graph and the number of searches.
+    graph_generation, construction_time : float
+        Seconds.
+    num_mpi_processes : int
+        Processes (workers) of the run.
+    times, nedges, validate_times : array-like
+        Per search: seconds, edge counts, validation seconds.
+    extra : dict or iterable of (key, value), optional
+        Fields after the reference block (ints as ``%d``, others as ``%g``).
+
+    Returns
+    -------
+    list of (str, object, str)
+        ``(key, value, fmt)`` per output line.
+    """
     f = [("SCALE", scale, "d"), ("edgefactor", edgefactor, "d"), ("NBFS", nbfs, "d"),
          ("graph_generation", graph_generation, "g"), ("num_mpi_processes", num_mpi_processes, "d"),
          ("construction_time", construction_time, "g")]
@@ -113,7 +178,18 @@ def graph500_fields(scale, edgefactor, nbfs, graph_generation, num_mpi_processes
 
 
 def render_graph500(fields) -> str:
-    """Text of (key, value, fmt) fields, one line each, newline-terminated."""
+    """The text of ``(key, value, fmt)`` fields.
+
+    Parameters
+    ----------
+    fields : iterable of (str, object, str)
+        As :func:`graph500_fields` returns them.
+
+    Returns
+    -------
+    str
+        One line per field, newline-terminated.
+    """
     out = []
     for key, value, fmt in fields:
         out.append(_line(key, format_value(value, fmt), bang=key == "bfs  harmonic_mean_TEPS"))
@@ -122,6 +198,13 @@ def render_graph500(fields) -> str:
 
 def format_graph500(scale, edgefactor, nbfs, graph_generation, num_mpi_processes, construction_time,
                     times, nedges, validate_times, extra=None) -> str:
-    """The 3.0.1 stdout block (plus ``extra`` fields, a dict or (key, value) pairs)."""
+    """The 3.0.1 stdout block: ``render_graph500(graph500_fields(...))``.
+
+    Parameters are those of :func:`graph500_fields`.
+
+    Returns
+    -------
+    str
+    """
     return render_graph500(graph500_fields(scale, edgefactor, nbfs, graph_generation, num_mpi_processes,
                                            construction_time, times, nedges, validate_times, extra))
