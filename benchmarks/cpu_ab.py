@@ -3,10 +3,11 @@
     python -m benchmarks.cpu_ab --base COMMIT [--scale 20] [--roots 16] [--reps 5]
                                 [--algorithm do] [--evict-mb 640] [--hold]
 
-On a shared machine two runs of one benchmark differ by 10-30%, more than
-most changes to a step gain, so separate runs cannot rank two versions.
-This script loads ``dbfs/bfs/cpu.py`` as it is at ``--base`` (``git show``)
-next to the working tree's, builds the Graph500 graph once (dbfs generator
+On a shared machine two runs of one benchmark differ by more than most
+changes to a step gain, so separate runs cannot rank two versions.
+This script loads the CPU kernels as they are at ``--base`` (``git show``:
+the package ``dbfs/bfs/cpu/``, or the single module ``dbfs/bfs/cpu.py`` of
+commits before the split) next to the working tree's, builds the Graph500 graph once (dbfs generator
 and Kernel 1; each version gets its own ``CSRGraph`` over the same arrays,
 so per-graph helpers do not leak between them) and times both versions'
 ``--algorithm`` on the same roots in one process, alternating which goes
@@ -38,23 +39,38 @@ os.environ["NUMBA_CACHE_DIR"] = _CACHE   # before Numba loads: a module loaded f
 import numpy as np  # noqa: E402
 
 
-def load_version(commit: str):
-    """{algorithm name: search function} of ``dbfs/bfs/cpu.py`` at ``commit``,
-    loaded as a separate module; the package's registry is left as it was."""
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
+
+
+def _load_package(root: Path, commit: str, files: list):
+    """The package ``dbfs/bfs/cpu/`` at ``commit`` (its modules import one
+    another relatively), imported under a name of its own."""
+    import importlib
+
+    name = f"dbfs_ab_cpu_{commit.replace('/', '_').replace('-', '_').replace('.', '_')}"
+    for f in files:
+        dest = Path(_CACHE) / name / Path(f).relative_to("dbfs/bfs/cpu")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_text(_git(root, "show", f"{commit}:{f}"))
+    sys.path.insert(0, _CACHE)
+    try:
+        mod = importlib.import_module(name)
+    finally:
+        sys.path.remove(_CACHE)
+    return dict(mod.ALGORITHMS), mod
+
+
+def _load_module(root: Path, commit: str):
+    """The single module ``dbfs/bfs/cpu.py`` at ``commit`` (before the split),
+    its ``@register`` decorators collected instead of registered."""
     import importlib.util
 
     import dbfs.bfs as pkg
 
-    root = Path(pkg.__file__).resolve().parents[2]
-    try:
-        src = subprocess.run(["git", "-C", str(root), "show", f"{commit}:dbfs/bfs/cpu.py"], capture_output=True,
-                             text=True, check=True).stdout
-    except subprocess.CalledProcessError as e:
-        sys.exit(f"cpu_ab: cannot read dbfs/bfs/cpu.py at {commit!r}: {e.stderr.strip()}; pass a commit of this "
-                 "repository")
     path = Path(_CACHE) / f"cpu_{commit.replace('/', '_')}.py"
-    path.write_text(src)
-    found, real = {}, pkg.register
+    path.write_text(_git(root, "show", f"{commit}:dbfs/bfs/cpu.py"))
+    found, real = {}, getattr(pkg, "register", None)
 
     def collect(name, backend="cpu"):
         def deco(fn):
@@ -68,13 +84,34 @@ def load_version(commit: str):
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
     finally:
-        pkg.register = real
+        if real is None:
+            del pkg.register
+        else:
+            pkg.register = real
     return found, mod
+
+
+def load_version(commit: str):
+    """({algorithm name: search function}, module) of the CPU kernels at
+    ``commit``, loaded beside the working tree's; nothing of the working
+    tree's ``dbfs.bfs`` is changed."""
+    import dbfs.bfs as pkg
+
+    root = Path(pkg.__file__).resolve().parents[2]
+    try:
+        files = [f for f in _git(root, "ls-tree", "-r", "--name-only", commit, "--", "dbfs/bfs/cpu/").split()
+                 if f.endswith(".py")]
+        if files:
+            return _load_package(root, commit, files)
+        return _load_module(root, commit)
+    except subprocess.CalledProcessError as e:
+        sys.exit(f"cpu_ab: cannot read the CPU kernels at {commit!r}: {e.stderr.strip()}; pass a commit of this "
+                 "repository")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--base", required=True, help="git commit whose dbfs/bfs/cpu.py is the A side")
+    ap.add_argument("--base", required=True, help="git commit whose CPU kernels (dbfs/bfs/cpu/) are the A side")
     ap.add_argument("--scale", type=int, default=20)
     ap.add_argument("--roots", type=int, default=16)
     ap.add_argument("--reps", type=int, default=5)
@@ -86,7 +123,8 @@ def main():
     args = ap.parse_args()
 
     from benchmarks.common import write_record
-    from dbfs.bfs import collector_paused, cpu, get_algorithm
+    from dbfs.bfs import cpu
+    from dbfs.bfs.timing import collector_paused
     from dbfs.generate.graph500 import kronecker_edges
     from dbfs.graph import CSRGraph
     from dbfs.kernel1 import build_csr
@@ -96,12 +134,15 @@ def main():
     base_fns, base_mod = load_version(args.base)
     if args.algorithm not in base_fns:
         sys.exit(f"cpu_ab: {args.base} has no CPU algorithm {args.algorithm!r}: use one of {sorted(base_fns)}")
+    if args.algorithm not in cpu.ALGORITHMS:
+        sys.exit(f"cpu_ab: the working tree has no CPU algorithm {args.algorithm!r}: use one of "
+                 f"{list(cpu.ALGORITHMS)}")
     edges = kronecker_edges(args.scale)
     roots = graph500_roots(edges, args.scale, n=args.roots).tolist()
     g = build_csr(edges, n_vertices=1 << args.scale)
     sides = {}
     for name, mod, fn in (("base", base_mod, base_fns[args.algorithm]),
-                          ("new", cpu, get_algorithm(args.algorithm, "cpu"))):
+                          ("new", cpu, cpu.ALGORITHMS[args.algorithm])):
         graph = CSRGraph(g.indptr, g.indices, g.n_vertices)
         if hasattr(mod, "prepare"):
             mod.prepare(graph)

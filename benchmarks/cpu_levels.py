@@ -6,15 +6,15 @@ Builds the Graph500 graph in memory (dbfs generator and Kernel 1), takes its
 first ``--roots`` search keys, then ``--reps`` rounds over them: before each
 search a pass over an ``--evict-mb`` buffer pushes the graph out of the
 caches, as the validation between two searches of ``dbfs run`` does (without
-it a repeated search finds its graph in the shared L3 and runs up to 1.5x
-faster than in a real run). Each search is ``dbfs.bfs.bfs(graph, root,
+it a repeated search finds its graph in the shared L3 and runs faster than
+in a real run). Each search is ``dbfs.bfs.bfs(graph, root,
 stats=True)``; the table gives, per root, the median total time and the
 median time of each level (``td``/``bu`` and its time in ms), so a change
 to a step shows where it lands. The JSON record keeps every time.
 
 This is the tool for tuning the CPU steps on the 2-core machine: compare two
 versions by running it on each (the machine is shared: trust differences
-that repeat across runs, not one run's 5%).
+that repeat across runs, not a single run's).
 """
 from __future__ import annotations
 

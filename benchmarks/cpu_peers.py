@@ -153,7 +153,8 @@ def main():
     args = ap.parse_args()
 
     from benchmarks.common import write_record
-    from dbfs.bfs import bfs, collector_paused
+    from dbfs.bfs import bfs
+    from dbfs.bfs.timing import collector_paused
     from dbfs.generate.graph500 import kronecker_edges
     from dbfs.kernel1 import build_csr
     from dbfs.roots import graph500_roots

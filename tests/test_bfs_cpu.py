@@ -7,8 +7,11 @@ reference's ``nedge_v3``, and the levels it implies equal the oracle's.
 import numpy as np
 import pytest
 
-from dbfs.bfs import ALGORITHMS, BFSResult, bfs, get_algorithm, prepare
+from dbfs.bfs import BFSResult, algorithm_names, bfs, get_algorithm, prepare
 from dbfs.bfs import cpu
+from dbfs.bfs.cpu import algorithms as cpu_algorithms
+from dbfs.bfs.cpu import topdown as cpu_topdown
+from dbfs.bfs.cpu.buffers import _PARENT_POOL_KEEP, _fill_unreached, _seen_bitmap
 from dbfs.bfs.policy import BeamerPolicy, ChangeStatePolicy, make_policy
 from dbfs.bfs.reference import Oracle, bfs_levels, min_parents
 from dbfs.errors import DbfsError
@@ -78,9 +81,10 @@ IDS = [a + "".join(f"-{v}" for v in o.values()) for a, o in VARIANTS]
 
 
 def test_registry_lists_every_cpu_algorithm():
-    assert set(ALGORITHMS["cpu"]) >= {"seq-list", "seq-csr", "td", "bu", "do", "spmv"}
-    for name in ALGORITHMS["cpu"]:
-        assert callable(get_algorithm(name, "cpu"))
+    assert list(cpu.ALGORITHMS) == ["seq-list", "seq-csr", "td", "bu", "do", "spmv"]
+    assert algorithm_names("cpu") == list(cpu.ALGORITHMS)
+    for name, fn in cpu.ALGORITHMS.items():
+        assert get_algorithm(name, "cpu") is fn
 
 
 def check_search(edges, n, g, root, algorithm, opts, nedge=None, oracle=None):
@@ -231,7 +235,7 @@ def test_prepare_builds_helpers_once():
 
 def test_isolated_root_reaches_only_itself():
     g = make_graph(np.array([[0, 1], [1, 2]]), 5)
-    for name in ALGORITHMS["cpu"]:
+    for name in cpu.ALGORITHMS:
         res = bfs(g, 4, name)
         np.testing.assert_array_equal(res.parent, [-1, -1, -1, -1, 4])
 
@@ -365,8 +369,8 @@ def test_do_directions_equal_with_exact_sums(s16, kw):
     exact = Exact(**{k: v for k, v in vars(base).items() if k in ("alpha", "beta", "unexplored", "tail")})
     for root in (29348, 1, 4242, 60000):
         key = lambda rec: [(r["direction"], r["frontier"], r["discovered"]) for r in rec]
-        a = cpu._hybrid(g, root, True, policy_from(**kw), False)
-        b = cpu._hybrid(g, root, True, exact, False)
+        a = cpu_algorithms._hybrid(g, root, True, policy_from(**kw), False)
+        b = cpu_algorithms._hybrid(g, root, True, exact, False)
         assert key(a[1]) == key(b[1])
         np.testing.assert_array_equal(cpu.levels_from_parent(a[0], root), cpu.levels_from_parent(b[0], root))
 
@@ -417,7 +421,7 @@ def test_gpu_backend_is_pluggable():
     try:
         import dbfs.bfs.gpu  # noqa: F401
     except ImportError:
-        with pytest.raises(DbfsError, match=r"backend gpu needs cupy and a CUDA GPU: pip install -e \.\[gpu\]"):
+        with pytest.raises(DbfsError, match=r"backend gpu needs cupy and a CUDA GPU: pip install -e '?\.\[gpu\]"):
             bfs(g, 0, "do", backend="gpu")
     else:  # pragma: no cover - only with a GPU backend installed
         pytest.skip("dbfs.bfs.gpu is importable here; its own tests cover it")
@@ -506,7 +510,7 @@ def test_fill_unreached_writes_minus_one_outside_the_reached_set():
     no_edge = rng.random(n) < 0.2
     bits = lambda mask: np.packbits(np.append(mask, np.ones(-n % 64, bool)), bitorder="little").view(np.int64)
     parent = np.where(reached, np.arange(n), 777).astype(np.int64)
-    cpu._fill_unreached(parent, bits(reached | no_edge), bits(no_edge))
+    _fill_unreached(parent, bits(reached | no_edge), bits(no_edge))
     np.testing.assert_array_equal(parent, np.where(reached & ~no_edge, np.arange(n), -1))
     # and end to end: a top-down-only search of a graph with two components
     edges, n2, root, _ = HAND["two-components"]
@@ -534,7 +538,7 @@ def test_td_step_parallel_path_dedupes(n, targets, f):
     visited = np.zeros(n >> 6, np.int64)
     cpu.mark_queue(frontier, 0, visited)
     nxt, examined = cpu.td_step(g.indptr, g.indices, 0, frontier, parent, visited)
-    assert examined == np.diff(g.indptr)[frontier].sum() > cpu._TD_SERIAL_EDGES
+    assert examined == np.diff(g.indptr)[frontier].sum() > cpu_topdown._TD_SERIAL_EDGES
     fset = set(frontier.tolist())
     want = set(g.indices[np.concatenate([np.arange(g.indptr[u], g.indptr[u + 1]) for u in frontier])].tolist()) - fset
     assert len(nxt) == len(set(nxt.tolist())) == len(want) and set(nxt.tolist()) == want
@@ -542,7 +546,7 @@ def test_td_step_parallel_path_dedupes(n, targets, f):
     assert all(int(parent[v]) in fset and v in adj[int(parent[v])] for v in nxt)
     assert all((visited[v >> 6] >> (v & 63)) & 1 for v in nxt)
     assert (len(nxt) > visited.shape[0]) == (targets == n)   # both paths taken
-    assert cpu._seen_bitmap(visited.shape[0]).sum() == 0      # left all zero
+    assert _seen_bitmap(visited.shape[0]).sum() == 0      # left all zero
     # with `front`, a large new frontier is left there as a bitmap
     visited2 = np.zeros(n >> 6, np.int64)
     cpu.mark_queue(frontier, 0, visited2)
@@ -587,16 +591,19 @@ _NO_LOAD_SCRIPT = r"""
 import sys, numpy as np
 from numba.core.registry import CPUDispatcher
 from dbfs.bfs import bfs, cpu
+from dbfs.bfs.cpu import algorithms
 from dbfs.generate.graph500 import kronecker_edges
 from dbfs.kernel1 import build_csr
 from dbfs.roots import graph500_roots
 
 if sys.argv[1] == "off":
-    cpu.warm_kernels = lambda indptr, indices: None      # the search as it was without it
+    algorithms.warm_kernels = lambda indptr, indices: None   # the search as it was without it
 edges = kronecker_edges(16)
 roots = graph500_roots(edges, 16, n=16).tolist()
 g = build_csr(edges, n_vertices=1 << 16)
-sigs = lambda: {k: len(v.signatures) for k, v in vars(cpu).items() if isinstance(v, CPUDispatcher)}
+mods = [m for name, m in sorted(sys.modules.items()) if name.startswith("dbfs.bfs.cpu.")]
+sigs = lambda: {f"{m.__name__}.{k}": len(v.signatures) for m in mods for k, v in vars(m).items()
+                if isinstance(v, CPUDispatcher)}
 runs = [("do", {}), ("do", {"policy": "change_state"}), ("td", {}), ("bu", {}), ("spmv", {})]
 for a, o in runs:
     bfs(g, roots[0], a, **o)                             # the harness's one warm-up search
@@ -610,8 +617,8 @@ print(sorted(k for k, v in sigs().items() if v != before[k]))
 
 def test_after_one_search_no_search_loads_a_kernel():
     """One warm-up search loads every kernel the searches use (Numba
-    compiles or loads a kernel on its first call, 3-15 ms inside a timed
-    SCALE 20 search otherwise): in a fresh process, after one search per
+    compiles or loads a kernel on its first call, inside a timed search
+    otherwise): in a fresh process, after one search per
     algorithm, 15 more roots each load nothing. Without warm_kernels the
     same run does load kernels inside later searches (the check can fail)."""
     import subprocess
@@ -633,7 +640,7 @@ def test_top_down_levels_claimed_in_pieces(s16, golden16, monkeypatch, algorithm
     have up to ~1M), so every wide level takes that path: the searches still
     validate with the golden nedge and the plain BFS's levels."""
     edges, g, oracle = s16
-    monkeypatch.setattr(cpu, "_TD_PIECE", 3000)
+    monkeypatch.setattr(cpu_topdown, "_TD_PIECE", 3000)
     for root, nedge in list(zip(golden16["roots"], golden16["nedge_v3"]))[:6]:
         check_search(edges, 1 << 16, g, root, algorithm, {}, nedge, oracle[root])
 
@@ -665,7 +672,7 @@ def test_parent_pool_reuses_only_released_arrays(golden10, oracle10, algorithm, 
     p2 = search(2)                              # both pooled arrays held: a fresh, unpooled one
     assert len({addr(p0), addr(p1), addr(p2)}) == 3
     np.testing.assert_array_equal(p0, kept)     # later searches left the held result alone
-    assert len(g.meta["_parent_pool"]) == cpu._PARENT_POOL_KEEP
+    assert len(g.meta["_parent_pool"]) == _PARENT_POOL_KEEP
     a0, a1 = addr(p0), addr(p1)
     view = p1[::2]
     del p0, p1

@@ -1,11 +1,11 @@
 """Direction policies for the direction-optimizing BFS (pure Python).
 
-A policy decides, once per level, whether the next level is expanded top-down
-('td': scan the out-edges of the frontier queue) or bottom-up ('bu': every
-unvisited vertex scans its edges for a parent in the frontier bitmap). It sees
-only counts, never arrays, so the same policy drives the single-process CPU
-kernels, the GPU kernels and a distributed backend (which feeds it global
-counts after an all-reduce):
+Contract: a policy decides, once per level, whether the next level is
+expanded top-down ('td': scan the out-edges of the frontier queue) or
+bottom-up ('bu': every unvisited vertex scans its edges for a parent in the
+frontier bitmap). It sees only counts, never arrays, so the same policy
+drives the single-process CPU kernels, the GPU kernels and a distributed
+backend (which feeds it global counts after an all-reduce):
 
 - ``n_f``: vertices in the frontier about to be expanded,
 - ``m_f``: edges incident on that frontier (sum of their degrees),
@@ -25,12 +25,13 @@ A caller for whom ``m_f`` costs a pass over the new frontier may first ask
 means the next call does not read ``m_f`` at all; a number C means it only
 compares ``m_f`` with C, so a sum may stop as soon as it exceeds C (pass the
 exact ``m_f`` when it is <= C, any value > C otherwise; ``inf``: exact). The
-decisions are then exactly those made with exact sums. At SCALE 20 the first
-big top-down frontier has 22M edges against a cap of 2M, and the bottom-up
-levels' sums are mostly never needed.
+decisions are then exactly those made with exact sums.
 
-Policies
---------
+Encoding: directions are the strings ``TD = 'td'`` and ``BU = 'bu'``;
+counts are Python ints (``m_f`` may be any value above the cap).
+
+Method: the policies
+--------------------
 ``beamer`` (default), Beamer, Asanovic and Patterson, "Direction-Optimizing
 Breadth-First Search", SC'12; parameters as in the GAP Benchmark Suite:
 
@@ -50,11 +51,9 @@ Breadth-First Search", SC'12; parameters as in the GAP Benchmark Suite:
   unvisited vertices have fewer edges than the frontier (``m_u < m_f``, with
   the EXACT ``m_u``): bottom-up then reads at most ``m_u`` edges, top-down
   exactly ``m_f``. On Kronecker graphs the level after the big bottom-up
-  levels is such a level (SCALE 20: a 52K-vertex frontier with 64K edges
-  against a few hundred unvisited vertices): top-down there reads every
-  frontier row at random and took ~30% of the search on the 2-core machine,
-  bottom-up takes a pass over the visited words. ``tail="gap"`` is GAP's
-  rule unchanged.
+  levels is such a level: top-down there reads every frontier row at
+  random, bottom-up takes a pass over the visited words. ``tail="gap"`` is
+  GAP's rule unchanged.
 
 ``change_state``, the growing/shrinking-frontier rule of the hybrid BFS of
 Yasui, Fujisawa and Goto ("NUMA-optimized parallel breadth-first search on
@@ -66,14 +65,9 @@ Graph500 code (``growing_or_shrinking``), which looks at frontier *sizes* only:
 - bottom-up -> top-down when the frontier shrinks and ``n_f < n / beta``
                                                        (beta = 64)
 
-The change_state defaults were tuned here on Kronecker graphs (SCALE 20,
-edgefactor 16, 16 Graph500 roots, 2-core machine): alpha in 256..4096 and
-beta in 18..256 all examine about 1.5M edges per search; alpha = 64 leaves
-some searches top-down through the widest level (3x the edges). Ueno and
-Suzumura's code uses alpha = 2000 and beta = 8. With the CPU bottom-up step
-(hub-first, visited words skipped) the late bottom-up levels are cheap, so
-the later bottom-up -> top-down switch makes change_state about 10% faster
-than beamer's GAP defaults on that machine.
+The change_state defaults were tuned on Kronecker graphs (the measurements
+are in docs/CPU.md); Ueno and Suzumura's code uses alpha = 2000 and
+beta = 8.
 """
 from __future__ import annotations
 

@@ -1,0 +1,110 @@
+"""Kernel warm-up of the CPU BFS: every kernel a search may call, loaded once
+per process and array type before the first search returns.
+
+Contract: after :func:`warm_kernels` ``(indptr, indices)`` no ``td``, ``bu``,
+``do`` or ``spmv`` search on arrays of those dtypes and writeability
+compiles or loads a kernel (``tests/test_bfs_cpu.py`` checks it in a fresh
+process). It is idempotent and thread-safe (``_WARM_LOCK``; ``_WARMED``
+holds the array types done).
+
+Method: a search reaches its serial or parallel variants by frontier size,
+so one warm-up search leaves some unloaded; this runs each kernel once on a
+tiny graph (a star of 100 leaves plus 29 isolated vertices) whose arrays have
+the dtypes and writeability of the caller's (Numba compiles one
+specialisation per array type, read-only ones included). Kernels come from
+Numba's on-disk cache (``cache=True``) when it holds them.
+
+Encoding: the star's CSR has vertex 0 joined to 1..100, vertices 101..129
+without edges.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .bottomup import bu_step
+from .buffers import _fill_parent, _fill_unreached
+from .frontier import (_bitmap_degrees, _bitmap_to_queue_parallel, _bitmap_to_queue_serial, _frontier_edges_parallel,
+                       _frontier_edges_serial, queue_to_bitmap)
+from .graph_aux import _no_edge_bitmap, _rows_sorted, degree_over_bitmap, hub_by_degree
+from .primitives import _NO_CAP, num_threads
+from .semiring import _min_parent_fixup_parallel, _min_parent_fixup_serial, spmv_pull_step
+from .topdown import (_degree_offsets, _degree_offsets_par, _diff_bits, _td_claim_chunks, _td_dedupe, _td_fix_lost_bits,
+                      _td_gather, _td_step_serial)
+
+
+_WARM_LOCK = threading.Lock()
+_WARMED: set = set()
+
+
+def _like(a: np.ndarray, values) -> np.ndarray:
+    """``values`` as a small array of ``a``'s dtype and writeability (Numba
+    compiles one specialisation per array type, read-only ones included)."""
+    out = np.ascontiguousarray(values, dtype=a.dtype)
+    out.setflags(write=a.flags.writeable)
+    return out
+
+
+def warm_kernels(indptr, indices) -> None:
+    """Load every kernel a ``td``, ``bu``, ``do`` or ``spmv`` search may call.
+
+    Compiles (or loads from Numba's cache) each kernel for arrays of these
+    types, once per process and type: a search reaches its parallel or
+    serial variants by frontier size, so one warm-up search leaves some
+    unloaded, and loading one inside a timed search would be timed. Runs
+    each kernel on a tiny graph (a star of 100 leaves plus 29 isolated
+    vertices) whose arrays have the dtypes and writeability of ``indptr``
+    and ``indices``. ``tests/test_bfs_cpu.py`` checks that searches then
+    compile nothing.
+
+    Parameters
+    ----------
+    indptr, indices : ndarray
+        The searched graph's CSR arrays (only their types are used).
+    """
+    key = (indptr.dtype.str, indices.dtype.str, indptr.flags.writeable, indices.flags.writeable)
+    if key in _WARMED:
+        return
+    with _WARM_LOCK:
+        if key in _WARMED:
+            return
+        n, k = 130, 100                       # vertex 0 joined to 1..k
+        ip = _like(indptr, np.concatenate([[0, k], np.arange(k + 1, 2 * k + 1), np.full(n - k - 1, 2 * k)]))
+        ix = _like(indices, np.concatenate([np.arange(1, k + 1), np.zeros(k)]))
+        deg = np.diff(ip)
+        hub = hub_by_degree(ip, ix, deg)
+        no_edge = _no_edge_bitmap(ip)
+        multi = degree_over_bitmap(ip, 1)
+        _rows_sorted(ip, ix)
+        parent = _fill_parent(n)
+        nbw = no_edge.shape[0]
+        visited, front, nxt = no_edge.copy(), np.zeros(nbw, np.int64), np.zeros(nbw, np.int64)
+        q = np.array([0], np.int64)
+        E = int(_frontier_edges_serial(ip, 0, q, 0, 1, _NO_CAP))
+        _frontier_edges_parallel(ip, 0, q, _NO_CAP, num_threads())
+        _td_step_serial(ip, ix, 0, q, parent, visited.copy(), E)
+        _degree_offsets(ip, 0, q)
+        degoff = _degree_offsets_par(ip, 0, q)
+        out = np.empty(E, np.int64)
+        seen = np.zeros(nbw, np.int64)
+        cnt = _td_claim_chunks(ip, ix, 0, q, parent, visited, degoff, 0, E, 2, out)
+        _td_fix_lost_bits(out, cnt, E, visited)
+        _diff_bits(visited, no_edge, front)
+        _bitmap_to_queue_serial(front, 0)
+        _bitmap_to_queue_parallel(front, 0)
+        _bitmap_degrees(front, ip, _NO_CAP, num_threads())
+        _td_dedupe(out, cnt, E, visited, seen)
+        _td_gather(out, cnt, E, seen)
+        queue_to_bitmap(q, 0, front)
+        visited = no_edge.copy()
+        parent = np.empty(n, np.int64)
+        bu_step(ip, ix, 0, front, parent, visited, nxt, hub, no_edge, multi, True, False)
+        _fill_unreached(parent, visited, no_edge)
+        visited = no_edge.copy()
+        parent = _fill_parent(n)
+        spmv_pull_step(ip, ix, 0, front, parent, visited, nxt, True)
+        leaves = np.arange(1, k + 1, dtype=np.int64)
+        _min_parent_fixup_serial(ip, 0, ix, leaves, front, parent, True)
+        _min_parent_fixup_parallel(ip, 0, ix, leaves, front, parent, True)
+        _WARMED.add(key)
