@@ -12,7 +12,20 @@ DEFAULT_ROWS = 1 << 22
 
 
 def natural_rows(arr, default: int = DEFAULT_ROWS) -> int:
-    """A chunk length that matches the array's own chunks when it has them."""
+    """A block length that matches the array's own chunks when it has them.
+
+    Parameters
+    ----------
+    arr : array-like
+        Anything with ``chunks`` (zarr or dask) or without (numpy).
+    default : int
+        Rows when the array has no chunks; with chunks, a whole multiple of
+        the first chunk length near it.
+
+    Returns
+    -------
+    int
+    """
     chunks = getattr(arr, "chunks", None)
     if chunks:
         first = chunks[0]
@@ -23,6 +36,20 @@ def natural_rows(arr, default: int = DEFAULT_ROWS) -> int:
 
 
 def iter_rows(arr, chunk_rows: int | None = None):
+    """Yield an array's rows in order, in bounded blocks.
+
+    Parameters
+    ----------
+    arr : numpy, zarr or dask array, 2-D
+        The rows to read.
+    chunk_rows : int, optional
+        Rows per block (None: :func:`natural_rows`).
+
+    Yields
+    ------
+    (int, numpy.ndarray)
+        The block's first row index and the block as int64.
+    """
     n = int(arr.shape[0])
     step = chunk_rows or natural_rows(arr)
     for lo in range(0, n, step):

@@ -5,7 +5,10 @@
 index is order-sensitive, detects any changed, swapped or zero-filled row
 with overwhelming probability, and can be computed per chunk in parallel and
 added up, so it does not depend on chunking or workers. Stored as a 16-digit
-hex string.
+hex string (the dataset attribute ``edges_checksum``).
+
+Reference: splitmix64, G. L. Steele, D. Lea, C. H. Flood, "Fast splittable
+pseudorandom number generators", OOPSLA 2014.
 """
 from __future__ import annotations
 
@@ -40,11 +43,36 @@ def _partial(block, start):
 
 
 def partial_checksum(block: np.ndarray, start: int) -> int:
-    """Checksum contribution of rows [start, start + len(block))."""
+    """Checksum contribution of one block of rows.
+
+    Parameters
+    ----------
+    block : array_like, shape (k, 2)
+        Rows ``[start, start + k)`` of an edge list (integer ids).
+    start : int
+        Index of the block's first row.
+
+    Returns
+    -------
+    int
+        The block's part, mod 2**64 (parts of disjoint blocks add up).
+    """
     if block.shape[0] == 0:
         return 0
     return int(_partial(np.asarray(block, dtype=np.int64), int(start))) & 0xFFFFFFFFFFFFFFFF
 
 
 def combine(parts) -> str:
+    """The checksum of a whole edge list from its blocks' parts.
+
+    Parameters
+    ----------
+    parts : iterable of int
+        :func:`partial_checksum` of blocks covering every row exactly once.
+
+    Returns
+    -------
+    str
+        Their sum mod 2**64 as 16 hex digits.
+    """
     return f"{sum(int(p) for p in parts) & 0xFFFFFFFFFFFFFFFF:016x}"

@@ -11,6 +11,7 @@ import dbfs
 from dbfs import store
 from dbfs.cli import cli
 from dbfs.spec import GraphSpec
+from dbfs.store import write as store_write
 
 NAME10 = "kron-s10-ef16-s2-3"
 
@@ -120,7 +121,7 @@ def test_force_keeps_old_copy_until_new_complete(tmp_path, monkeypatch):
     gen(tmp_path, "--scale", 10, "--chunk-edges", 2000)
     before = store.open_dataset(NAME10, tmp_path).edges()[:]
     calls = {"n": 0}
-    real = store._write_block
+    real = store_write._write_block
 
     def failing(path, block, start):
         calls["n"] += 1
@@ -128,10 +129,10 @@ def test_force_keeps_old_copy_until_new_complete(tmp_path, monkeypatch):
             raise RuntimeError("simulated crash while writing")
         return real(path, block, start)
 
-    monkeypatch.setattr(store, "_write_block", failing)
+    monkeypatch.setattr(store_write, "_write_block", failing)
     with pytest.raises(RuntimeError):
         gen(tmp_path, "--scale", 10, "--chunk-edges", 2000, "--force")
-    monkeypatch.setattr(store, "_write_block", real)
+    monkeypatch.setattr(store_write, "_write_block", real)
     assert store.status(tmp_path / NAME10)[0] == "complete"
     np.testing.assert_array_equal(store.open_dataset(NAME10, tmp_path).edges()[:], before)
     assert not list(tmp_path.glob(".*"))
@@ -196,13 +197,15 @@ BAD = [
     (["--kind", "import"], "--input"),
     (["--input", "/no/such/file.txt"], "/no/such/file.txt"),
     (["--chunk-edges", 0], "--chunk-edges"),
+    (["--kind", "import", "--input", "/no/such/file.txt", "--scale", 4], "--scale does not apply to --kind import"),
     (["--kind", "rmat", "--a", 0.9, "--b", 0.2], "initiator"),
 ]
 
 
 @pytest.mark.parametrize("args,needle", BAD)
 def test_bad_input_exit_2(tmp_path, args, needle):
-    res = gen(tmp_path, "--scale", 4, *args, ok=False)
+    imports = "--input" in args or "import" in args     # an imported graph takes no --scale (refused)
+    res = gen(tmp_path, *([] if imports else ["--scale", 4]), *args, ok=False)
     assert res.exit_code == 2
     err = res.stderr.strip()
     assert needle in err
@@ -222,7 +225,7 @@ def test_unwritable_and_too_small_dir(tmp_path, monkeypatch):
     res = gen(blocker / "sub", "--scale", 4, ok=False)
     assert res.exit_code == 2 and "--datasets" in res.stderr
     # a disk with too little room: the size estimate is checked before any write
-    monkeypatch.setattr(store.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**12, 10**12 - 1000, 1000))
+    monkeypatch.setattr(store_write.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**12, 10**12 - 1000, 1000))
     res = gen(tmp_path / "small", "--scale", 20, ok=False)
     assert res.exit_code == 2 and "GiB free" in res.stderr
     assert not (tmp_path / "small" / "kron-s20-ef16-s2-3").exists()

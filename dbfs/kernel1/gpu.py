@@ -1,11 +1,14 @@
 """GPU Kernel 1: Graph500 edge list -> CSR on the device (CuPy + CUDA C).
 
+Imported on demand only (``dbfs.kernel1`` never imports it): it needs CuPy.
+
 Contract: ``build_csr_gpu(edges, n_vertices=None, dedupe=True)`` returns a
 :class:`dbfs.graph.CSRGraph` whose ``indptr``/``indices`` are byte-for-byte
 those of :func:`dbfs.kernel1.build_csr` with the same options (no
 relabelling): both directions of every tuple, self-loops dropped,
 duplicates dropped unless ``dedupe=False``, rows sorted ascending,
-``indptr`` int64, ``indices`` int32 while ``N <= 2**31`` (else int64).
+``indptr`` int64, ``indices`` of width :func:`dbfs.graph.id_dtype` (int32
+while ``N <= 2**31``, else int64).
 ``edges`` is a CuPy or NumPy (M, 2) integer array; ``n_vertices=None``
 means max id + 1, computed here (Graph500: Kernel 1 gets only the list).
 The device copies stay in ``graph.meta["gpu_csr"]`` (the GPU BFS backend
@@ -29,6 +32,9 @@ starts, the output, and per range about 40 B per entry (keys, sort buffer,
 mask, compacted keys): with the default range size (2**28 entries, or less
 when free memory is short) SCALE 26 needs about 16 + 1 + 8 + 11 GB.
 Vertex ids must be below 2**32 (the keys hold one in 32 bits).
+
+Reference: Graph 500 Benchmark 1 specification 3.0.1, Kernel 1,
+https://graph500.org/?page_id=12.
 """
 from __future__ import annotations
 
@@ -39,18 +45,17 @@ import cupy as cp
 import numpy as np
 
 from dbfs.errors import DbfsError
-from dbfs.graph import CSRGraph
+from dbfs.graph import CSRGraph, id_dtype
 
 __all__ = ["build_csr_gpu"]
 
-_KERNEL = Path(__file__).resolve().parent / "bfs" / "kernels" / "kernel1.cu"
+_KERNEL = Path(__file__).resolve().parent.parent / "bfs" / "kernels" / "kernel1.cu"
 _BLOCK = 256
-_INT32_LIMIT = 2**31
 _MAX_CHUNK = 1 << 28
 _ENTRY_BYTES = 40
 # whole-edge-list CuPy operations run in row chunks of this many rows: an array
 # op over 2**31 or more elements makes CuPy compile a 64-bit-index kernel on
-# first use (seconds, once per machine), which SCALE 26 (2**31 ids) would pay
+# first use, which SCALE 26 (2**31 ids) would pay
 _ROWS = 1 << 26
 
 
@@ -102,8 +107,24 @@ def build_csr_gpu(edges, n_vertices: int | None = None, dedupe: bool = True, chu
                   to_host: bool = True) -> CSRGraph:
     """Build the undirected CSR on the GPU (see the module docstring).
 
-    ``chunk_entries``: entries sorted at once (None: from free memory, at
-    most 2**28); it never changes the result.
+    Parameters
+    ----------
+    edges : cupy.ndarray or numpy.ndarray, shape (M, 2)
+        Integer vertex ids.
+    n_vertices : int, optional
+        Vertex count; None means max id + 1. At most 2**32.
+    dedupe : bool
+        Drop duplicate entries.
+    chunk_entries : int, optional
+        Entries sorted at once (None: from free memory, at most 2**28); it
+        never changes the result.
+    to_host : bool
+        Copy ``indptr``/``indices`` to host memory (the device copies stay in
+        ``meta["gpu_csr"]`` either way).
+
+    Returns
+    -------
+    CSRGraph
     """
     e = _as_device_edges(edges)
     m = int(e.shape[0])
@@ -123,7 +144,7 @@ def build_csr_gpu(edges, n_vertices: int | None = None, dedupe: bool = True, chu
     if n > 2**32:
         raise DbfsError(f"GPU Kernel 1 packs vertex ids in 32 bits, {n} vertices do not fit: "
                         f"use dbfs.kernel1.build_csr")
-    idt = np.dtype(np.int32) if n <= _INT32_LIMIT else np.dtype(np.int64)
+    idt = id_dtype(n)
     cap = int(chunk_entries) if chunk_entries is not None else _default_chunk()
     if cap < 1:
         raise DbfsError(f"chunk_entries {cap} is invalid: use an integer >= 1 or None")

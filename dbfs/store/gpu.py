@@ -1,15 +1,18 @@
 """GPU generation and GPU Kernel 1 into the dataset store (``--backend gpu``).
 
+Imported on demand only (``dbfs.store`` never imports it): it needs CuPy,
+which is imported inside the functions that use the device.
+
 Contracts (same stored bytes as the CPU paths; only the time differs):
 
 - :func:`write_edges_gpu` fills a dataset's ``edges`` zarr array chunk by
   chunk from :func:`dbfs.generate.gpu.kronecker_edges_gpu`; the chunk
   checksums (:mod:`dbfs.checksum`, splitmix64 per row) are computed on the
-  device with the same formula. Used by :func:`dbfs.store.generate` with
+  device with the same formula. Used by :func:`dbfs.store.write.generate` with
   ``backend="gpu"``; it keeps the whole edge list on the device, in the
   stored dtype, as ``memo["device_edges"]`` when it takes at most a quarter
   of the free device memory (Kernel 1 and validation then skip the read).
-- :func:`build_gpu` is Kernel 1 on the GPU (:func:`dbfs.kernel1_gpu.build_csr_gpu`)
+- :func:`build_gpu` is Kernel 1 on the GPU (:func:`dbfs.kernel1.gpu.build_csr_gpu`)
   into variant ``p1-block[-dup]`` (:func:`dbfs.kernel1.store_csr`): the edges
   come from ``ds.memo`` or the zarr store, the CSR is copied to the host and
   written; the device copy stays in ``graph.meta["gpu_csr"]`` of the
@@ -30,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from dbfs.errors import DbfsError
+from dbfs.progress import bar, say
 
 _MIX = None
 
@@ -56,8 +60,20 @@ def _mix_kernel():
 
 
 def checksum_gpu(block, start: int) -> int:
-    """:func:`dbfs.checksum.partial_checksum` of a device (k, 2) block of rows
-    ``[start, start + k)``."""
+    """:func:`dbfs.checksum.partial_checksum` computed on the device.
+
+    Parameters
+    ----------
+    block : cupy.ndarray, shape (k, 2)
+        Rows ``[start, start + k)`` of an edge list.
+    start : int
+        Row index of the block's first row.
+
+    Returns
+    -------
+    int
+        The block's checksum part (mod 2**64).
+    """
     import cupy as cp
 
     k = int(block.shape[0])
@@ -75,15 +91,28 @@ def _free_device_bytes() -> int:
     return int(free + cp.get_default_memory_pool().free_bytes())
 
 
-def _progress(total: int, label: str, quiet: bool):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=label, unit="chunk", disable=quiet, file=None, leave=False)
-
-
 def write_edges_gpu(spec, edges_path: str, chunk: int, quiet: bool = False, threads: int | None = None):
-    """Generate ``spec`` (Kronecker) on the GPU into the zarr array at
-    ``edges_path``; returns (checksum parts, memo)."""
+    """Generate a Kronecker spec on the GPU into an existing zarr edges array.
+
+    Parameters
+    ----------
+    spec : GraphSpec
+        A ``kronecker`` spec.
+    edges_path : str
+        The dataset's (temp) ``edges`` array, already created.
+    chunk : int
+        Rows per zarr chunk.
+    quiet : bool
+        No progress display.
+    threads : int, optional
+        Host threads that compress and write chunks (None: one per CPU).
+
+    Returns
+    -------
+    (list of int, dict)
+        The chunk checksum parts, and a memo holding ``device_edges`` when
+        the whole list fits a quarter of the free device memory.
+    """
     import cupy as cp
     import zarr
 
@@ -98,7 +127,7 @@ def write_edges_gpu(spec, edges_path: str, chunk: int, quiet: bool = False, thre
     threads = threads or os.cpu_count() or 1
     starts = list(range(0, m, chunk))
     with ThreadPoolExecutor(max_workers=threads) as pool, \
-            _progress(len(starts), f"generating {spec.name} on the GPU", quiet) as bar:
+            bar(len(starts), f"generating {spec.name} on the GPU", quiet) as progress:
         pending = []
         for a in starts:
             b = min(a + chunk, m)
@@ -115,15 +144,27 @@ def write_edges_gpu(spec, edges_path: str, chunk: int, quiet: bool = False, thre
             pending.append(pool.submit(put))
             if len(pending) >= 2 * threads:
                 pending.pop(0).result()
-                bar.update(1)
+                progress.update(1)
         for f in pending:
             f.result()
-            bar.update(1)
+            progress.update(1)
     return parts, ({"device_edges": full} if full is not None else {})
 
 
 def read_edges(ds, threads: int | None = None) -> np.ndarray:
-    """The stored edge list in host memory, chunks read by a thread pool."""
+    """The stored edge list in host memory, chunks read by a thread pool.
+
+    Parameters
+    ----------
+    ds : Dataset
+    threads : int, optional
+        Reader threads (None: one per CPU).
+
+    Returns
+    -------
+    numpy.ndarray
+        (M, 2) in the stored dtype.
+    """
     arr = ds.edges()
     out = np.empty(arr.shape, arr.dtype)
     step = int(arr.chunks[0]) * 4
@@ -139,8 +180,19 @@ def read_edges(ds, threads: int | None = None) -> np.ndarray:
 
 
 def device_edges(ds):
-    """The dataset's edges on the device (from ``ds.memo`` or read from zarr
-    and uploaded; the upload is kept in ``ds.memo``)."""
+    """The dataset's edges on the device.
+
+    Parameters
+    ----------
+    ds : Dataset
+        Its ``memo["device_edges"]`` is used when present, else filled by
+        reading the zarr store and uploading.
+
+    Returns
+    -------
+    cupy.ndarray
+        (M, 2) in the stored dtype.
+    """
     import cupy as cp
 
     e = ds.memo.get("device_edges")
@@ -150,44 +202,102 @@ def device_edges(ds):
 
 
 def kernel1_device_bytes(n_edges: int, n_vertices: int) -> int:
-    """Device bytes GPU Kernel 1 needs, an upper bound: the edge list as
-    uint32 and as int64 (24 B per tuple), ``indices`` for both directions
-    (8 B per tuple), 32 B per vertex (counts, row starts, degrees, indptr)
-    and 1 GiB for the sorted ranges (their size adapts to what is free)."""
+    """Device bytes GPU Kernel 1 needs, an upper bound.
+
+    The edge list as uint32 and as int64 (24 B per tuple), ``indices`` for
+    both directions (8 B per tuple), 32 B per vertex (counts, row starts,
+    degrees, indptr) and 1 GiB for the sorted ranges (their size adapts to
+    what is free).
+
+    Parameters
+    ----------
+    n_edges, n_vertices : int
+
+    Returns
+    -------
+    int
+    """
     return 32 * int(n_edges) + 32 * int(n_vertices) + (1 << 30)
 
 
 def kernel1_fits(ds, free: int | None = None) -> bool:
-    """Whether GPU Kernel 1 of ``ds`` fits the free device memory (90% of it)."""
+    """Whether GPU Kernel 1 of a dataset fits 90% of the free device memory.
+
+    Parameters
+    ----------
+    ds : Dataset
+    free : int, optional
+        Free device bytes (None: asked from the device).
+
+    Returns
+    -------
+    bool
+    """
     free = _free_device_bytes() if free is None else int(free)
     return kernel1_device_bytes(ds.n_edges, ds.n_vertices) <= 0.9 * free
 
 
 def edges_fit(ds, free: int | None = None) -> bool:
-    """Whether a device copy of the edges (stored dtype) takes at most a
-    quarter of the free device memory (the rule write_edges_gpu keeps it by)."""
+    """Whether a device copy of the edges fits (the rule :func:`write_edges_gpu` keeps it by).
+
+    Parameters
+    ----------
+    ds : Dataset
+    free : int, optional
+        Free device bytes (None: asked from the device).
+
+    Returns
+    -------
+    bool
+        True when the copy is in ``ds.memo`` already, or the edges in their
+        stored dtype take at most a quarter of ``free``.
+    """
     free = _free_device_bytes() if free is None else int(free)
     return "device_edges" in ds.memo or ds.n_edges * 2 * np.dtype(ds.attrs["edge_dtype"]).itemsize <= free // 4
 
 
 def search_edges(ds):
-    """The INPUT edges for root selection and validation on the GPU backend:
-    the device copy when it is there or fits (:func:`edges_fit`), else the
-    stored array, which :func:`dbfs.validate_gpu.validate_gpu` and
-    :func:`dbfs.roots.eligible` stream in chunks."""
+    """The INPUT edges for root selection and validation on the GPU backend.
+
+    Parameters
+    ----------
+    ds : Dataset
+
+    Returns
+    -------
+    cupy.ndarray or zarr.Array
+        The device copy when it is there or fits (:func:`edges_fit`), else
+        the stored array, which the GPU validator and
+        :func:`dbfs.roots.eligible` stream in chunks.
+    """
     return device_edges(ds) if edges_fit(ds) else ds.edges()
 
 
 def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = False) -> dict:
-    """GPU Kernel 1 of dataset ``ds`` into its store (see the module docstring);
-    returns the variant's attributes (``reused=True`` when already stored)."""
-    from dbfs import kernel1
-    from dbfs.kernel1_gpu import build_csr_gpu
-    from dbfs.store import _say
+    """GPU Kernel 1 of a dataset into its store (see the module docstring).
+
+    Parameters
+    ----------
+    ds : Dataset
+    dedupe : bool
+        Drop duplicate entries.
+    relabel : {"none"}
+        GPU Kernel 1 does not relabel; anything else raises :class:`DbfsError`.
+    quiet : bool
+        No status lines.
+
+    Returns
+    -------
+    dict
+        The variant's attributes (``reused=True`` when already stored).
+    """
+    from dbfs.kernel1.csr_store import store_csr
+    from dbfs.kernel1.gpu import build_csr_gpu
+    from dbfs.kernel1.variants import reusable_variant
 
     if relabel != "none":
         raise DbfsError("GPU Kernel 1 builds the CSR without relabelling: drop --relabel or use --backend cpu")
-    old = kernel1.reusable_variant(ds.path, 1, "block", dedupe, relabel)
+    old = reusable_variant(ds.path, 1, "block", dedupe, relabel)
     if old is not None:
         return old
     if not kernel1_fits(ds):
@@ -198,8 +308,8 @@ def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = Fals
     t0 = time.perf_counter()
     edges = device_edges(ds)
     g = build_csr_gpu(edges, n_vertices=ds.n_vertices, dedupe=dedupe)
-    _say(f"GPU Kernel 1 built {g.nnz:,} entries in {time.perf_counter() - t0:.2f} s; storing", quiet)
-    attrs = kernel1.store_csr(ds.path, g.indptr, g.indices, ds.n_edges, dedupe, t0, builder="gpu")
+    say(f"GPU Kernel 1 built {g.nnz:,} entries in {time.perf_counter() - t0:.2f} s; storing", quiet)
+    attrs = store_csr(ds.path, g.indptr, g.indices, ds.n_edges, dedupe, t0, builder="gpu")
     g.meta.update({"variant": attrs["variant"], "dedupe": dedupe, "relabel": "none", "n_edges": ds.n_edges,
                    "construction_time": attrs["construction_time"], "load_time": 0.0})
     ds.memo["graph"] = g
@@ -207,8 +317,22 @@ def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = Fals
 
 
 def eligible_gpu(edges, cands: np.ndarray, rows: int = 1 << 26) -> np.ndarray:
-    """:func:`dbfs.roots.eligible` on a device edge list: which of ``cands``
-    have an incident non-self-loop edge (host bool mask, ``cands`` order)."""
+    """:func:`dbfs.roots.eligible` on a device edge list.
+
+    Parameters
+    ----------
+    edges : cupy.ndarray, shape (M, 2)
+    cands : array_like of int
+        Candidate roots.
+    rows : int
+        Edge rows scanned at once.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        Whether each candidate (in ``cands`` order) has an incident
+        non-self-loop edge.
+    """
     import cupy as cp
 
     cands = np.asarray(cands, dtype=np.int64)

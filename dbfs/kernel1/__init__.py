@@ -1,0 +1,44 @@
+"""Kernel 1: Graph500 edge list -> undirected CSR, in memory, out of core on Dask, and on the GPU.
+
+Contract (every builder): both directions of every tuple, self-loops
+dropped, duplicates dropped unless ``dedupe=False``, every row ascending,
+``indptr`` int64, ``indices`` of width :func:`dbfs.graph.id_dtype`; the
+bytes depend only on the edge multiset and the options, never on edge
+order, chunking, threads, workers, devices or the memory budget. Reference:
+Graph 500 Benchmark 1 specification 3.0.1, Kernel 1,
+https://graph500.org/?page_id=12.
+
+Modules, each layer importing only those above it:
+
+- :mod:`.kernels`     Numba counting-sort kernels and their thread control
+- :mod:`.inmemory`    ``build_csr``, ``raw_degree``, ``degree_permutation``
+- :mod:`.variants`    variant names, listing and reuse
+- :mod:`.csr_store`   the stored layout: ``store_csr``, ``load_partition``,
+  ``load_csr``, ``load_perm``
+- :mod:`.plan`        the partitioned build's memory model and work cuts
+- :mod:`.partitioned` ``build_partitioned``: zarr edges -> zarr CSR on Dask
+- :mod:`.gpu`         ``build_csr_gpu`` (CuPy; imported on demand, never here)
+"""
+from __future__ import annotations
+
+from dbfs.kernel1.csr_store import load_csr, load_partition, load_perm, store_csr
+from dbfs.kernel1.inmemory import build_csr, degree_permutation, raw_degree
+from dbfs.kernel1.partitioned import build_partitioned
+from dbfs.kernel1.plan import DEFAULT_MEMORY_BUDGET
+from dbfs.kernel1.variants import list_variants, parse_variant, reusable_variant, variant_name
+
+__all__ = [
+    "build_csr",
+    "build_partitioned",
+    "load_partition",
+    "load_csr",
+    "load_perm",
+    "store_csr",
+    "variant_name",
+    "parse_variant",
+    "list_variants",
+    "reusable_variant",
+    "raw_degree",
+    "degree_permutation",
+    "DEFAULT_MEMORY_BUDGET",
+]

@@ -1,0 +1,315 @@
+"""Stored CSR variants: the on-disk layout, writing one atomically, loading it checked.
+
+Contract
+--------
+Variant ``<dataset>/csr/<variant>/`` (name from :func:`.variants.variant_name`)
+is a zarr v3 group::
+
+    zarr.json             attributes; ``complete: true`` written LAST
+    part-PPPP/indptr      int64 (local_count + 1,): running row ends, from 0
+    part-PPPP/indices     int32|int64 (nnz,): GLOBAL neighbour ids (new ids in
+                          ``-deg`` variants), width :func:`dbfs.graph.id_dtype`
+    perm                  int64 (N,), ``-deg`` variants only: perm[new] = original
+
+Partition ``PPPP`` holds the rows of the vertices :class:`dbfs.partition.
+Partitioning` gives it, in local-index order. Arrays are zstd (level 1),
+chunks of at most ``2**21`` entries, and every chunk is written, zeros
+included, so a missing chunk means damage. ``checksums[j]`` holds ``nnz``,
+``indices_sum`` and ``indptr_sum`` of part ``j``, each the sum of the array's
+values mod 2**64 (independent of chunking).
+
+Writing (:func:`_publish`, :func:`store_csr`): a variant is built in
+``csr/.<variant>.tmp-<id>/``, its attributes and then the marker are
+written, and it is renamed into place (an old copy is moved aside first), so
+``csr/<variant>`` is absent or was complete when it appeared. Loading
+(:func:`load_partition`, :func:`load_csr`, :func:`load_perm`) checks the
+marker, shapes, nnz and both checksums and raises a one-line
+:class:`DbfsError` naming the rebuild command.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from dbfs.errors import DbfsError
+from dbfs.graph import CSRGraph, id_dtype
+from dbfs.kernel1.kernels import _gather_rows, _invert, _numba_threads, _wrapsum
+from dbfs.kernel1.variants import _variant_attrs, variant_name
+from dbfs.partition import Partitioning
+
+__all__ = ["load_partition", "load_perm", "load_csr", "store_csr"]
+
+_MAX_OUT_CHUNK = 1 << 21       # zarr chunk length of indices / indptr
+_MIN_OUT_CHUNK = 1 << 10
+_ZSTD_LEVEL = 1
+
+
+def _writable(z):
+    """The array with every chunk written, zeros included: a missing chunk then means damage.
+
+    (``open_array(config=...)`` ignores the setting in zarr 3.1; ``with_config`` applies it.)
+    """
+    return z.with_config({"write_empty_chunks": True}) if hasattr(z, "with_config") else z
+
+
+def _publish(vg, attrs: dict, t_start: float, tmp: Path, final: Path) -> None:
+    """Finish a variant built in ``tmp``: ``construction_time`` (from
+    ``t_start``), the attributes, the complete marker LAST, then the rename
+    into ``final`` (an incomplete or stale one there is moved aside first)."""
+    from dbfs import __version__
+
+    attrs["checksum_rule"] = "indices_sum / indptr_sum: sum of the array's values mod 2**64"
+    attrs["dbfs_version"] = __version__
+    attrs["construction_time"] = time.perf_counter() - t_start
+    vg.attrs.update(attrs)
+    vg.attrs["complete"] = True
+    attrs["complete"] = True
+    if final.exists():
+        aside = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:12]}"
+        os.rename(final, aside)
+        os.rename(tmp, final)
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        os.rename(tmp, final)
+    attrs["reused"] = False
+
+
+def load_partition(dataset_path, variant: str, rank: int):
+    """Load one partition of a complete variant, checked.
+
+    Parameters
+    ----------
+    dataset_path : path-like
+        The dataset's directory.
+    variant : str
+        The variant's name (:func:`.variants.variant_name`).
+    rank : int
+        The partition, ``0 <= rank < P``.
+
+    Returns
+    -------
+    indptr : numpy.ndarray
+        int64 (local_count + 1,).
+    indices : numpy.ndarray
+        Global vertex ids (new ids in relabelled variants).
+    meta : dict
+        variant, rank, P, partitioning, n_vertices, vertex_range (a
+        ``range``), nnz, options, load_time (s).
+
+    Raises
+    ------
+    DbfsError
+        Missing or incomplete variant, bad shapes, nnz or checksums (the
+        message names the rebuild command).
+    """
+    import zarr
+
+    t0 = time.perf_counter()
+    vpath, attrs, hint = _variant_attrs(dataset_path, variant)
+    dname = Path(dataset_path).name
+    P = int(attrs["P"])
+    if not 0 <= int(rank) < P:
+        raise DbfsError(f"rank {rank} is out of range for CSR variant {variant} (P={P}): use 0..{P - 1}")
+    part = Partitioning(int(attrs["n_vertices"]), P, attrs["partitioning"])
+    ppath = vpath / f"part-{int(rank):04d}"
+
+    def bad(what):
+        return DbfsError(f"CSR variant {variant} of {dname} is corrupt (part {rank}: {what}): rebuild it with {hint}")
+
+    try:
+        indptr = zarr.open_array(str(ppath / "indptr"), mode="r")[:]
+        indices = zarr.open_array(str(ppath / "indices"), mode="r")[:]
+    except (FileNotFoundError, KeyError, ValueError) as exc:
+        raise bad(f"missing array: {type(exc).__name__}") from None
+    nnz = int(attrs["nnz"][rank])
+    ck = attrs["checksums"][rank]
+    if indptr.shape != (part.local_count(rank) + 1,):
+        raise bad(f"indptr has {indptr.shape[0]} entries, expected {part.local_count(rank) + 1}")
+    if indices.shape != (nnz,) or int(indptr[-1]) != nnz or int(indptr[0]) != 0:
+        raise bad(f"nnz mismatch: indptr[-1]={int(indptr[-1])}, indices={indices.shape[0]}, expected {nnz}")
+    with _numba_threads():
+        T = numba.get_num_threads()
+        s_ix, s_ip = int(_wrapsum(indices, T)), int(_wrapsum(indptr, T))
+    if s_ix != int(ck["indices_sum"]) or s_ip != int(ck["indptr_sum"]):
+        raise bad("checksum mismatch")
+    meta = {
+        "variant": variant,
+        "rank": int(rank),
+        "P": P,
+        "partitioning": attrs["partitioning"],
+        "n_vertices": int(attrs["n_vertices"]),
+        "vertex_range": part.vertex_range(rank),
+        "nnz": nnz,
+        "options": attrs.get("options", {}),
+        "load_time": time.perf_counter() - t0,
+    }
+    return indptr, indices, meta
+
+
+def load_perm(dataset_path, variant: str):
+    """The relabelling of a variant.
+
+    Parameters
+    ----------
+    dataset_path : path-like
+        The dataset's directory.
+    variant : str
+        The variant's name.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        int64 ``perm[new] = original`` of a relabelled variant, None otherwise.
+    """
+    import zarr
+
+    vpath, attrs, hint = _variant_attrs(dataset_path, variant)
+    if attrs.get("options", {}).get("relabel", "none") == "none":
+        return None
+    try:
+        perm = zarr.open_array(str(vpath / "perm"), mode="r")[:]
+    except (FileNotFoundError, KeyError, ValueError):
+        perm = None
+    if perm is None or perm.shape != (int(attrs["n_vertices"]),):
+        raise DbfsError(f"CSR variant {variant} of {Path(dataset_path).name} has a bad perm array: "
+                        f"rebuild it with {hint}")
+    return perm
+
+
+def load_csr(dataset_path, variant: str) -> CSRGraph:
+    """Load a whole variant as one in-memory graph.
+
+    Parameters
+    ----------
+    dataset_path : path-like
+        The dataset's directory.
+    variant : str
+        The variant's name.
+
+    Returns
+    -------
+    CSRGraph
+        Partitions joined (cyclic rows re-interleaved into global order),
+        ``perm``/``iperm`` when relabelled, ``meta`` with variant, dedupe,
+        relabel, n_edges, construction_time and load_time.
+    """
+    t0 = time.perf_counter()
+    vpath, attrs, hint = _variant_attrs(dataset_path, variant)
+    P = int(attrs["P"])
+    N = int(attrs["n_vertices"])
+    parts = [load_partition(dataset_path, variant, j) for j in range(P)]
+    idt = np.dtype(attrs.get("index_dtype", id_dtype(N).name))
+    if P == 1:
+        indptr, indices = parts[0][0], parts[0][1]
+    else:
+        part = Partitioning(N, P, attrs["partitioning"])
+        nnz = sum(int(p[0][-1]) for p in parts)
+        deg = np.zeros(N, np.int64)
+        for j, (ip, _, _) in enumerate(parts):
+            deg[part.owned_vertices(j)] = np.diff(ip)
+        indptr = np.zeros(N + 1, np.int64)
+        np.cumsum(deg, out=indptr[1:])
+        indices = np.empty(nnz, idt)
+        with _numba_threads():
+            for j, (ip, ix, _) in enumerate(parts):
+                _gather_rows(indptr, indices, ip, ix, part.owned_vertices(j))
+    perm = load_perm(dataset_path, variant)
+    iperm = _invert(perm) if perm is not None else None
+    opts = attrs.get("options", {})
+    meta = {"variant": variant, "dedupe": opts.get("dedupe", True), "relabel": opts.get("relabel", "none"),
+            "n_edges": attrs.get("n_edges"), "construction_time": attrs.get("construction_time"),
+            "load_time": time.perf_counter() - t0}
+    return CSRGraph(indptr, indices, N, perm=perm, iperm=iperm, meta=meta)
+
+
+def store_csr(dataset_path, indptr: np.ndarray, indices: np.ndarray, n_edges: int, dedupe: bool,
+              t_start: float, builder: str, threads: int | None = None) -> dict:
+    """Store a whole in-memory CSR as variant ``p1-block[-dup]`` of a dataset.
+
+    Writes the layout, attributes and checksums that
+    :func:`dbfs.kernel1.partitioned.build_partitioned` writes: temp dir +
+    rename, complete marker last.
+
+    Parameters
+    ----------
+    dataset_path : path-like
+        The dataset's directory.
+    indptr, indices : numpy.ndarray
+        The CSR in host memory (``indptr`` int64).
+    n_edges : int
+        Input tuples (recorded).
+    dedupe : bool
+        Whether duplicates were dropped (selects ``-dup``).
+    t_start : float
+        ``time.perf_counter()`` when the build began; ``construction_time``
+        runs from it to the marker.
+    builder : str
+        Recorded in ``options.builder`` (e.g. ``"gpu"``).
+    threads : int, optional
+        Threads that compress and write chunks (zstd releases the GIL);
+        None: one per CPU.
+
+    Returns
+    -------
+    dict
+        The variant's attributes (``complete=True``, ``reused=False``).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    import zarr
+    from zarr.codecs import ZstdCodec
+
+    dataset_path = Path(dataset_path)
+    N = int(indptr.shape[0] - 1)
+    nnz = int(indptr[-1])
+    name = variant_name(1, "block", dedupe, "none")
+    csr_root = dataset_path / "csr"
+    final = csr_root / name
+    zarr.open_group(str(csr_root), mode="a")
+    for stale in [*csr_root.glob(f".{name}.tmp-*"), *csr_root.glob(f".{name}.old-*")]:
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = csr_root / f".{name}.tmp-{uuid.uuid4().hex[:12]}"
+    try:
+        vg = zarr.open_group(str(tmp), mode="w")
+        pg = zarr.open_group(str(tmp / "part-0000"), mode="w")
+        comp = [ZstdCodec(level=_ZSTD_LEVEL)]
+        arrays = {"indptr": (indptr, "row"), "indices": (indices, "entry")}
+        jobs = []
+        for key, (arr, dim) in arrays.items():
+            z = _writable(pg.create_array(key, shape=arr.shape, chunks=(_MAX_OUT_CHUNK,), dtype=arr.dtype,
+                                          compressors=comp, fill_value=0, dimension_names=[dim]))
+            jobs += [(z, arr, a, min(a + 4 * _MAX_OUT_CHUNK, arr.shape[0]))
+                     for a in range(0, arr.shape[0], 4 * _MAX_OUT_CHUNK)]
+
+        def put(job):
+            z, arr, a, b = job
+            z[a:b] = arr[a:b]
+
+        with ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 1) as pool:
+            list(pool.map(put, jobs))
+        with _numba_threads():
+            T = numba.get_num_threads()
+            checks = [{"nnz": nnz, "indices_sum": int(_wrapsum(indices, T)), "indptr_sum": int(_wrapsum(indptr, T))}]
+        deg = np.diff(indptr)
+        part = Partitioning(N, 1, "block")
+        attrs = {
+            "variant": name, "dataset": dataset_path.name, "P": 1, "partitioning": "block",
+            "n_vertices": N, "n_edges": int(n_edges), "vertex_ranges": part.to_attrs()["vertex_ranges"],
+            "nnz": [nnz], "nnz_total": nnz, "index_dtype": np.dtype(indices.dtype).name,
+            "degree": {"min": int(deg.min()) if N else 0, "max": int(deg.max()) if N else 0,
+                       "mean": nnz / N if N else 0.0, "isolated": int(np.count_nonzero(deg == 0))},
+            "options": {"dedupe": bool(dedupe), "relabel": "none", "builder": builder},
+            "chunks": {"indptr": _MAX_OUT_CHUNK, "indices": _MAX_OUT_CHUNK},
+            "checksums": checks,
+        }
+        _publish(vg, attrs, t_start, tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return attrs

@@ -1,0 +1,468 @@
+"""Kernel 1 out of core on Dask: a zarr edge list -> a partitioned CSR variant in zarr.
+
+Contract
+--------
+``build_partitioned(dataset_path, P, partitioning, dedupe, relabel, ...)``
+builds variant ``csr/<variant_name(...)>`` of a dataset (layout:
+:mod:`dbfs.kernel1.csr_store`) with exactly the bytes of the in-memory
+:func:`dbfs.kernel1.inmemory.build_csr` (the same output contract), split
+over ``P`` partitions by :class:`dbfs.partition.Partitioning`. A complete
+variant with the same value-affecting options is reused. ``memory_budget``,
+the client, its workers and the edge chunking change only how the work is
+cut, never the result.
+
+Input: a zarr v3 group with array ``edges`` (M, 2) chunked along rows and
+attributes ``n_vertices``, ``n_edges``, ``complete``. The variant is written
+to ``csr/.<variant>.tmp-<uuid>/`` and renamed to ``csr/<variant>/`` after its
+``complete`` attribute is written (last).
+
+Method
+------
+Phases, each a set of dask tasks with a barrier on the driver:
+
+R. (``relabel="degree"`` only) per edge slice, raw degree counts (int64, N);
+   pairwise tree sum; the driver derives ``perm``/``iperm``.
+1. *bucket*: per edge slice (whole zarr chunks, or slices of one chunk), emit
+   both directions, drop self-loops, map through ``iperm``, key every entry by
+   ``(owner(src), fine block of local(src))`` and counting-sort by key; write
+   ``scratch/eNNNNNN.src`` (local source index) and ``.dst`` (global
+   neighbour id) as raw little-endian files; return the key counts.
+2. the driver sums the key counts and cuts each partition's fine blocks into
+   *sub-ranges* of consecutive local rows whose phase-2 cost fits the budget
+   (:mod:`.plan`). *rows*: per (partition, sub-range), read that key range
+   from every bucket file, build the rows (the in-memory row builder,
+   directed, on local rows), write ``scratch/rPPPP-SSSSS.ptr`` (int64 running
+   row ends) and ``.idx``.
+3. *write*: per (partition, range of whole zarr chunks), assemble ``indptr``
+   or ``indices`` chunks from the sub-range files and write them; exactly one
+   task writes each zarr chunk. Checksums are summed from what was written.
+
+The per-task memory model and the budget rule are in :mod:`.plan`. Scratch
+files live in the temp dir, so workers on several hosts need the dataset on
+a shared filesystem.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from dbfs.errors import DbfsError
+from dbfs.graph import id_dtype
+from dbfs.kernel1.csr_store import _ZSTD_LEVEL, _publish, _writable
+from dbfs.kernel1.inmemory import _SERIAL_BELOW, _build_rows, degree_permutation, raw_degree
+from dbfs.kernel1.kernels import _count_keys, _numba_threads, _scatter_keys, _wrapsum
+from dbfs.kernel1.plan import (_default_budget, _edge_slices, _fine_blocks, _row_plan, _total_threads,
+                               _write_chunking)
+from dbfs.kernel1.variants import reusable_variant, variant_name
+from dbfs.partition import Partitioning
+from dbfs.progress import compute
+from dbfs.zattrs import read_attrs
+
+__all__ = ["build_partitioned"]
+
+
+def _open_dataset(dataset_path):
+    """(group, edges array, attributes) of a complete dataset, else a DbfsError naming the fix."""
+    import zarr
+
+    path = Path(dataset_path)
+    name = path.name
+    attrs = read_attrs(path, missing=f"dataset {name} not found at {path}: generate it first with `dbfs generate`",
+                       fix="regenerate it with `dbfs generate`")
+    g = zarr.open_group(str(path), mode="r")
+    if not attrs.get("complete", False):
+        raise DbfsError(f"dataset {name} is incomplete (no complete marker): regenerate it with `dbfs generate`")
+    if "edges" not in g:
+        raise DbfsError(f"dataset {name} has no edges array: regenerate it with `dbfs generate`")
+    edges = g["edges"]
+    if len(edges.shape) != 2 or edges.shape[1] != 2:
+        raise DbfsError(f"dataset {name}: edges has shape {edges.shape}, expected (M, 2): regenerate it")
+    for k in ("n_vertices", "n_edges"):
+        if k not in attrs:
+            raise DbfsError(f"dataset {name} lacks attribute {k}: regenerate it with `dbfs generate`")
+    if int(attrs["n_edges"]) != edges.shape[0]:
+        raise DbfsError(f"dataset {name}: n_edges={attrs['n_edges']} but edges has {edges.shape[0]} rows: "
+                        "regenerate it")
+    return g, edges, attrs
+
+
+def _run(tasks, client, progress: bool, label: str = "Kernel 1"):
+    """Compute a list of dask.delayed on the client (distributed) or the threaded scheduler."""
+    if not tasks:
+        return []
+    return list(compute(tasks, client, label, quiet=not progress))
+
+
+def _share(obj, client, name):
+    """One graph key (or one scattered future) for a large array shared by many tasks."""
+    import dask
+
+    if client is not None:
+        return client.scatter(obj, broadcast=True, hash=False)
+    return dask.delayed(obj, name=f"{name}-{uuid.uuid4().hex}")
+
+
+def _read_into(path, dtype, out, offset_entries):
+    """Read ``out.size`` entries of ``dtype`` from raw file ``path`` at entry ``offset_entries``."""
+    if out.size == 0:
+        return
+    with open(path, "rb") as f:
+        f.seek(int(offset_entries) * dtype.itemsize)
+        n = f.readinto(memoryview(out).cast("B"))
+    if n != out.nbytes:
+        raise DbfsError(f"scratch file {path} is truncated: rebuild the CSR variant")
+
+
+# ---- phase R: raw degrees --------------------------------------------
+def _task_degree(edges_path, r0, r1, n, nt):
+    import zarr
+
+    z = zarr.open_array(edges_path, mode="r")
+    e = z[r0:r1]
+    with _numba_threads(nt):
+        return raw_degree(e, n)
+
+
+def _task_add(x, y):
+    return x + y
+
+
+# ---- phase 1: bucket --------------------------------------------------
+def _task_bucket(edges_path, r0, r1, spec, iperm, out_prefix, nt):
+    import zarr
+
+    z = zarr.open_array(edges_path, mode="r")
+    e = z[r0:r1]
+    a, b = e[:, 0], e[:, 1]
+    ip = np.empty(0, np.int64) if iperm is None else iperm
+    K = spec["P"] * spec["nfb"]
+    args = (spec["code"], spec["P"], spec["q"], spec["r"], spec["nfb"], spec["fshift"], spec["fbounds"])
+    with _numba_threads(1 if a.size < _SERIAL_BELOW else nt):
+        T = numba.get_num_threads()
+        nchunks = T if a.size >= (1 << 16) else 1
+        counts = _count_keys(a, b, True, ip, *args, nchunks, spec["N"])
+        if counts[:, -1].any():
+            raise DbfsError(f"edges rows {r0}..{r1} hold ids outside [0, {spec['N']}) (n_vertices): "
+                            "the dataset is corrupt, regenerate it")
+        counts = counts[:, :-1]
+        tot = counts.sum(axis=0)
+        E = int(tot.sum())
+        koff = np.zeros(K, np.int64)
+        np.cumsum(tot[:-1], out=koff[1:])
+        cursors = koff + np.cumsum(counts, axis=0) - counts
+        src = np.empty(E, spec["sdt"])
+        dst = np.empty(E, spec["idt"])
+        _scatter_keys(a, b, True, ip, *args, np.arange(K, dtype=np.int64), cursors, src, dst)
+    del e, a, b
+    src.tofile(out_prefix + ".src")
+    dst.tofile(out_prefix + ".dst")
+    return tot
+
+
+# ---- phase 2: rows ------------------------------------------------------
+def _task_rows(pieces, n_entries, l0, n_rows, spec, dedupe, out_prefix, nt):
+    """pieces: list of (prefix, entry offset, count) into bucket files; builds local rows l0..l0+n_rows."""
+    src = np.empty(n_entries, spec["sdt"])
+    dst = np.empty(n_entries, spec["idt"])
+    o = 0
+    for prefix, off, cnt in pieces:
+        _read_into(prefix + ".src", src.dtype, src[o:o + cnt], off)
+        _read_into(prefix + ".dst", dst.dtype, dst[o:o + cnt], off)
+        o += cnt
+    if l0:
+        src -= src.dtype.type(l0)
+    pairs = [src, dst]
+    del src, dst
+    with _numba_threads(1 if n_entries < 2 * _SERIAL_BELOW else nt):
+        indptr, indices = _build_rows(pairs, n_rows, False, None, spec["idt"], dedupe, spec["N"])
+    indptr[1:].tofile(out_prefix + ".ptr")
+    indices.tofile(out_prefix + ".idx")
+    deg = np.diff(indptr)
+    return {
+        "nnz": int(indptr[-1]),
+        "deg_min": int(deg.min()) if n_rows else None,
+        "deg_max": int(deg.max()) if n_rows else None,
+        "isolated": int(np.count_nonzero(deg == 0)),
+    }
+
+
+# ---- phase 3: write -----------------------------------------------------
+def _task_write(arr_path, a, b, pieces, dtype, lead_zero, nt):
+    """Write positions [a, b) of a zarr array from pieces (path, entry offset, count, add)."""
+    import zarr
+
+    out = np.empty(b - a, dtype)
+    o = 0
+    if lead_zero:
+        out[0] = 0
+        o = 1
+    for path, off, cnt, add in pieces:
+        _read_into(path, out.dtype, out[o:o + cnt], off)
+        if add:
+            out[o:o + cnt] += add
+        o += cnt
+    assert o == out.size, (o, out.size)
+    z = _writable(zarr.open_array(arr_path, mode="r+"))
+    z[a:b] = out
+    with _numba_threads(nt):
+        return int(_wrapsum(out, numba.get_num_threads()))
+
+
+
+# ---- the driver ---------------------------------------------------------
+def _fresh_tmp(csr_root: Path, name: str):
+    """(temp dir, its scratch dir, its zarr group) for building variant ``name``.
+
+    Stale temps of this variant are removed first (left by a killed build; one
+    builder per variant at a time)."""
+    import zarr
+
+    zarr.open_group(str(csr_root), mode="a")
+    for stale in [*csr_root.glob(f".{name}.tmp-*"), *csr_root.glob(f".{name}.old-*")]:
+        shutil.rmtree(stale, ignore_errors=True)   # left by a killed build (one builder per variant at a time)
+    tmp = csr_root / f".{name}.tmp-{uuid.uuid4().hex[:12]}"
+    scratch = tmp / "scratch"
+    vg = zarr.open_group(str(tmp), mode="w")
+    scratch.mkdir(parents=True)
+    return tmp, scratch, vg
+
+
+def _phase_degree(edges_path, slices, N, budget, threads, client, progress):
+    """Phase R: raw degrees summed over all slices -> (perm, iperm, degree in new ids)."""
+    import dask
+
+    if 24 * N > budget:
+        raise DbfsError(f"degree relabelling of {N} vertices needs {24 * N} B per task, over the memory "
+                        f"budget {budget} B: raise memory_budget or build without relabel")
+    nt = max(1, threads // max(1, len(slices)))
+    parts = [dask.delayed(_task_degree, pure=False)(edges_path, r0, r1, N, nt) for r0, r1 in slices]
+    while len(parts) > 1:
+        nxt = [dask.delayed(_task_add, pure=False)(parts[i], parts[i + 1])
+               for i in range(0, len(parts) - 1, 2)]
+        if len(parts) % 2:
+            nxt.append(parts[-1])
+        parts = nxt
+    deg = _run(parts, client, progress, "Kernel 1: degrees")[0] if parts else np.zeros(N, np.int64)
+    perm, iperm = degree_permutation(deg)
+    deg_new = deg[perm]
+    del deg
+    return perm, iperm, deg_new
+
+
+def _phase_bucket(edges_path, slices, spec, iperm, scratch, threads, client, progress):
+    """Phase 1: bucket files per edge slice -> (their path prefixes, key counts per slice)."""
+    import dask
+
+    ip = _share(iperm, client, "iperm") if iperm is not None else None
+    nt = max(1, threads // max(1, len(slices)))
+    prefixes = [str(scratch / f"e{i:06d}") for i in range(len(slices))]
+    tasks = [dask.delayed(_task_bucket, pure=False)(edges_path, r0, r1, spec, ip, prefixes[i], nt)
+             for i, (r0, r1) in enumerate(slices)]
+    Hs = _run(tasks, client, progress, "Kernel 1: bucketing edges by owner")
+    return prefixes, Hs
+
+
+def _phase_rows(plan, spec, dedupe, scratch, threads, client, progress):
+    """Phase 2: rows of every (partition, sub-range) unit -> per-unit nnz and degree stats."""
+    import dask
+
+    nt = max(1, threads // max(1, len(plan)))
+    tasks = [dask.delayed(_task_rows, pure=False)(pieces, ne, l0, l1 - l0, spec, bool(dedupe),
+                                                   str(scratch / f"r{j:04d}-{s:05d}"), nt)
+             for j, s, l0, l1, ne, pieces in plan]
+    return _run(tasks, client, progress, "Kernel 1: sorting rows")
+
+
+def _phase_write(tmp, scratch, part, plan, row_res, idt, out_chunk, per_task, compressors, client, progress):
+    """Phase 3: create each partition's arrays and write every chunk once -> (nnz per part, checksums, tasks)."""
+    import dask
+    import zarr
+
+    P = part.P
+    wtasks, wkeys = [], []
+    nnz_parts = []
+    for j in range(P):
+        mine = [(p, rr) for p, rr in zip(plan, row_res) if p[0] == j]
+        nnz_j = sum(rr["nnz"] for _, rr in mine)
+        nnz_parts.append(nnz_j)
+        n_j = part.local_count(j)
+        pg = zarr.open_group(str(tmp / f"part-{j:04d}"), mode="w")
+        ip_path, ix_path = str(tmp / f"part-{j:04d}" / "indptr"), str(tmp / f"part-{j:04d}" / "indices")
+        pg.create_array("indptr", shape=(n_j + 1,), chunks=(out_chunk,), dtype=np.int64,
+                        compressors=compressors, fill_value=0, dimension_names=["row"])
+        pg.create_array("indices", shape=(nnz_j,), chunks=(out_chunk,), dtype=idt,
+                        compressors=compressors, fill_value=0, dimension_names=["entry"])
+        # sub-range extents: rows [l0, l1) and entries [e0, e1)
+        ext, e0 = [], 0
+        for (jj, s, l0, l1, ne, _), rr in mine:
+            prefix = str(scratch / f"r{j:04d}-{s:05d}")
+            ext.append((l0, l1, e0, e0 + rr["nnz"], prefix))
+            e0 += rr["nnz"]
+        for a in range(0, nnz_j, per_task):
+            b = min(a + per_task, nnz_j)
+            pieces = [(pre + ".idx", max(a, x0) - x0, min(b, x1) - max(a, x0), 0)
+                      for _, _, x0, x1, pre in ext if x0 < b and x1 > a]
+            wtasks.append(dask.delayed(_task_write, pure=False)(ix_path, a, b, pieces, idt, False, 1))
+            wkeys.append((j, "indices"))
+        for a in range(0, n_j + 1, per_task):
+            b = min(a + per_task, n_j + 1)
+            ra, rb = max(a, 1) - 1, b - 1                  # rows whose end lands in [a, b)
+            pieces = [(pre + ".ptr", max(ra, l0) - l0, min(rb, l1) - max(ra, l0), x0)
+                      for l0, l1, x0, _, pre in ext if l0 < rb and l1 > ra]
+            wtasks.append(dask.delayed(_task_write, pure=False)(ip_path, a, b, pieces, np.int64, a == 0, 1))
+            wkeys.append((j, "indptr"))
+    sums = _run(wtasks, client, progress, "Kernel 1: writing CSR")
+    checks = [{"nnz": nnz_parts[j], "indices_sum": 0, "indptr_sum": 0} for j in range(P)]
+    for (j, kind), s in zip(wkeys, sums):
+        checks[j][f"{kind}_sum"] = (checks[j][f"{kind}_sum"] + s) % (1 << 64)
+    return nnz_parts, checks, len(wtasks)
+
+
+def _record(name, dataset_path, part, partitioning, M, idt, nnz_parts, row_res, dedupe, relabel, budget, n_subs,
+            n_slices, n_plan, n_write, out_chunk, checks, phase_times) -> dict:
+    """The variant's attributes (``_publish`` adds the rest and the marker)."""
+    N, P = part.n_vertices, part.P
+    mins = [rr["deg_min"] for rr in row_res if rr["deg_min"] is not None]
+    maxs = [rr["deg_max"] for rr in row_res if rr["deg_max"] is not None]
+    nnz_total = int(sum(nnz_parts))
+    return {
+        "variant": name,
+        "dataset": dataset_path.name,
+        "P": int(P),
+        "partitioning": partitioning,
+        "n_vertices": N,
+        "n_edges": M,
+        "vertex_ranges": part.to_attrs()["vertex_ranges"],
+        "nnz": [int(x) for x in nnz_parts],
+        "nnz_total": nnz_total,
+        "index_dtype": idt.name,
+        "degree": {
+            "min": int(min(mins)) if mins else 0,
+            "max": int(max(maxs)) if maxs else 0,
+            "mean": nnz_total / N if N else 0.0,
+            "isolated": int(sum(rr["isolated"] for rr in row_res)),
+        },
+        "options": {"dedupe": bool(dedupe), "relabel": relabel, "memory_budget": budget},
+        "subranges": n_subs,
+        "tasks": {"bucket": n_slices, "rows": n_plan, "write": n_write},
+        "chunks": {"indptr": out_chunk, "indices": out_chunk},
+        "checksums": checks,
+        "phase_times": phase_times,
+    }
+
+
+def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", dedupe: bool = True,
+                      relabel: str = "none", memory_budget: int | None = None, client=None,
+                      progress: bool = True) -> dict:
+    """Build (or reuse) CSR variant ``csr/<variant_name(...)>`` of a zarr dataset, out of core on Dask.
+
+    See the module docstring for the phases and :mod:`dbfs.kernel1.plan` for
+    the memory model.
+
+    Parameters
+    ----------
+    dataset_path : path-like
+        A complete dataset group with ``edges`` (M, 2) and ``n_vertices``.
+    P : int
+        Partition count.
+    partitioning : {"block", "cyclic"}
+        Vertex ownership rule (:mod:`dbfs.partition`).
+    dedupe : bool
+        Drop duplicate entries.
+    relabel : {"none", "degree"}
+        Keep the ids, or renumber by descending raw degree.
+    memory_budget : int, optional
+        Bytes per task; None: 1 GiB, or half a worker thread's share of its
+        memory limit. Changes only how the work is cut, never the result.
+    client : distributed.Client, optional
+        None runs on the threaded scheduler.
+    progress : bool
+        Show progress (:func:`dbfs.progress.compute`).
+
+    Returns
+    -------
+    dict
+        The variant's attributes; ``reused=True`` when an existing complete
+        variant with the same P, partitioning, dedupe and relabel was reused.
+    """
+    from zarr.codecs import ZstdCodec
+
+    dataset_path = Path(dataset_path)
+    name = variant_name(P, partitioning, dedupe, relabel)
+    csr_root = dataset_path / "csr"
+    final = csr_root / name
+
+    old = reusable_variant(dataset_path, P, partitioning, dedupe, relabel)
+    if old is not None:
+        return old
+
+    t_start = time.perf_counter()
+    _, edges, dattrs = _open_dataset(dataset_path)
+    N = int(dattrs["n_vertices"])
+    M = int(edges.shape[0])
+    part = Partitioning(N, P, partitioning)
+    budget = int(memory_budget) if memory_budget is not None else _default_budget(client)
+    threads = _total_threads(client)
+    edges_path = str(dataset_path / "edges")
+    e_isz = edges.dtype.itemsize
+    idt = id_dtype(N)
+    sdt = id_dtype(int(part.counts().max()) if P else 0)
+    s_isz, d_isz = sdt.itemsize, idt.itemsize
+
+    # ---- where: temp dir next to the final one; stale temps of this variant are removed
+    tmp, scratch, vg = _fresh_tmp(csr_root, name)
+    phase_times = {}
+
+    try:
+        # ---- budget arithmetic (plan module docstring, memory model)
+        iperm_bytes = 8 * N if relabel == "degree" else 0
+        slices = _edge_slices(M, int(edges.chunks[0]), budget, e_isz, s_isz, d_isz, iperm_bytes, threads)
+
+        # ---- phase R: degree relabelling
+        iperm = perm = deg_new = None
+        if relabel == "degree":
+            t0 = time.perf_counter()
+            perm, iperm, deg_new = _phase_degree(edges_path, slices, N, budget, threads, client, progress)
+            phase_times["degree"] = time.perf_counter() - t0
+
+        # ---- phase 1: bucket by (owner, fine block)
+        t0 = time.perf_counter()
+        nfb, fshift, fbounds = _fine_blocks(part, deg_new)
+        spec = {"N": N, "code": part.code, "P": part.P, "q": part.q, "r": part.r, "nfb": nfb, "fshift": fshift,
+                "fbounds": fbounds, "sdt": sdt, "idt": idt}
+        prefixes, Hs = _phase_bucket(edges_path, slices, spec, iperm, scratch, threads, client, progress)
+        phase_times["bucket"] = time.perf_counter() - t0
+
+        # ---- phase 2: rows per (partition, sub-range)
+        t0 = time.perf_counter()
+        plan, n_subs = _row_plan(Hs, prefixes, P, nfb, fbounds, s_isz, d_isz, budget)
+        del Hs
+        row_res = _phase_rows(plan, spec, dedupe, scratch, threads, client, progress)
+        phase_times["rows"] = time.perf_counter() - t0
+
+        # ---- phase 3: write zarr chunks (one writer per chunk)
+        t0 = time.perf_counter()
+        out_chunk, per_task = _write_chunking(budget, d_isz)
+        compressors = [ZstdCodec(level=_ZSTD_LEVEL)]
+        nnz_parts, checks, n_write = _phase_write(tmp, scratch, part, plan, row_res, idt, out_chunk, per_task,
+                                                  compressors, client, progress)
+        if perm is not None:
+            zp = vg.create_array("perm", shape=perm.shape, dtype=np.int64, chunks=(out_chunk,),
+                                 compressors=compressors, fill_value=0, dimension_names=["new_id"])
+            _writable(zp)[:] = perm
+        phase_times["write"] = time.perf_counter() - t0
+        shutil.rmtree(scratch, ignore_errors=True)
+
+        # ---- attributes, complete marker last, then rename into place
+        attrs = _record(name, dataset_path, part, partitioning, M, idt, nnz_parts, row_res, dedupe, relabel, budget,
+                        n_subs, len(slices), len(plan), n_write, out_chunk, checks, phase_times)
+        _publish(vg, attrs, t_start, tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return attrs
