@@ -55,32 +55,56 @@ def _stage(label: str, quiet: bool):
     say(f"{label}: done in {time.perf_counter() - t0:.1f} s", quiet)
 
 
-def compute(tasks, client, label: str, quiet: bool = False):
-    """``dask.compute(*tasks)`` on ``client`` (None: the threaded scheduler),
-    showing progress as the module docstring says; returns the results in order."""
+def _threaded(tasks):
+    """``dask.compute`` on a pool of this call's own, joined before returning
+    even when a task failed: no task still writes after the caller cleans up."""
+    import os
+    from multiprocessing.pool import ThreadPool
+
     import dask
 
+    pool = ThreadPool(os.cpu_count() or 1)
+    try:
+        return dask.compute(*tasks, scheduler="threads", pool=pool)
+    finally:
+        pool.close()
+        pool.join()
+
+
+def _gathered(client, futures):
+    """``client.gather(futures)`` after every future finished (failed ones included),
+    so no task still writes when a failure reaches the caller."""
+    from distributed import wait
+
+    wait(futures)
+    return client.gather(futures)
+
+
+def compute(tasks, client, label: str, quiet: bool = False):
+    """``dask.compute(*tasks)`` on ``client`` (None: the threaded scheduler),
+    showing progress as the module docstring says; returns the results in order.
+    Every task has finished when this returns or raises."""
     tasks = list(tasks)
     if client is None:
         if is_quiet(quiet) or not _tty():
             with _stage(label, quiet):
-                return dask.compute(*tasks, scheduler="threads")
+                return _threaded(tasks)
         from dask.diagnostics import ProgressBar
 
         say(label)
         with ProgressBar(out=sys.stderr, minimum=0.5):
-            return dask.compute(*tasks, scheduler="threads")
+            return _threaded(tasks)
     futures = client.compute(tasks)
     if is_quiet(quiet) or not _tty():
         with _stage(label, quiet):
-            return client.gather(futures)
+            return _gathered(client, futures)
     from distributed import progress
 
     say(label)
     with contextlib.redirect_stdout(sys.stderr):  # stdout is reserved for results
         progress(futures, notebook=False)
     print("", file=sys.stderr, flush=True)
-    return client.gather(futures)
+    return _gathered(client, futures)
 
 
 class _Lines:
