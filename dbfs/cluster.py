@@ -1,73 +1,170 @@
-"""Dask clusters for the long stages: LocalCluster by default, SLURM jobs, or an existing one.
+"""Dask clusters for the long stages: a LocalCluster, SLURM worker jobs, or a running scheduler.
 
-``client_for(scheduler=None, ...)`` is a context manager yielding a
-``distributed.Client``. With no address it starts a ``LocalCluster`` of worker
-PROCESSES (one per core, one thread each unless told otherwise) and sets
-``NUMBA_NUM_THREADS``/``OMP_NUM_THREADS`` in every worker to its thread count so
-Numba kernels in concurrent tasks do not oversubscribe the cores. With
-``scheduler="tcp://host:port"`` it joins that cluster (a SLURM or GPU cluster
-started elsewhere) and leaves it running on exit. ``scheduler="threads"`` uses
-no cluster at all (the threaded scheduler; yields None).
+Contract
+--------
+- :func:`client_for` is a context manager yielding a ``distributed.Client``:
+  no address starts a ``LocalCluster`` of worker PROCESSES (one per core, one
+  thread each unless told otherwise); ``scheduler="tcp://host:port"`` joins
+  that cluster and leaves it running on exit; ``scheduler="threads"`` yields
+  None (the threaded scheduler, no cluster). Whatever it started it closes on
+  exit, or earlier through :func:`release_local_cluster`. The dashboard link
+  goes to stderr.
+- A ``type: slurm`` profile submits its workers as SLURM jobs through
+  dask-jobqueue (``pip install -e '.[slurm]'``; :class:`SlurmJobs`): all of
+  them are awaited, a submission SLURM refuses or a job it will never start
+  ends the wait at once with a one-line :class:`~dbfs.errors.DbfsError`, no
+  library traceback reaches the user, and the jobs are cancelled on every
+  exit (normal end, error, SIGINT, SIGTERM, SIGHUP; :mod:`dbfs.slurm`).
+- :func:`load_profile` returns a checked profile: unknown keys, wrong types
+  and non-positive counts are one-line errors (:data:`SCHEMA`).
 
-A profile of ``type: slurm`` (:func:`slurm_cluster`) submits its workers as
-SLURM jobs through dask-jobqueue (``pip install -e '.[slurm]'``), waits for
-all of them and cancels the jobs on exit.
+Method
+------
+Every worker gets :func:`worker_env`: its thread pools (Numba, OpenMP, MKL,
+OpenBLAS) sized to its threads, so Numba kernels in concurrent tasks do not
+oversubscribe the cores. A LocalCluster passes it with the Nanny's ``env=``
+(applied after the worker re-imports ``__main__``), not
+``pre-spawn-environ``: that one is set in the PARENT's environment while
+workers spawn, and a Numba compile in the parent during that window pins its
+thread count. So scripts that start clusters must not import
+Numba-compiling modules at top level of ``__main__`` (dbfs's CLI does not).
+A SLURM job exports it in its job script, before ``job_script_prologue``.
 
-Either way the dashboard link is printed to stderr. The worker environment is
-passed with the Nanny's ``env=`` (applied after the worker re-imports
-``__main__``), not ``pre-spawn-environ``: the latter is set in the PARENT's
-environment while workers spawn, and a Numba compile in the parent during
-that window pins its thread count (seen on the 16-core GPU host). So scripts
-that start clusters must not import Numba-compiling modules at top level of
-``__main__`` (dbfs's CLI does not).
+Encoding
+--------
+A profile is a YAML mapping with ``type: local | slurm | scheduler`` and the
+keys of that type in :data:`SCHEMA` (``dbfs/profiles/README.md``). Names
+resolve through :func:`profile_dirs`.
+
+Reference: dask-jobqueue ``SLURMCluster`` (jobqueue.dask.org).
 """
 from __future__ import annotations
 
 import contextlib
+import gc
+import logging
 import os
 import shutil
-import sys
+import signal
+import time
 
+from dbfs import slurm
 from dbfs.errors import DbfsError
+from dbfs.progress import say
+
+
+PROFILES_ENV = "DBFS_PROFILES"
+
+
+def profile_dirs() -> list:
+    """Where profile NAMES are looked up, in order: the folders of
+    ``$DBFS_PROFILES`` (os.pathsep-separated, a user's own profiles), then the
+    profiles shipped inside the package (importlib.resources, so they resolve
+    after a non-editable install)."""
+    from importlib.resources import files
+    from pathlib import Path
+
+    own = [Path(d).expanduser() for d in os.environ.get(PROFILES_ENV, "").split(os.pathsep) if d]
+    return own + [files("dbfs") / "profiles"]
+
+
+def profile_names() -> list:
+    """The profile names :func:`load_profile` resolves."""
+    names = set()
+    for d in profile_dirs():
+        if d.is_dir():
+            names |= {f.name[:-5] for f in d.iterdir() if f.name.endswith(".yaml")}
+    return sorted(names)
+
+
+def _profile_text(name_or_path: str):
+    """(text, where) of a profile: a YAML path, or a NAME from :func:`profile_dirs`."""
+    from pathlib import Path
+
+    p = Path(name_or_path)
+    if p.suffix:
+        try:
+            return p.read_text(), str(p)
+        except OSError as e:
+            raise DbfsError(f"cluster profile {p} cannot be read ({e.strerror}): pass a YAML file or a profile "
+                            f"name ({', '.join(profile_names())})") from None
+    for d in profile_dirs():
+        f = d / f"{name_or_path}.yaml"
+        if f.is_file():
+            return f.read_text(), str(f)
+    raise DbfsError(f"cluster profile {name_or_path} not found: use one of {', '.join(profile_names())}, a YAML file, "
+                    f"or a folder of your own in ${PROFILES_ENV}")
 
 
 def load_profile(name_or_path: str) -> dict:
-    """A cluster profile (YAML): a path, or a name of a file in the repo's cluster/ folder."""
-    from pathlib import Path
-
+    """A checked cluster profile (YAML): a path, or a NAME (see :func:`profile_dirs`)."""
     import yaml
 
-    p = Path(name_or_path)
-    if not p.suffix:
-        p = Path(__file__).resolve().parent.parent / "cluster" / f"{name_or_path}.yaml"
+    text, p = _profile_text(name_or_path)
     try:
-        prof = yaml.safe_load(p.read_text()) or {}
-    except OSError:
-        raise DbfsError(f"cluster profile {name_or_path} not found ({p}): pass a YAML file or a name in cluster/") from None
+        prof = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise DbfsError(f"cluster profile {p} is not valid YAML ({e.__class__.__name__}): fix the file") from None
-    if prof.get("type") not in ("local", "scheduler", "slurm") or (prof["type"] == "scheduler" and not prof.get("address")):
-        raise DbfsError(f"cluster profile {p} needs type: local, type: slurm, or type: scheduler with an address")
+    prof = {} if prof is None else prof
+    if not isinstance(prof, dict):
+        raise DbfsError(f"cluster profile {p} must be a mapping of keys (type: local, ...), not a "
+                        f"{type(prof).__name__}: see dbfs/profiles/README.md")
+    _check_schema(prof, p)
     if prof["type"] == "slurm":
-        unknown = sorted(set(prof) - _SLURM_KEYS)
-        if unknown:
-            raise DbfsError(f"cluster profile {p} has unknown keys {', '.join(unknown)}: the slurm keys are "
-                            f"{', '.join(sorted(_SLURM_KEYS))}")
         missing = [k for k in ("cores", "memory") if not prof.get(k)]
         if missing:
             raise DbfsError(f"cluster profile {p} needs {' and '.join(missing)} (per SLURM job) for type: slurm")
         prof.update(processes=prof.get("processes") or 1, jobs=prof.get("jobs") or 1, wait=prof.get("wait") or 600)
+        from dask.utils import parse_bytes
+
+        try:
+            parse_bytes(prof["memory"])
+        except ValueError:
+            raise DbfsError(f"cluster profile {p}: memory is {prof['memory']!r}: use a size such as 4GB") from None
         cores, processes = prof["cores"], prof["processes"]
-        if not (isinstance(cores, int) and isinstance(processes, int) and cores >= processes >= 1
-                and cores % processes == 0):
-            raise DbfsError(f"cluster profile {p}: cores ({cores}) must be a positive multiple of processes "
+        if cores % processes:
+            raise DbfsError(f"cluster profile {p}: cores ({cores}) must be a multiple of processes "
                             f"({processes}), each worker process getting cores / processes threads")
     return prof
 
 
-# keys of a ``type: slurm`` profile (cluster/slurm.yaml documents them)
-_SLURM_KEYS = {"type", "jobs", "cores", "memory", "processes", "queue", "account", "walltime", "interface",
-               "local_directory", "log_directory", "job_extra_directives", "job_script_prologue", "python", "wait"}
+_POS = ("a positive integer", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+_STR = ("a string", lambda v: isinstance(v, str))
+_SIZE = ("a size such as 4GiB or a number of bytes", lambda v: isinstance(v, (str, int)) and not isinstance(v, bool))
+_LIST = ("a list of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v))
+_NUM = ("a positive number of seconds", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)
+
+#: the keys of each profile type and what each value must be (null is always allowed: the default)
+SCHEMA = {
+    "local": {"workers": _POS, "threads_per_worker": _POS, "memory_limit": _SIZE},
+    "scheduler": {"address": _STR},
+    "slurm": {"jobs": _POS, "cores": _POS, "memory": _SIZE, "processes": _POS, "queue": _STR, "account": _STR,
+              "walltime": _STR, "interface": _STR, "local_directory": _STR, "log_directory": _STR,
+              "job_extra_directives": _LIST, "job_script_prologue": _LIST, "python": _STR, "wait": _NUM},
+}
+
+
+def _check_schema(prof: dict, p) -> None:
+    """Unknown keys (with the closest known one), wrong types and non-positive counts are one-line errors."""
+    import difflib
+
+    kind = prof.get("type")
+    if kind not in SCHEMA:
+        raise DbfsError(f"cluster profile {p}: type is {kind!r}: use type: local, type: slurm or type: scheduler")
+    keys = SCHEMA[kind]
+    for k in prof:
+        if k == "type":
+            continue
+        if k not in keys:
+            near = difflib.get_close_matches(str(k), list(keys), n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise DbfsError(f"cluster profile {p} has unknown key {k!r}: {hint}the {kind} keys are "
+                            f"{', '.join(sorted(keys))}")
+        what, ok = keys[k]
+        if prof[k] is not None and not ok(prof[k]):
+            raise DbfsError(f"cluster profile {p}: {k} is {prof[k]!r}: use {what} (or null for the default)")
+    if kind == "scheduler" and not prof.get("address"):
+        raise DbfsError(f"cluster profile {p}: type scheduler needs an address (e.g. tcp://host:8786)")
 
 
 def worker_env(threads: int) -> dict:
@@ -79,14 +176,26 @@ def worker_env(threads: int) -> dict:
             "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
 
 
-def slurm_cluster(prof: dict):
-    """A dask-jobqueue ``SLURMCluster`` for a ``type: slurm`` profile as
-    :func:`load_profile` checked it and filled its defaults (processes and
-    jobs 1, wait 600 s), no job
-    submitted yet (``cluster.job_script()`` shows what each job runs). Each
-    job books ``cores`` and ``memory`` on one node and runs ``processes``
-    worker processes of ``cores // processes`` threads, with
-    :func:`worker_env` exported before ``job_script_prologue``."""
+def slurm_cluster(prof: dict, job_name: str | None = None):
+    """A dask-jobqueue ``SLURMCluster`` for a ``type: slurm`` profile.
+
+    Parameters
+    ----------
+    prof : dict
+        As :func:`load_profile` checked it and filled its defaults
+        (processes and jobs 1, wait 600 s).
+    job_name : str, optional
+        The jobs' SLURM name (``#SBATCH -J``); dask-jobqueue's default
+        (``dask-worker``) when None.
+
+    Returns
+    -------
+    dask_jobqueue.SLURMCluster
+        No job submitted yet (``cluster.job_script()`` shows what each job
+        runs). Each job books ``cores`` and ``memory`` on one node and runs
+        ``processes`` worker processes of ``cores // processes`` threads, with
+        :func:`worker_env` exported before ``job_script_prologue``.
+    """
     import signal
     import threading
 
@@ -103,61 +212,261 @@ def slurm_cluster(prof: dict):
     kw = {"cores": prof["cores"], "processes": prof["processes"], "memory": str(prof["memory"]),
           "job_script_prologue": prologue + list(prof.get("job_script_prologue") or []),
           "job_extra_directives": list(prof.get("job_extra_directives") or [])}
+    if job_name is not None:
+        kw["job_name"] = job_name
     for k in ("queue", "account", "walltime", "interface", "local_directory", "log_directory", "python"):
         if prof.get(k) is not None:
             kw[k] = prof[k]
     return SLURMCluster(**kw)
 
 
-def _start_slurm(prof: dict, quiet: bool):
-    """(client, cluster): ``prof["jobs"]`` SLURM jobs submitted and all their
-    workers connected within ``prof["wait"]`` seconds (else the jobs are
-    cancelled and a DbfsError says how many came up)."""
-    from distributed import Client
+POLL_S = 2.0           # seconds between squeue calls while waiting for SLURM workers
+REMIND_S = 60.0        # a waiting line at least this often while nothing changes
 
+
+_NOISY = ("tornado.application", "asyncio", "distributed.deploy.spec", "dask_jobqueue")
+
+
+class _Errors(logging.Handler):
+    """Keeps (exception class, text) of records that carry an exception; keeps no record (nor its traceback)."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.errors = []
+
+    def emit(self, record):
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is not None:
+            self.errors.append((type(exc).__name__, str(exc)))
+
+    def failure(self) -> str | None:
+        """The one-line error for the first failure to start a job, if any."""
+        for cls, text in self.errors:
+            if "sbatch" in text or "non-zero exit code" in text:
+                return slurm.sbatch_failure(text)
+        if self.errors:
+            cls, text = self.errors[0]
+            return (f"starting the SLURM worker jobs failed ({cls}: {text.strip().splitlines()[0] if text else ''}): "
+                    f"check the profile and `dbfs cluster PROFILE --script`")
+        return None
+
+
+@contextlib.contextmanager
+def _captured_logs():
+    """The loggers through which the libraries report job start/stop errors, routed to an :class:`_Errors`."""
+    h, saved = _Errors(), []
+    for name in _NOISY:
+        lg = logging.getLogger(name)
+        saved.append((lg, lg.handlers[:], lg.propagate))
+        lg.handlers, lg.propagate = [h], False
+    try:
+        yield h
+    finally:
+        gc.collect()        # asyncio reports never-retrieved task exceptions when the tasks are freed: here
+        for lg, handlers, propagate in saved:
+            lg.handlers, lg.propagate = handlers, propagate
+
+
+class SlurmJobs:
+    """The worker jobs of one dask-jobqueue ``SLURMCluster``: submitted, awaited, cancelled.
+
+    Parameters
+    ----------
+    cluster : dask_jobqueue.SLURMCluster
+        Built with ``job_name=name``, no job submitted yet.
+    name : str
+        The jobs' SLURM name (:func:`job_name`).
+    prof : dict
+        The checked profile (``jobs``, ``processes``, ``cores``, ``memory``,
+        ``wait``, ``log_directory``, ...).
+    """
+
+    def __init__(self, cluster, name: str, prof: dict):
+        self.cluster, self.name, self.prof = cluster, name, prof
+        self.client = None
+        self.quiet = False
+        self._ids: set = set()
+        self._guarded = self._closed = False
+        self._fit = None
+
+    def job_ids(self) -> list:
+        """Ids of the jobs submitted so far (those dask-jobqueue recorded), in submission order."""
+        for job in list(self.cluster.workers.values()):
+            jid = getattr(job, "job_id", None)
+            if jid:
+                self._ids.add(str(jid))
+        return sorted(self._ids, key=lambda j: (len(j), j))
+
+    def start(self, quiet: bool = False):
+        """Submit ``prof["jobs"]`` jobs and wait until all their workers connected.
+
+        Returns
+        -------
+        distributed.Client
+            Connected to the cluster's scheduler.
+
+        Raises
+        ------
+        DbfsError
+            One line, the jobs cancelled: sbatch refused a job, SLURM will
+            never start one, one ended early, or ``wait`` seconds passed.
+        """
+        from distributed import Client
+
+        prof, self.quiet = self.prof, quiet
+        self._guarded = slurm.guard_signals()
+        with _captured_logs() as logs:
+            try:
+                self.cluster.scale(jobs=prof["jobs"])
+                self.client = Client(self.cluster)
+                say(f"submitted SLURMCluster ({prof['jobs']} jobs x {prof['processes']} worker processes x "
+                    f"{prof['cores'] // prof['processes']} threads); dashboard: {self.client.dashboard_link}", quiet)
+                say(f"waiting up to {float(prof['wait']):.0f} s for its {prof['jobs'] * prof['processes']} workers "
+                    f"(`squeue --me -n {self.name}` shows the jobs)", quiet)
+                self._await(logs)
+            except BaseException:
+                self.close()
+                raise
+        return self.client
+
+    def close(self) -> None:
+        """Close the client and the cluster and ``scancel`` whatever is left; restore the signal handlers.
+
+        Idempotent. SIGINT/SIGTERM/SIGHUP arriving meanwhile are delivered after.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        with slurm.held_signals() as pending, _captured_logs():
+            ids = set(self.job_ids())
+            for step in ((self.client.close,) if self.client is not None else ()) + (self._close_cluster,):
+                with contextlib.suppress(Exception):
+                    step()
+            slurm.scancel(ids | set(self.job_ids()), self.name, self.quiet)
+        if self._guarded:
+            slurm.unguard_signals()
+        for s in pending:
+            signal.raise_signal(s)
+
+    def _close_cluster(self):
+        self.cluster.close(timeout=60)
+
+    def _await(self, logs: _Errors) -> None:
+        """Poll until every worker connected; raise at the first sign that they never will."""
+        want = self.prof["jobs"] * self.prof["processes"]
+        wait = float(self.prof["wait"])
+        status = "no job queued yet"
+        t0, next_poll, said, shown = time.monotonic(), 0.0, 0.0, (status, 0)    # the start line said this much
+        while True:
+            failure = logs.failure()
+            if failure:
+                raise DbfsError(failure)
+            up = len(self.client.nthreads())
+            if up >= want:
+                return
+            now = time.monotonic() - t0
+            if now >= next_poll:
+                next_poll = now + POLL_S
+                states = self._poll()
+                if states is None:
+                    status = "squeue does not answer"
+                elif states:
+                    status = slurm.describe(states)
+                if (status, up) != shown or now - said >= REMIND_S:
+                    say(f"waiting for {want} SLURM workers ({up} connected, {now:.0f} of {wait:.0f} s): {status}",
+                        self.quiet)
+                    shown, said = (status, up), now
+            if now >= wait:
+                raise DbfsError(f"only {up} of {want} SLURM workers connected within {wait:.0f} s (jobs cancelled; "
+                                f"last seen: {status}): raise wait in the profile, or check `squeue --me` and the "
+                                f"job logs")
+            time.sleep(0.2)
+
+    def _poll(self) -> dict | None:
+        """squeue states of the submitted jobs (None: squeue did not answer); raises for hopeless jobs."""
+        ids = self.job_ids()
+        states = slurm.squeue_states(ids)
+        if states is None:
+            return None
+        for jid in ids:
+            self._judge(jid, states.get(jid))
+        return states
+
+    def _judge(self, jid: str, st) -> None:
+        if st is None:
+            raise DbfsError(f"SLURM job {jid} left the queue before its workers connected: {self._log_hint(jid)}")
+        verdict, why, keys = slurm.classify(*st)
+        if verdict == "ended":
+            raise DbfsError(f"SLURM job {jid} {why} before its workers connected: {self._log_hint(jid)}")
+        if verdict not in ("never", "maybe"):
+            return
+        problems = self._fit_problems()
+        if verdict == "maybe" and not problems:
+            return                  # the request fits: the nodes are down/drained/reserved for now
+        if problems:
+            why += "; " + "; ".join(t for t, _ in problems)
+            keys = tuple(dict.fromkeys(k for _, ks in problems for k in ks))
+        raise DbfsError(f"SLURM will never start job {jid} (squeue reason {st[1]}): {why}: change "
+                        f"{', '.join(keys)} in the profile (`dbfs cluster PROFILE --check` shows what fits)")
+
+    def _fit_problems(self) -> list:
+        """check_fit's problems against the current sinfo (none when sinfo does not answer); asked once."""
+        if self._fit is None:
+            try:
+                self._fit = slurm.check_fit(self.prof, slurm.sinfo_nodes()).problems
+            except DbfsError:
+                self._fit = []
+        return self._fit
+
+    def _log_hint(self, jid: str) -> str:
+        d = self.prof.get("log_directory")
+        log = f"{d}/{self.name}-{jid}.err" if d else f"slurm-{jid}.out in the directory dbfs started in"
+        return f"see its log ({log}); check python, job_script_prologue and interface in the profile"
+
+
+def _start_slurm(prof: dict, quiet: bool) -> tuple:
+    """(client, jobs): ``prof["jobs"]`` SLURM jobs submitted and all their workers connected (see :class:`SlurmJobs`)."""
     if shutil.which("sbatch") is None:
         raise DbfsError("cluster profile type slurm submits its workers with sbatch, which is not on PATH: run dbfs "
                         "on a SLURM login node or inside an allocation, or use --cluster local")
-    cluster = slurm_cluster(prof)
-    jobs, processes, wait = prof["jobs"], prof["processes"], float(prof["wait"])
-    want = jobs * processes
-    try:
-        cluster.scale(jobs=jobs)
-        client = Client(cluster)
-        if not quiet:
-            say(f"dbfs: submitted SLURMCluster ({jobs} jobs x {processes} worker processes x "
-                f"{prof['cores'] // processes} threads); dashboard: {client.dashboard_link}")
-            say(f"dbfs: waiting up to {wait:.0f} s for its {want} workers (`squeue --me` shows the jobs)")
-        try:
-            client.wait_for_workers(want, timeout=wait)
-        except TimeoutError:
-            up = len(client.scheduler_info()["workers"])
-            client.close()
-            raise DbfsError(f"only {up} of {want} SLURM workers connected within {wait:.0f} s (jobs cancelled): "
-                            f"check `squeue --me` and the job logs, or raise wait in the profile") from None
-    except BaseException:
-        cluster.close()
-        raise
-    return client, cluster
+    name = slurm.job_name()
+    jobs = SlurmJobs(slurm_cluster(prof, name), name, prof)
+    return jobs.start(quiet), jobs
 
 
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-def say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
 @contextlib.contextmanager
 def client_for(scheduler: str | None = None, n_workers: int | None = None,
                threads_per_worker: int | None = None, memory_limit="auto", quiet: bool = False,
                profile: str | None = None):
+    """A ``distributed.Client`` for the long stages (a context manager; see the module docstring).
+
+    Parameters
+    ----------
+    scheduler : str, optional
+        ``tcp://host:port`` joins that cluster and leaves it running;
+        ``"threads"`` yields None (the threaded scheduler); None starts one.
+    n_workers, threads_per_worker, memory_limit
+        The LocalCluster's shape (a ``type: local`` profile's values by default).
+    quiet : bool
+        No status lines.
+    profile : str, optional
+        A cluster profile (:func:`load_profile`): local, scheduler or slurm.
+
+    Yields
+    ------
+    distributed.Client or None
+        On exit the cluster this call started is closed (SLURM jobs cancelled).
+    """
     prof = load_profile(profile) if profile else {}
     if prof.get("type") == "scheduler" and not scheduler:
         scheduler = prof["address"]
     n_workers = n_workers or prof.get("workers")
     threads_per_worker = threads_per_worker or prof.get("threads_per_worker") or 1
+    memory_limit = prof.get("memory_limit") or memory_limit
     if scheduler == "threads":
         yield None
         return
@@ -169,70 +478,57 @@ def client_for(scheduler: str | None = None, n_workers: int | None = None,
         except (OSError, TimeoutError) as e:
             raise DbfsError(f"cannot reach the Dask scheduler at {scheduler} ({e}): start it or drop --scheduler to use a local cluster") from None
         if not quiet:
-            say(f"dbfs: joined Dask cluster {scheduler}; dashboard: {client.dashboard_link}")
+            say(f"joined Dask cluster {scheduler}; dashboard: {client.dashboard_link}")
         try:
             yield client
         finally:
             client.close()
         return
     if prof.get("type") == "slurm":
-        client, cluster = _start_slurm(prof, quiet)
+        client, jobs = _start_slurm(prof, quiet)
+        _STARTED[id(client)] = ("SLURMCluster", jobs.close)
     else:
         n = n_workers or default_workers()
         cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
-                               memory_limit=memory_limit, dashboard_address=":0", env=worker_env(threads_per_worker),
+                               memory_limit=memory_limit, dashboard_address="127.0.0.1:0", host="127.0.0.1", env=worker_env(threads_per_worker),
                                silence_logs=40)
         client = Client(cluster)
         if not quiet:
-            say(f"dbfs: started LocalCluster ({n} worker processes x {threads_per_worker} thread); "
+            say(f"started LocalCluster ({n} worker processes x {threads_per_worker} thread); "
                 f"dashboard: {client.dashboard_link}")
-    _STARTED[id(client)] = cluster
+        _STARTED[id(client)] = ("LocalCluster", cluster.close)
     try:
         yield client
     finally:
         release_local_cluster(client)   # unless a run already did
 
 
-# id(client) -> the LocalCluster client_for started for it (joined clusters are not here)
+# id(client) -> (class name, close) of the cluster client_for started for it (joined clusters are not here)
 _STARTED: dict = {}
 
 
 def release_local_cluster(client) -> str | None:
-    """Close the cluster (LocalCluster, or SLURMCluster: its jobs are
-    cancelled) that :func:`client_for` started for ``client`` (a joined
-    cluster is left alone) and return its class name; None when there is
-    none. For the part of a run that needs no cluster: the timed searches of
-    a single-process backend. Idle, the cluster still runs its worker
-    processes' periodic work and, in this process, the scheduler and the
-    dashboard; on a 2-core machine they preempt the search threads (SCALE
-    20: 3.10 GTEPS harmonic mean with the cluster up, 3.72 without, several
-    searches stalled 8-11 ms in one level). ``client`` is closed too."""
-    cluster = _STARTED.pop(id(client), None) if client is not None else None
-    if cluster is None:
+    """Close the cluster that :func:`client_for` started for ``client``.
+
+    For the part of a run that needs no cluster (the timed searches of a
+    single-process backend): idle, a cluster still runs its worker processes'
+    periodic work and, in this process, the scheduler and the dashboard,
+    which preempt the search threads on a small machine.
+
+    Parameters
+    ----------
+    client : distributed.Client or None
+        Closed too. A joined cluster is left alone.
+
+    Returns
+    -------
+    str or None
+        ``"LocalCluster"`` or ``"SLURMCluster"`` (its jobs cancelled); None
+        when there is none.
+    """
+    kind, close = _STARTED.pop(id(client), (None, None)) if client is not None else (None, None)
+    if close is None:
         return None
     client.close()
-    cluster.close()
-    return type(cluster).__name__
-
-
-def compute_with_progress(tasks, client, label: str, quiet: bool = False):
-    """Compute a list of dask collections/delayed, showing progress on stderr."""
-    import dask
-
-    if client is None:
-        if quiet:
-            return dask.compute(*tasks, scheduler="threads")
-        from dask.diagnostics import ProgressBar
-
-        say(f"dbfs: {label}")
-        with ProgressBar(out=sys.stderr, minimum=0.5):
-            return dask.compute(*tasks, scheduler="threads")
-    futures = client.compute(list(tasks))
-    if not quiet:
-        from distributed import progress
-
-        say(f"dbfs: {label}")
-        with contextlib.redirect_stdout(sys.stderr):  # stdout is reserved for results
-            progress(futures, notebook=False)
-        say("")
-    return client.gather(futures)
+    close()
+    return kind
