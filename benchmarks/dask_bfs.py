@@ -12,8 +12,14 @@ Two parts, both in one JSON record (``benchmarks/results/dask_bfs-<stamp>.json``
      client is not in the loop; a lower bound for a task-based BFS, which
      needs a second task level per BFS level to agree on the counts);
    - ``mesh-dask``: one long-running task per worker, messages through
-     distributed's comm layer (``transport="dask"`` of dbfs.bfs.distributed);
-   - ``mesh-tcp``: the same loop over the raw TCP mesh (the default).
+     distributed's comm layer (``transport="dask"`` of dbfs.bfs.dask);
+   - ``mesh-tcp-threads``: the same loop over the authenticated TCP mesh
+     with a reader thread per peer;
+   - ``mesh-tcp``: the same loop over the authenticated TCP mesh, selectors
+     (the default).
+
+   Each mesh round sends the same binary frames as the BFS level loop (a
+   rank list plus a 128-word slice, then the counts frame).
 
 2. ``bfs``: for each SCALE in ``--scales`` (Graph500 Kronecker, edgefactor
    16) and each ``PxW`` in ``--configs`` (P partitions on W worker processes
@@ -63,23 +69,24 @@ def _lvl_task(i, *prev):
 
 
 def _mesh_loop(mesh_id, widx, W, levels):
-    from dbfs.bfs.distributed import _MESHES
+    from dbfs.bfs.dask.frames import COUNTS, FRONT, START
+    from dbfs.bfs.dask.plugin import get_plugin
 
-    mesh = _MESHES[(mesh_id, widx)]
+    mesh = get_plugin().meshes[(mesh_id, widx)]
     peers = [j for j in range(W) if j != widx]
     payload = np.zeros(128, np.int64)
-    mesh.exchange({j: ({"deg": 0}, []) for j in peers})          # barrier
+    mesh.exchange(START, {j: [(0,)] for j in peers})                                           # barrier
     times = []
     for _ in range(levels):
         t = time.perf_counter()
-        mesh.exchange({j: ([widx], [payload]) for j in peers})   # data all-to-all
-        mesh.exchange({j: ((1, 2, 3, 0.0), []) for j in peers})   # counts all-gather
+        mesh.exchange(FRONT, {j: [(widx,), payload] for j in peers})                             # data all-to-all
+        mesh.exchange(COUNTS, {j: [(1, 2, 3), (0.0,)] for j in peers})                            # counts
         times.append(time.perf_counter() - t)
     return times
 
 
 def bench_exchange(workers_list, levels, reps=3):
-    from dbfs.bfs.distributed import close_mesh, open_mesh
+    from dbfs.bfs.dask import close_mesh, open_mesh
     from dbfs.cluster import client_for
 
     out = []
@@ -150,7 +157,7 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport):
     shared machine hits both alike); per root the median of the rounds."""
     from dbfs import kernel1, store
     from dbfs.bfs import get_algorithm
-    from dbfs.bfs import distributed as D
+    import dbfs.bfs.dask as D
     from dbfs.cluster import client_for
     from dbfs.roots import graph500_roots
     from dbfs.spec import GraphSpec

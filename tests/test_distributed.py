@@ -1,4 +1,4 @@
-"""Distributed BFS (``dbfs.bfs.distributed``) on a real LocalCluster.
+"""Distributed BFS (``dbfs.bfs.dask``) on a real LocalCluster.
 
 The oracle is the single-process backend: for every root the distributed
 parent array must validate (serial :func:`dbfs.validate.validate` and the
@@ -9,6 +9,9 @@ parent array itself (cuGraph's rule: any valid BFS tree is right).
 
 One module-scoped cluster of 2 worker processes x 1 thread; the worker-death
 test starts its own 3-worker cluster (nannies restart the killed worker).
+Faults are injected through the worker plugin's per-level listeners
+(``MeshPlugin.level_listeners``), installed with ``client.run``: the level
+loop itself has no test hook.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from zarr.codecs import ZstdCodec
 
 from dbfs import kernel1, store
 from dbfs.bfs import bfs
-from dbfs.bfs import distributed as D
+import dbfs.bfs.dask as D
 from dbfs.errors import DbfsError
 from dbfs.spec import GraphSpec
 from dbfs.validate import validate
@@ -131,6 +134,32 @@ def check_search(client, g: Graph, dg, root, algorithm="do", validate_dask=True)
     return res, v
 
 
+def _install_fault(level, how, dask_worker=None):
+    """(client.run) one-shot level listener on this worker: after ``level``
+    it exits the process (``how="exit"``) or raises (``how="raise"``)."""
+    import os
+
+    from dbfs.bfs.dask.plugin import get_plugin
+
+    listeners = get_plugin(dask_worker).level_listeners
+
+    def fault(lv, ranks):
+        if lv != level:
+            return
+        listeners.remove(fault)
+        if how == "raise":
+            raise RuntimeError(f"injected failure after level {lv} on the worker of ranks {list(ranks)}")
+        os._exit(1)                                    # this worker dies mid-search
+
+    listeners.append(fault)
+    return True
+
+
+def inject_fault(client, dg, rank, level, how="exit"):
+    """Make the worker holding ``rank`` exit (or raise) after ``level`` of the next search."""
+    client.run(_install_fault, level, how, workers=[dg.rank_worker[rank]])
+
+
 # -------------------------------------------------------------------- tests
 @pytest.mark.parametrize("P", [1, 2, 3, 4])
 def test_kron10_golden_roots(client, kron10, golden10, P):
@@ -236,7 +265,7 @@ def test_other_transports(client, kron10, golden10, transport):
 
 def test_validate_dask_matches_serial_on_bad_results(client, kron10, golden10):
     """Corrupt the parent slices on the workers; both validators report the same rules, counts, examples."""
-    from dbfs.validate_dask import validate_partitioned
+    from dbfs.validate.dask import validate_partitioned
 
     root = golden10["roots"][0]
     with D.load_distributed(client, kron10.path, kron10.variant(3, client)) as dg:
@@ -285,7 +314,7 @@ def test_errors(client, kron10):
 
 
 def test_worker_death_is_recovered(kron16, golden16):
-    """The worker holding rank 1 exits at level 2 of the first attempt: the
+    """The worker holding rank 1 exits after level 1 of the first attempt: the
     partition is reloaded on a live worker, the search reruns and validates."""
     from dbfs.cluster import client_for
 
@@ -294,7 +323,8 @@ def test_worker_death_is_recovered(kron16, golden16):
         with D.load_distributed(c, kron16.path, variant, timeout=60) as dg:
             root = golden16["roots"][0]
             before = dict(dg.rank_worker)
-            res, seconds, rec = D.search(dg, root, _kill=(1, 2))
+            inject_fault(c, dg, 1, 1)
+            res, seconds, rec = D.search(dg, root)
             assert res.attempts == 2 and len(res.events) == 1
             ev = res.events[0]
             assert ev["event"] == "worker-lost" and before[1] in ev["workers_lost"] and 1 in ev["ranks_reloaded"]
@@ -315,8 +345,9 @@ def test_task_error_is_raised_not_retried(client, kron10, golden10):
     import time
 
     with D.load_distributed(client, kron10.path, kron10.variant(2, client), timeout=60) as dg:
+        inject_fault(client, dg, 1, 0, how="raise")
         t0 = time.perf_counter()
         with pytest.raises(RuntimeError, match="injected failure"):
-            D.search(dg, golden10["roots"][0], _kill=(1, 1, "raise"))
+            D.search(dg, golden10["roots"][0])
         assert time.perf_counter() - t0 < 30 and not dg.events
         check_search(client, kron10, dg, golden10["roots"][0], validate_dask=False)

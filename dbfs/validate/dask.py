@@ -14,7 +14,7 @@ Independent of what it checks: it imports nothing from :mod:`dbfs.bfs`.
 
 Encoding: the parent array arrives as one future per partition
 (``parent_slices[r]``: int64 in partition ``r``'s local index order, global
-ids, -1 unreached, e.g. ``dbfs.bfs.distributed.DistributedResult.parents``);
+ids, -1 unreached, e.g. ``dbfs.bfs.dask.DistributedResult.parents``);
 which vertex sits where is :class:`dbfs.partition.Partitioning`'s rule.
 
 Method:

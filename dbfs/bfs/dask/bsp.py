@@ -1,0 +1,357 @@
+"""The level loop of a distributed search: one bulk-synchronous superstep per level.
+
+Contract
+--------
+:func:`_bsp_search` runs as ONE task per mesh worker (pinned), serving all
+of that worker's partitions one after the other on its Numba threads, and
+returns ``{"parents": {rank: int64 slice, local order}, "seconds",
+"records" (mesh worker 0 only), "kernel_total", "levels"}``. ``seconds`` is
+Graph500 Kernel 2 time on this worker: from the start barrier, just before
+the root is visited, to the last count exchange (every worker then knows
+that every partition has written its parents). A failure closes this
+worker's end of the mesh first, so its peers stop waiting at once (they
+raise ``_PeerLost``) instead of timing out.
+
+Method (per level; the steps are :mod:`dbfs.bfs.cpu`'s, called once per
+partition with its local rows; after Beamer, Buluc, Asanovic and
+Patterson, "Distributed Memory Breadth-First Search Revisited: Enabling
+Bottom-Up Search", IPDPS Workshops 2013):
+
+- top-down: ``td_step`` claims the neighbours whose bit is clear in a
+  per-WORKER global ``visited`` bitmap (the worker's own discoveries, its
+  earlier claims and every bottom-up frontier: a vertex is sent at most
+  once per worker) into a claim scratch over global ids; the pairs are
+  bucketed by owner and sent to the owning partitions (one PAIRS round),
+  which keep the first parent of each unvisited vertex.
+- bottom-up: ``bu_step`` over every partition's unvisited rows against the
+  GLOBAL frontier bitmap, assembled from every partition's slice of the
+  previous level (sent with the counts, or shared through ``/dev/shm``,
+  :mod:`dbfs.bfs.dask.shm`); a top-down -> bottom-up switch adds one round.
+- counts: every worker sends its partitions' counts (new frontier, its
+  edges, edges examined, kernel seconds) to every peer, so every worker
+  feeds the SAME global counts to its own copy of the direction policy
+  (:mod:`dbfs.bfs.policy`) and reaches the same decision without the client.
+
+Directions, frontier sizes and edge counts equal the single-process ``do``
+level for level. After each level the plugin's ``level_listeners`` are
+called with ``(level, this worker's ranks)``.
+
+Message layouts are :mod:`dbfs.bfs.dask.frames`'s kinds; what a frame
+carries beyond its layout (the ranks it names, the bitmap slice lengths,
+the pair dtype) is checked here, and a mismatch is a lost peer.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from dbfs.bfs.cpu import bitmap_to_queue, bu_step, queue_to_bitmap, td_step
+from dbfs.bfs.dask.exchange import _absorb, _base_of, _bucket_pairs, _chunks, _or_into, _or_slice
+from dbfs.bfs.dask.frames import COUNTS, COUNTS_FRONT, FRONT, PAIRS, START, SYNC
+from dbfs.bfs.dask.plugin import get_plugin
+from dbfs.bfs.dask.shm import _boundary_words, _shm_collect, _shm_publish
+from dbfs.bfs.dask.transport import _LocalMesh, _PeerLost, _Timed
+from dbfs.bfs.dask.worker import _grown, _scratch, _State, _zeroed
+from dbfs.bfs.policy import BU, TD, policy_from
+from dbfs.partition import Partitioning, owner_local
+
+__all__ = ["_bsp_search", "_bsp_levels"]
+
+
+def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total):
+    """(task pinned to mesh worker ``widx``) one search on this worker's partitions ``parts``;
+    ``pol_opts``: the keyword options of :func:`dbfs.bfs.policy.policy_from`.
+
+    Returns {"parents": {rank: parent slice}, "seconds", "records" (widx 0 only), "kernel_total", "levels"}.
+    Any failure closes this worker's end of the mesh first, so the peers
+    stop waiting at once (they raise ``_PeerLost``) instead of timing out.
+    """
+    plugin = get_plugin()
+    if len(ranks_of) == 1:
+        mesh = _LocalMesh()
+    else:
+        mesh = plugin.meshes.get((mesh_id, widx))
+        if mesh is None:
+            raise _PeerLost(f"no mesh {mesh_id[:8]} on this worker (restarted?)")
+    try:
+        return _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, plugin,
+                           plugin.shms.get(mesh_id))
+    except BaseException:
+        mesh.close()
+        plugin.drop_mesh(mesh_id, widx)
+        raise
+
+
+def _counts_msg(mine):
+    """A level's counts (new frontier, its edges, edges examined, kernel seconds) as a COUNTS frame's arrays."""
+    return [(int(mine[0]), int(mine[1]), int(mine[2])), (float(mine[3]),)]
+
+
+def _counts_of(arrs):
+    c, k = arrs[0], arrs[1]
+    return int(c[0]), int(c[1]), int(c[2]), float(k[0])
+
+
+class _Search:
+    """One search's worker-side state (the -1 fills and buffers of the per-search
+    setup, outside the timer as in Graph500 3.0.1) and its named steps."""
+
+    def __init__(self, mesh, widx, ranks_of, parts, plugin, shm):
+        self.mesh = _Timed(mesh)
+        self.widx, self.ranks_of = widx, ranks_of
+        self.peers = [j for j in range(len(ranks_of)) if j != widx]
+        parts = sorted(parts, key=lambda p: p.rank)
+        p0 = parts[0]
+        self.N, self.P, self.code, self.q, self.r = p0.n, p0.P, p0.code, p0.q, p0.r
+        part = Partitioning(p0.n, p0.P, p0.kind)
+        self.bases = [_base_of(part, rk) for rk in range(self.P)]
+        self.words = [((part.vertex_range(rk).start - self.bases[rk] if self.code == 0 else 0)
+                       + part.local_count(rk) + 63) >> 6 for rk in range(self.P)]
+        self.grown = plugin.grown
+        self.listeners = plugin.level_listeners
+        gwords = (self.N + 63) >> 6
+        # every array is written here, so no page is first touched (and zeroed by the kernel) inside the timer
+        self.scratch = _scratch(plugin.scratch, self.N)     # td claims over global ids (write-before-read)
+        self.visited_g = _zeroed(gwords)                     # subset of the visited set, global ids (td filter)
+        self.front = _zeroed(gwords)                         # global frontier bitmap (bottom-up)
+        self.sh = shm if self.code == 0 and self.peers else None   # same-host shared frontier, else slices
+        self.front_next = _zeroed(gwords) if self.sh is None else None
+        self.wordof = _boundary_words(part) if self.sh is not None else None
+        self.states = {p.rank: _State(p, self.grown) for p in parts}
+        self.my_ranks = tuple(self.states)
+
+    # ------------------------------------------------------------ checks
+    def _bad(self, j, what):
+        raise _PeerLost(f"worker {j} sent a bad frame: {what}")
+
+    def _slices(self, j, ranks, arrs):
+        """Check a peer's frontier slices: its own ranks, one bitmap of the right length each."""
+        rks = list(ranks)
+        if rks != self.ranks_of[j]:
+            self._bad(j, f"slices of ranks {rks} (it holds {self.ranks_of[j]})")
+        for rk, sl in zip(rks, arrs):
+            if sl.shape[0] != self.words[rk]:
+                self._bad(j, f"slice of rank {rk} has {sl.shape[0]} words (not {self.words[rk]})")
+        return rks
+
+    def _pairs(self, got):
+        """Check received pair frames: destinations are this worker's ranks, pairs of the claim dtype."""
+        out = []
+        for j, arrs in got.items():
+            dst = arrs[0]
+            for k, d_rk in enumerate(dst):
+                if d_rk not in self.states:
+                    self._bad(j, f"pairs for rank {d_rk}, not held here")
+                if arrs[1 + 2 * k].dtype != self.scratch.dtype:
+                    self._bad(j, f"pairs of dtype {arrs[1 + 2 * k].dtype}")
+            out.append((dst, arrs))
+        return out
+
+    # ------------------------------------------------------------- steps
+    def start(self, root):
+        """Start barrier (shares the root's degree); returns it."""
+        o_root, l_root = owner_local(np.int64(root), self.code, self.P, self.q, self.r)
+        self.o_root, self.l_root = int(o_root), int(l_root)
+        deg_root = -1
+        if self.o_root in self.states:
+            st = self.states[self.o_root]
+            i = self.l_root + st.p.pad
+            deg_root = int(st.p.indptr[i + 1] - st.p.indptr[i])
+        got = self.mesh.exchange(START, {j: [(deg_root,)] for j in self.peers})
+        for arrs in got.values():
+            deg_root = max(deg_root, int(arrs[0][0]))
+        return deg_root
+
+    def visit_root(self, root):
+        if self.o_root in self.states:
+            st = self.states[self.o_root]
+            i = self.l_root + st.p.pad
+            st.parent[i] = root
+            st.visited[i >> 6] |= np.int64(1) << (i & 63)
+            st.queue = np.array([i], np.int64)
+        self.visited_g[root >> 6] |= np.int64(1) << (root & 63)
+
+    def to_queues(self):
+        """Bottom-up -> top-down: local frontier bitmaps to queues; returns kernel seconds."""
+        t = time.perf_counter()
+        for st in self.states.values():
+            st.queue = bitmap_to_queue(st.fbm, 0)
+        return time.perf_counter() - t
+
+    def td_level(self, level, kt):
+        """One top-down level: expand, exchange pairs, absorb, exchange counts; ``kt``: the
+        level's kernel seconds so far; returns (totals, kt)."""
+        states, code, P, q, r, scratch, peers = self.states, self.code, self.P, self.q, self.r, self.scratch, \
+            self.peers
+        # expand: claim neighbours, bucket (vertex, parent) pairs by owner
+        t = time.perf_counter()
+        examined = 0
+        outs = {}
+        for rk, st in states.items():
+            p = st.p
+            newv, ex = td_step(p.indptr, p.indices, 0, st.queue, scratch, self.visited_g)
+            examined += ex
+            outs[rk] = _bucket_pairs(newv, scratch, code, P, q, r, rk, p.base, _chunks(newv.shape[0]))
+        kt += time.perf_counter() - t
+        # exchange: one message per peer worker, pairs grouped by destination rank
+        send = {}
+        for j in peers:
+            dst, arrs = [], []
+            for d_rk in self.ranks_of[j]:
+                for s_rk, (L, U, cnt) in outs.items():
+                    a, b = cnt[d_rk], cnt[d_rk + 1]
+                    if b > a:
+                        dst.append(d_rk)
+                        arrs += [L[a:b], U[a:b]]
+            send[j] = [dst] + arrs
+        got = self._pairs(self.mesh.exchange(PAIRS, send)) if peers else []
+        # absorb: owners keep the first parent, form the next local queue
+        t = time.perf_counter()
+        new_n = new_m = 0
+        for rk, st in states.items():
+            p = st.p
+            srcs = [(L[cnt[rk]:cnt[rk + 1]], U[cnt[rk]:cnt[rk + 1]]) for L, U, cnt in outs.values()]
+            srcs += [(arrs[1 + 2 * k], arrs[2 + 2 * k]) for dst, arrs in got
+                     for k, d_rk in enumerate(dst) if d_rk == rk]
+            out = st.bufs[level & 1]
+            w = 0
+            for L, U in srcs:
+                if L.shape[0]:
+                    tmp = _grown(self.grown, "absorb", L.shape[0])
+                    w, dm = _absorb(L, U, p.pad, st.parent, st.visited, p.indptr, self.visited_g, code, P, rk,
+                                    p.base, tmp, out, w, _chunks(L.shape[0]))
+                    new_m += int(dm)
+            st.queue = out[:w]
+            new_n += w
+        kt += time.perf_counter() - t
+        mine = (new_n, new_m, examined, kt)
+        got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in peers}) if peers else {}
+        return [mine] + [_counts_of(a) for a in got.values()], kt
+
+    def to_bitmaps(self):
+        """Top-down -> bottom-up: build the global frontier from the local queues; returns kernel seconds."""
+        states, sh = self.states, self.sh
+        t = time.perf_counter()
+        for st in states.values():
+            queue_to_bitmap(st.queue, 0, st.fbm)
+        if sh is not None:
+            _shm_publish(sh, states)
+            kt = time.perf_counter() - t
+            self.mesh.exchange(SYNC, {j: [] for j in self.peers})
+            _shm_collect(sh, self.wordof, self.front, self.visited_g)
+            return kt
+        front = self.front
+        front[:] = 0
+        for rk, st in states.items():
+            _or_slice(front, st.fbm, self.code, self.P, rk, st.p.base)
+        kt = time.perf_counter() - t
+        got = self.mesh.exchange(FRONT, {j: [self.my_ranks] + [st.fbm for st in states.values()]
+                                         for j in self.peers}) if self.peers else {}
+        for j, arrs in got.items():
+            for rk, sl in zip(self._slices(j, arrs[0], arrs[1:]), arrs[1:]):
+                _or_slice(front, sl, self.code, self.P, rk, self.bases[rk])
+        _or_into(self.visited_g, front)
+        return kt
+
+    def bu_level(self, kt):
+        """One bottom-up level: bu_step per partition, publish the new frontier, exchange counts;
+        ``kt``: the level's kernel seconds so far; returns (totals, kt)."""
+        states, sh, peers = self.states, self.sh, self.peers
+        t = time.perf_counter()
+        new_n = new_m = examined = 0
+        for rk, st in states.items():
+            p = st.p
+            aw, ex, adeg, _ = bu_step(p.indptr, p.indices, 0, self.front, st.parent, st.visited, st.nxt, p.hub,
+                                      p.no_edge, p.multi, False, True)
+            st.fbm, st.nxt = st.nxt, st.fbm
+            new_n += aw
+            new_m += adeg
+            examined += ex
+        if sh is not None:
+            _shm_publish(sh, states)
+        else:
+            self.front_next[:] = 0
+            for rk, st in states.items():
+                _or_slice(self.front_next, st.fbm, self.code, self.P, rk, st.p.base)
+        kt += time.perf_counter() - t
+        mine = (new_n, new_m, examined, kt)
+        if sh is not None:
+            got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in peers})
+            totals = [mine] + [_counts_of(a) for a in got.values()]
+            _shm_collect(sh, self.wordof, self.front, self.visited_g)
+            return totals, kt
+        msg = _counts_msg(mine) + [self.my_ranks] + [st.fbm for st in states.values()]
+        got = self.mesh.exchange(COUNTS_FRONT, {j: msg for j in peers}) if peers else {}
+        totals = [mine]
+        for j, arrs in got.items():
+            totals.append(_counts_of(arrs))
+            for rk, sl in zip(self._slices(j, arrs[2], arrs[3:]), arrs[3:]):
+                _or_slice(self.front_next, sl, self.code, self.P, rk, self.bases[rk])
+        _or_into(self.visited_g, self.front_next)
+        self.front, self.front_next = self.front_next, self.front
+        return totals, kt
+
+
+def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, plugin, shm=None):
+    """The level loop of :func:`_bsp_search` (see the module docstring); ``plugin``: this
+    worker's :class:`dbfs.bfs.dask.plugin.MeshPlugin`; ``shm``: its
+    :class:`dbfs.bfs.dask.shm._ShmFront` of the mesh, or None (frontier slices go by the mesh)."""
+    s = _Search(mesh, widx, ranks_of, parts, plugin, shm)
+    N = s.N
+    ranks = tuple(s.states)
+    deg_root = s.start(root)
+    t0 = time.perf_counter()
+    s.visit_root(root)
+
+    pol = policy_from(**pol_opts)
+    pol.start(N)
+    n_f, m_f = 1, deg_root
+    m_u = nnz_total - deg_root
+    have_queue = True
+    front_ready = False
+    rec = []
+    level = 0
+    kernel_total = 0.0
+    mesh = s.mesh
+    while n_f:
+        t_lv = time.perf_counter()
+        x_t0, x_n0 = mesh.seconds, mesh.rounds
+        kt = 0.0
+        if algorithm == "do":
+            d = pol.next(n_f, m_f, m_u)
+        else:
+            d = TD if algorithm == "td" else BU
+        if d == TD:
+            if not have_queue:
+                kt += s.to_queues()
+                have_queue = True
+            totals, kt = s.td_level(level, kt)
+            front_ready = False
+        else:
+            if not front_ready:
+                kt += s.to_bitmaps()
+                have_queue = False
+            totals, kt = s.bu_level(kt)
+            front_ready = True
+            have_queue = False
+        g_new = sum(x[0] for x in totals)
+        g_m = sum(x[1] for x in totals)
+        g_ex = sum(x[2] for x in totals)
+        k_max = max(x[3] for x in totals)
+        kernel_total += kt
+        t_end = time.perf_counter()
+        if widx == 0:
+            lt = t_end - t_lv
+            rec.append({"level": level, "direction": d, "frontier": int(n_f), "edges": int(g_ex),
+                        "discovered": int(g_new), "time": lt, "kernel": k_max, "overhead": max(0.0, lt - k_max),
+                        "rounds": mesh.rounds - x_n0, "exchange": mesh.seconds - x_t0})
+        if s.listeners:
+            for fn in tuple(s.listeners):
+                fn(level, ranks)
+        n_f, m_f = g_new, g_m
+        m_u -= g_m
+        level += 1
+    seconds = time.perf_counter() - t0
+    return {"parents": {rk: st.parent[st.p.pad:] for rk, st in s.states.items()}, "seconds": seconds,
+            "records": rec, "kernel_total": kernel_total, "levels": level}

@@ -1,0 +1,297 @@
+"""Distributed BFS, client side: load, search, gather, validate.
+
+Contract
+--------
+``load_distributed(client, dataset_path, variant) -> DistributedGraph``
+pins every partition of a Kernel 1 CSR variant (``csr/p<P>-<block|cyclic>``,
+vertex ownership :class:`dbfs.partition.Partitioning`) onto a worker ONCE
+(rank ``r`` on worker ``r % W`` of the sorted worker list, so P may exceed
+the number of workers) and opens the exchange mesh.
+
+``search(dgraph, root, algorithm="do") -> (DistributedResult, seconds,
+level_stats)``. ``root`` is an ORIGINAL vertex id (relabelled ``-deg``
+variants are refused at load). Parents stay on the workers, one future per
+partition (``result.parents[rank]``): int64 in the partition's LOCAL index
+order (global vertex ``Partitioning.to_global(rank, i)``), holding global
+parent ids, ``parent[root] == root`` and -1 for unreached. ``level_stats``
+has the CPU backend's keys (level, direction, frontier, edges, discovered,
+time) plus ``kernel`` (seconds of per-partition compute on the slowest
+worker), ``overhead`` (= time - kernel), ``rounds`` (message rounds in the
+level) and ``exchange`` (seconds inside them). ``seconds`` is Graph500
+Kernel 2 time measured on the workers (:mod:`dbfs.bfs.dask.bsp`), max over
+workers; the client round trip around it is ``result.wall``.
+
+:func:`gather_parent` brings the whole parent array to the client (small
+graphs, tests); :func:`validate_distributed` validates as Dask tasks over
+edge chunks without bringing any N-sized array to the client.
+
+Method: the client only starts the search and collects counts; one
+long-running task per worker (:func:`dbfs.bfs.dask.bsp._bsp_search`) runs
+the whole level loop and exchanges frontier data directly with its peers.
+Failures: every wait has a timeout; a lost worker (its peers fail at once
+with ``_PeerLost``; the client also polls the scheduler) triggers reload and
+rerun (:mod:`dbfs.bfs.dask.recovery`, at most ``retries`` times, recorded in
+``result.events`` and ``dgraph.events``); any other error in a search task
+closes that worker's end of the mesh, the client gives the graph a fresh
+mesh and raises the error unchanged, without retry.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dbfs.bfs.dask.bsp import _bsp_search
+from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _alive, _close_mesh, _open_mesh
+from dbfs.bfs.dask.placement import DistributedGraph, _submit_loads, _variant_attrs
+from dbfs.bfs.dask.recovery import _is_peer_loss, _recover
+from dbfs.bfs.dask.transport import TRANSPORTS, _PeerLost
+from dbfs.bfs.dask.worker import _pick_parent, _search_summary
+from dbfs.bfs.policy import policy_from
+from dbfs.errors import DbfsError
+from dbfs.graph import check_root_id
+from dbfs.partition import Partitioning
+
+__all__ = ["DistributedResult", "load_distributed", "search", "gather_parent", "validate_distributed",
+           "ALGORITHMS"]
+
+ALGORITHMS = ("do", "td", "bu")
+
+
+@dataclass
+class DistributedResult:
+    """One distributed search: parents stay on the workers, one future per partition."""
+
+    root: int
+    parents: dict                           # rank -> Future (int64 slice in local index order)
+    partitioning: Partitioning
+    rank_worker: dict
+    seconds: float
+    wall: float
+    level_stats: list | None
+    algorithm: str = "do"
+    opts: dict = field(default_factory=dict)
+    events: list = field(default_factory=list)
+    attempts: int = 1
+
+    def release(self) -> None:
+        self.parents.clear()
+
+
+def load_distributed(client, dataset_path, variant: str, workers=None, transport: str = "tcp",
+                     timeout: float = DEFAULT_TIMEOUT, shared_memory: bool | None = None) -> DistributedGraph:
+    """Pin every partition of CSR ``variant`` onto a worker and open the exchange mesh.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    dataset_path : path-like
+        The dataset holding ``csr/<variant>``.
+    variant : str
+        A partitioned CSR variant (``p<P>-<block|cyclic>``), not relabelled.
+    workers : list of str, optional
+        Addresses to use (default: all, sorted); rank r goes to ``workers[r % len(workers)]``.
+    transport : {"tcp", "tcp-threads", "dask"}
+        The mesh; on a TLS cluster the TCP ones become ``"dask"`` (``dg.transport``
+        says which one runs, ``dg.events`` why).
+    timeout : float
+        Seconds any single wait may take before a search is declared failed.
+    shared_memory : bool, optional
+        None (default): a shared frontier bitmap in /dev/shm when every worker is
+        on one host and the partitions are blocks (bottom-up levels then exchange
+        only counts); False: frontier slices always go through the mesh.
+        ``dg.shm`` says why it is off ('' when on).
+
+    Returns
+    -------
+    DistributedGraph
+        With ``load_time`` (wall), per-rank ``part_load_times`` (zarr read +
+        checksum + hub on the worker) and ``mesh_time``.
+    """
+    if client is None:
+        raise DbfsError("backend dask needs a Dask client: run with a cluster (drop --scheduler threads)")
+    if transport not in TRANSPORTS:
+        raise DbfsError(f"unknown transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
+    t0 = time.perf_counter()
+    dataset_path = Path(dataset_path)
+    attrs = _variant_attrs(dataset_path, variant)
+    if attrs.get("options", {}).get("relabel", "none") != "none":
+        raise DbfsError(f"backend dask does not run relabelled variants ({variant}): build and use a variant "
+                        f"without --relabel")
+    part = Partitioning(int(attrs["n_vertices"]), int(attrs["P"]), attrs["partitioning"])
+    ws = sorted(workers) if workers else sorted(_alive(client))
+    if not ws:
+        raise DbfsError("the Dask cluster has no workers: start some (dbfs cluster ...) and retry")
+    rank_worker = {rk: ws[rk % len(ws)] for rk in range(part.P)}
+    dg = DistributedGraph(client=client, dataset_path=dataset_path, variant=variant, partitioning=part,
+                          nnz_total=int(attrs["nnz_total"]), rank_worker=rank_worker, part_futures={},
+                          transport=transport, timeout=float(timeout), attrs=attrs,
+                          shared_memory=False if shared_memory is False else None)
+    _submit_loads(dg, list(range(part.P)))
+    _open_mesh(dg)
+    dg.load_time = time.perf_counter() - t0
+    return dg
+
+
+def _wait_search(dg: DistributedGraph, futs) -> None:
+    """Wait for the search tasks; a vanished worker or a failed task ends the wait (see the module docstring)."""
+    from distributed import wait
+
+    watched = set(dg.mesh_workers)
+    pending = list(futs)
+    while pending:
+        try:
+            pending = list(wait(pending, timeout=1.0, return_when="FIRST_COMPLETED").not_done)
+        except TimeoutError:
+            gone = watched - _alive(dg.client)
+            if gone:
+                for f in futs:
+                    f.cancel()
+                raise _PeerLost(f"worker(s) {sorted(gone)} left the cluster during the search") from None
+            continue
+        if any(f.status == "error" for f in futs):
+            # let the others finish (a failing worker closes its mesh end, so they stop at once)
+            try:
+                wait(futs, timeout=2.0)
+            except TimeoutError:
+                pass
+            excs = [f.exception() for f in futs if f.status == "error"]
+            for f in futs:
+                f.cancel()
+            real = [e for e in excs if not _is_peer_loss(e)]
+            if real:
+                # a genuine error (not a lost worker): no retry; give the graph a fresh mesh, re-raise
+                _close_mesh(dg)
+                _open_mesh(dg)
+                raise real[0]
+            raise _PeerLost("; ".join(f"{type(e).__name__}: {e}" for e in excs[:3]))
+
+
+def _run_once(dg: DistributedGraph, root, algorithm, pol, stats):
+    client = dg.client
+    ranks_of = dg.ranks_of()
+    t0 = time.perf_counter()
+    futs = []
+    for i, w in enumerate(dg.mesh_workers):
+        parts = [dg.part_futures[rk] for rk in ranks_of[i]]
+        futs.append(client.submit(_bsp_search, dg.mesh_id, i, ranks_of, parts, int(root), algorithm,
+                                  pol, dg.nnz_total,
+                                  workers=[w], allow_other_workers=False, pure=False))
+    _wait_search(dg, futs)
+    wall = time.perf_counter() - t0
+    summaries = client.gather([client.submit(_search_summary, f, workers=[w], allow_other_workers=False,
+                                             pure=False) for f, w in zip(futs, dg.mesh_workers)])
+    parents = {}
+    for i, (f, w) in enumerate(zip(futs, dg.mesh_workers)):
+        for rk in ranks_of[i]:
+            parents[rk] = client.submit(_pick_parent, f, rk, workers=[w], allow_other_workers=False,
+                                        pure=False)
+    seconds = max(s["seconds"] for s in summaries)
+    records = summaries[0]["records"] if stats else None
+    return parents, seconds, wall, records
+
+
+def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: str = "beamer",
+           alpha: float | None = None, beta: float | None = None, unexplored: str = "gap", tail: str = "cost",
+           stats: bool = True, retries: int = 2):
+    """One distributed search from ORIGINAL vertex ``root``.
+
+    Parameters
+    ----------
+    dgraph : DistributedGraph
+    root : int
+        Original vertex id.
+    algorithm : {"do", "td", "bu"}
+        Direction-optimizing (policy as in :mod:`dbfs.bfs.policy`), top-down or bottom-up only.
+    policy, alpha, beta, unexplored, tail
+        Options of :func:`dbfs.bfs.policy.policy_from`.
+    stats : bool
+        Return the per-level records.
+    retries : int
+        Reload + rerun at most this many times after a lost worker.
+
+    Returns
+    -------
+    (DistributedResult, float, list or None)
+        The result (``events`` records each recovery), Kernel 2 seconds, level records.
+    """
+    if algorithm not in ALGORITHMS:
+        raise DbfsError(f"unknown algorithm {algorithm!r} for backend dask: use one of {', '.join(ALGORITHMS)}")
+    r = check_root_id(root, dgraph.n_vertices)
+    if len(dgraph.part_futures) != dgraph.P:
+        raise DbfsError("this DistributedGraph was closed: load it again with load_distributed(...)")
+    pol = {"policy": policy, "alpha": alpha, "beta": beta, "unexplored": unexplored, "tail": tail}
+    policy_from(**pol)  # check the parameters on the client
+    events = []
+    attempt = 0
+    while True:
+        try:
+            parents, seconds, wall, rec = _run_once(dgraph, r, algorithm, pol, stats)
+            break
+        except _PeerLost as exc:
+            if attempt >= retries:
+                raise DbfsError(f"distributed search from root {r} failed {attempt + 1} time(s), last: {exc}; "
+                                f"check the workers' logs") from None
+            attempt += 1
+            events.append(_recover(dgraph, str(exc), attempt))
+    res = DistributedResult(root=r, parents=parents, partitioning=dgraph.partitioning,
+                            rank_worker=dict(dgraph.rank_worker), seconds=seconds, wall=wall, level_stats=rec,
+                            algorithm=algorithm, opts=dict(pol), events=events, attempts=attempt + 1)
+    return res, seconds, rec
+
+
+def gather_parent(result: DistributedResult, client=None) -> np.ndarray:
+    """The whole parent array on the client (small graphs and tests only).
+
+    Parameters
+    ----------
+    result : DistributedResult
+    client : distributed.Client, optional
+        Default: the client of the parent futures.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64, one entry per vertex in global ids, -1 for unreached.
+    """
+    part = result.partitioning
+    futs = [result.parents[rk] for rk in range(part.P)]
+    if client is None:
+        client = futs[0].client
+    slices = client.gather(futs)
+    parent = np.empty(part.n_vertices, np.int64)
+    for rk, s in enumerate(slices):
+        rg = part.vertex_range(rk)
+        parent[rg.start:rg.stop:rg.step] = s
+    return parent
+
+
+def validate_distributed(client, dataset_path, dgraph: DistributedGraph, result: DistributedResult, root,
+                         chunk_edges: int | None = None):
+    """Graph500 validation of ``result`` as Dask tasks (:mod:`dbfs.validate.dask`).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    dataset_path : path-like
+        The dataset whose stored edges are checked.
+    dgraph : DistributedGraph
+    result : DistributedResult
+        Its parent slices stay on their workers.
+    root : int
+    chunk_edges : int, optional
+        Edges per validation task (default: the stored chunks).
+
+    Returns
+    -------
+    dbfs.validate.ValidationResult
+        With ``levels`` None.
+    """
+    from dbfs.validate.dask import validate_partitioned
+
+    return validate_partitioned(client, Path(dataset_path), [result.parents[rk] for rk in range(dgraph.P)],
+                                result.partitioning, int(root), workers=[result.rank_worker[rk]
+                                                                         for rk in range(dgraph.P)],
+                                chunk_edges=chunk_edges)

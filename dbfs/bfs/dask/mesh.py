@@ -1,0 +1,208 @@
+"""Opening and closing exchange meshes from the client.
+
+Contract
+--------
+:func:`open_mesh` connects a list of workers (mesh index = list position)
+so that one long-running task per worker can exchange messages directly
+(:mod:`dbfs.bfs.dask.transport`); :func:`close_mesh` closes it on the
+workers still alive (which unblocks a running search). Worker-side state
+lives in the :class:`dbfs.bfs.dask.plugin.MeshPlugin`, registered here once
+per cluster.
+
+Method: the client makes a fresh 32-byte key per mesh and hands it to the
+mesh's workers through the scheduler (``client.run``), together with the
+mesh id; each worker opens its endpoint (TCP: a listener on its own
+contact interface, served for the mesh's lifetime; ``"dask"``: the plugin's
+handler) and returns its address; then one pinned task per worker connects
+to its peers (TCP: authenticated with the key, :mod:`dbfs.bfs.dask.listener`);
+all of them must run at once. On a cluster configured for TLS the TCP
+transports would be plaintext, so :func:`choose_transport` falls back to
+``"dask"`` (distributed's comm layer, TLS included) and :func:`open_mesh`
+refuses them.
+
+For a :class:`dbfs.bfs.dask.placement.DistributedGraph` (duck-typed here),
+:func:`_open_mesh` also gives the mesh a shared frontier in ``/dev/shm``
+when every worker is on one host and the partitions are blocks
+(:func:`_open_shm`, ``dg.shm`` says why not).
+"""
+from __future__ import annotations
+
+import time
+import uuid
+
+from dbfs.bfs.dask.frames import Limits
+from dbfs.bfs.dask.handshake import new_key
+from dbfs.bfs.dask.plugin import (NAME, MeshPlugin, _mesh_close, _mesh_connect, _mesh_listen, _shm_drop, _shm_open,
+                                  _uses_tls)
+from dbfs.bfs.dask.shm import _shm_path, _unlink
+from dbfs.bfs.dask.transport import TRANSPORTS, _host_of
+from dbfs.errors import DbfsError
+
+__all__ = ["DEFAULT_TIMEOUT", "open_mesh", "close_mesh", "choose_transport", "ensure_plugin"]
+
+DEFAULT_TIMEOUT = 300.0          # seconds any single wait may take before the search is declared failed
+
+
+def _alive(client) -> set:
+    return set(client.scheduler_info(n_workers=-1)["workers"])
+
+
+def ensure_plugin(client) -> None:
+    """Register :class:`dbfs.bfs.dask.plugin.MeshPlugin` on the cluster of ``client``.
+
+    Once per cluster: a registered plugin is kept with its meshes (the
+    scheduler also installs it on workers that join later).
+    """
+    registered = client.run_on_scheduler(_has_plugin, NAME)
+    if not registered:
+        client.register_plugin(MeshPlugin(), name=NAME)
+
+
+def _has_plugin(name, dask_scheduler=None) -> bool:
+    return name in dask_scheduler.worker_plugins
+
+
+def _on_tls(client, workers) -> bool:
+    if any(str(w).startswith("tls://") for w in workers):
+        return True
+    return any(client.run(_uses_tls, workers=list(workers)).values())
+
+
+def choose_transport(client, workers: list, transport: str) -> tuple:
+    """The transport a mesh over ``workers`` uses when ``transport`` is asked for.
+
+    The TCP transports are never used in plaintext on a cluster configured
+    for TLS (a worker address ``tls://...`` or ``security.require_encryption``).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    workers : list of str
+    transport : {"tcp", "tcp-threads", "dask"}
+
+    Returns
+    -------
+    (str, str)
+        The transport to use and why it differs from ``transport`` ('' when it does not).
+    """
+    if transport not in TRANSPORTS:
+        raise DbfsError(f"unknown transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
+    if transport != "dask" and len(workers) > 1 and _on_tls(client, workers):
+        return "dask", "the cluster uses TLS: the mesh goes through distributed's comm layer (TLS) " \
+                       f"instead of plaintext {transport!r} sockets"
+    return transport, ""
+
+
+def open_mesh(client, workers: list, transport: str = "tcp", timeout: float = DEFAULT_TIMEOUT,
+              limits: Limits | None = None) -> str:
+    """Open an exchange mesh between ``workers`` (mesh index = list position); returns its id.
+
+    Parameters
+    ----------
+    client : distributed.Client
+    workers : list of str
+        Worker addresses; a worker's mesh index is its position.
+    transport : {"tcp", "tcp-threads", "dask"}
+        The TCP transports are refused on a TLS cluster (see :func:`choose_transport`).
+    timeout : float
+        Seconds any wait of the mesh (setup, a round) may take.
+    limits : Limits, optional
+        Bounds of a received frame (:meth:`Limits.for_graph` for a graph;
+        default: 65536 elements per array).
+    """
+    ensure_plugin(client)
+    if transport not in TRANSPORTS:
+        raise DbfsError(f"unknown transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
+    if transport != "dask" and len(workers) > 1 and _on_tls(client, workers):
+        raise DbfsError(f"transport {transport!r} would be plaintext on this TLS cluster: use transport='dask'")
+    W = len(workers)
+    limits = limits or Limits(1 << 16, 4 + 2 * W * W)
+    mesh_id = uuid.uuid4().hex
+    if W > 1:
+        widx_of = {w: i for i, w in enumerate(workers)}
+        eps = client.run(_mesh_listen, mesh_id, widx_of, transport, new_key(), workers=list(workers))
+        addrs = [eps[w] for w in workers]
+        futs = [client.submit(_mesh_connect, mesh_id, i, addrs, transport, timeout, limits, workers=[w],
+                              allow_other_workers=False, pure=False) for i, w in enumerate(workers)]
+        try:
+            client.gather(futs)
+        except BaseException:
+            close_mesh(client, mesh_id, workers)
+            raise
+    return mesh_id
+
+
+def close_mesh(client, mesh_id: str, workers: list) -> None:
+    """Close a mesh on those of ``workers`` still alive (unblocks a running search).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    mesh_id : str
+        What :func:`open_mesh` returned.
+    workers : list of str
+        The mesh's workers.
+    """
+    if len(workers) < 2:
+        return
+    alive = _alive(client)
+    ws = [w for w in workers if w in alive]
+    if ws:
+        try:
+            client.run(_mesh_close, mesh_id, workers=ws, on_error="return")
+        except OSError:
+            pass
+
+
+def _open_mesh(dg) -> None:
+    """Give ``dg`` a mesh over its workers (and a shared frontier when possible)."""
+    t0 = time.perf_counter()
+    order = []
+    for rk in range(dg.P):
+        w = dg.rank_worker[rk]
+        if w not in order:
+            order.append(w)
+    dg.mesh_workers = order
+    requested = dg.transport_requested or dg.transport
+    transport, why = choose_transport(dg.client, order, requested)
+    if transport != dg.transport:
+        dg.events.append({"event": "transport", "requested": requested, "transport": transport, "reason": why})
+        dg.transport, dg.transport_requested = transport, requested
+    dg.mesh_id = open_mesh(dg.client, order, dg.transport, dg.timeout, Limits.for_graph(dg.n_vertices, dg.P))
+    dg.shm = _open_shm(dg) if dg.shared_memory is not False else "switched off"
+    dg.mesh_time = time.perf_counter() - t0
+
+
+def _open_shm(dg) -> str:
+    """Give the mesh a shared frontier when every worker is on one host and
+    the partitions are blocks; returns why not ('' when on)."""
+    ws = dg.mesh_workers
+    if len(ws) < 2:
+        return "one worker"
+    if dg.partitioning.code != 0:
+        return "cyclic partitions"
+    if len({_host_of(w) for w in ws}) > 1:
+        return "workers on several hosts"
+    gwords = (dg.n_vertices + 63) >> 6
+    path = _shm_path(dg.mesh_id, 2 * (gwords + dg.P) * 8)
+    if path is None:
+        return "/dev/shm missing or too small"
+    c = dg.client
+    why = ""
+    try:
+        r0 = c.run(_shm_open, dg.mesh_id, path, gwords, dg.P, True, workers=ws[:1])[ws[0]]
+        if r0 is not True:
+            return f"cannot create {path}: {r0}"
+        res = c.run(_shm_open, dg.mesh_id, path, gwords, dg.P, False, workers=ws[1:], on_error="return")
+        bad = {w: v for w, v in res.items() if v is not True}
+        if bad:
+            why = f"a worker cannot map {path}: {next(iter(bad.values()))}"
+            c.run(_shm_drop, dg.mesh_id, workers=ws, on_error="return")
+    finally:   # every mapping is made: the name can go (the memory lives while mapped)
+        c.run(_unlink, path, workers=ws[:1], on_error="return")
+    return why
+
+
+def _close_mesh(dg) -> None:
+    if dg.mesh_id:
+        close_mesh(dg.client, dg.mesh_id, dg.mesh_workers)

@@ -1,0 +1,113 @@
+"""Where a distributed graph lives: partitions pinned to Dask workers.
+
+Contract
+--------
+:class:`DistributedGraph` records a partitioned CSR variant loaded onto
+workers: rank ``r`` lives on worker ``rank_worker[r]`` as one future
+(``part_futures[r]``) pinned with ``workers=[w], allow_other_workers=False``
+(cuGraph's pattern), and keeps the exchange mesh those workers share
+(``mesh_id``, ``mesh_workers``: the distinct workers in rank order, the
+mesh index of a worker is its position there). :func:`_submit_loads` loads
+partitions onto their workers and gives them the whole-graph data they need
+(hub neighbours by GLOBAL degree: every partition's degrees are joined on a
+worker and copied worker to worker); it runs at load time and after a lost
+worker (:mod:`dbfs.bfs.dask.recovery`).
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _alive, _close_mesh
+from dbfs.bfs.dask.worker import _global_degrees, _load_part, _local_degrees, _part_info, _prepare_part
+from dbfs.errors import DbfsError
+from dbfs.partition import Partitioning
+from dbfs.zattrs import read_attrs
+
+__all__ = ["DistributedGraph", "_submit_loads", "_variant_attrs", "_alive"]
+
+
+@dataclass
+class DistributedGraph:
+    """A partitioned CSR variant pinned on Dask workers (see :func:`dbfs.bfs.dask.load_distributed`).
+
+    ``transport`` is the transport the mesh actually uses (a TLS cluster
+    turns ``"tcp"`` into ``"dask"``: ``transport_requested`` keeps the
+    asked one and ``events`` says why).
+    """
+
+    client: object
+    dataset_path: Path
+    variant: str
+    partitioning: Partitioning
+    nnz_total: int
+    rank_worker: dict                       # rank -> worker address (stable)
+    part_futures: dict                      # rank -> Future of the worker-side partition
+    transport: str = "tcp"
+    timeout: float = DEFAULT_TIMEOUT
+    mesh_id: str = ""
+    mesh_workers: list = field(default_factory=list)
+    load_time: float = 0.0                  # wall seconds of the whole load (client view)
+    part_load_times: dict = field(default_factory=dict)   # rank -> seconds on its worker (read, check, hub)
+    mesh_time: float = 0.0
+    shared_memory: bool | None = None       # None: shared frontier when possible; False: never
+    shm: str = ""                           # why the shared frontier is off ('' = on)
+    events: list = field(default_factory=list)
+    attrs: dict = field(default_factory=dict)
+    transport_requested: str = ""           # the transport asked for ('' = same as transport)
+
+    @property
+    def P(self) -> int:
+        return self.partitioning.P
+
+    @property
+    def n_vertices(self) -> int:
+        return self.partitioning.n_vertices
+
+    def ranks_of(self) -> list:
+        """Ranks held by each mesh worker, in mesh order."""
+        return [[rk for rk in range(self.P) if self.rank_worker[rk] == w] for w in self.mesh_workers]
+
+    def close(self) -> None:
+        """Close the mesh and release the partitions."""
+        _close_mesh(self)
+        self.part_futures.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _variant_attrs(dataset_path: Path, variant: str) -> dict:
+    """The attributes of a complete CSR variant, or DbfsError naming the build command."""
+    attrs = read_attrs(dataset_path / "csr" / variant) or {}
+    if not attrs.get("complete"):
+        raise DbfsError(f"CSR variant {variant} of {dataset_path.name} is missing or incomplete: build it with "
+                        f"`dbfs build {dataset_path.name} --partitions P` (see `dbfs build --help`)")
+    return attrs
+
+
+def _submit_loads(dg: DistributedGraph, ranks) -> None:
+    """Load partitions ``ranks`` onto their workers, then give them the
+    whole-graph data they need (hub neighbours by global degree: every
+    partition's degrees are joined on a worker and copied worker to worker)."""
+    client = dg.client
+    pin = {"allow_other_workers": False, "pure": False}
+    loaded = {}
+    for rk in ranks:
+        loaded[rk] = client.submit(_load_part, str(dg.dataset_path), dg.variant, rk, workers=[dg.rank_worker[rk]],
+                                   key=f"dbfs-part-{uuid.uuid4().hex[:12]}-{rk}", **pin)
+    allp = {**dg.part_futures, **loaded}
+    degs = [client.submit(_local_degrees, allp[rk], workers=[dg.rank_worker[rk]], **pin) for rk in range(dg.P)]
+    deg = client.submit(_global_degrees, dg.partitioning, *degs, pure=False)
+    for rk in ranks:
+        dg.part_futures[rk] = client.submit(_prepare_part, loaded[rk], deg, workers=[dg.rank_worker[rk]],
+                                            key=f"dbfs-prepared-{uuid.uuid4().hex[:12]}-{rk}", **pin)
+    infos = client.gather([client.submit(_part_info, dg.part_futures[rk], workers=[dg.rank_worker[rk]], **pin)
+                           for rk in ranks])
+    del degs, deg, loaded
+    for rk, info in zip(ranks, infos):
+        dg.part_load_times[rk] = info["load_time"] + info["prepare_time"]

@@ -1,0 +1,230 @@
+"""Worker-side state of the distributed BFS: one ``WorkerPlugin`` per worker.
+
+Contract
+--------
+:class:`MeshPlugin` (registered by the client under :data:`NAME`, once per
+cluster: ``idempotent``) owns everything a worker keeps between tasks:
+its meshes and their listeners and keys, the shared-memory frontiers, the
+claim scratch and reusable work arrays, the per-level listener list and
+the counters of refused connections. ``teardown`` closes all of it. The
+module-level functions are its entry points: ``client.run`` calls (they
+take ``dask_worker``) and pinned tasks (:func:`_mesh_connect`).
+
+Refused connections and messages are logged on logger ``dbfs.mesh``
+(warning) and counted per reason in ``rejected`` (see :meth:`MeshPlugin.status`).
+
+``level_listeners``: callables ``fn(level, ranks)`` the level loop calls on
+this worker after each level with the level number and this worker's
+ranks (monitoring publishes level records through it; tests inject
+faults through it).
+
+The ``"dask"`` transport's messages arrive at :meth:`MeshPlugin.on_message`
+(the worker handler ``dbfs_bsp``, registered in ``setup`` as Dask's P2P
+shuffle registers its own).
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import hmac
+import logging
+import threading
+
+from distributed.diagnostics.plugin import WorkerPlugin
+
+from dbfs.bfs.dask.frames import Limits
+from dbfs.bfs.dask.listener import Listener, connect_peers
+from dbfs.bfs.dask.shm import _ShmFront
+from dbfs.bfs.dask.transport import _DaskMesh, _host_of, _PeerLost, _SelectMesh, _ThreadedTcpMesh
+
+__all__ = ["MeshPlugin", "NAME", "uses_tls", "get_plugin"]
+
+NAME = "dbfs-mesh"
+HANDLER = "dbfs_bsp"
+log = logging.getLogger("dbfs.mesh")
+
+
+def uses_tls(dask_worker) -> bool:
+    """Whether the worker's cluster is configured for TLS (plaintext sockets are then refused)."""
+    sec = getattr(dask_worker, "security", None)
+    return str(dask_worker.address).startswith("tls://") or bool(getattr(sec, "require_encryption", False))
+
+
+def token_of(key: bytes, mesh_id: str, widx: int) -> bytes:
+    """The ``"dask"`` transport's token of mesh worker ``widx`` (derived from the mesh key)."""
+    return hmac.new(key, b"|".join((b"token", mesh_id.encode(), str(widx).encode())), hashlib.sha256).digest()
+
+
+class MeshPlugin(WorkerPlugin):
+    """Owner of a worker's meshes and per-worker buffers (see the module docstring)."""
+
+    name = NAME
+    idempotent = True
+
+    def setup(self, worker):
+        self.worker = worker
+        self.lock = threading.Lock()
+        self.meshes = {}            # (mesh_id, widx) -> mesh
+        self.listeners = {}         # (mesh_id, widx) -> Listener
+        self.keys = {}              # mesh_id -> key
+        self.shms = {}              # mesh_id -> _ShmFront
+        self.scratch = {}           # N -> td claim array, kept across searches
+        self.grown = {}             # key -> reusable int64 work array
+        self.level_listeners = []   # fn(level, ranks) after each level of a search
+        self.rejected = collections.Counter()   # reason -> refused connections / messages
+        self.recent = collections.deque(maxlen=64)
+        worker.handlers[HANDLER] = self.on_message
+
+    def teardown(self, worker):
+        for mid in set(self.keys) | {k[0] for k in self.meshes} | {k[0] for k in self.listeners} | set(self.shms):
+            self.close_mesh(mid)
+        self.scratch.clear()
+        self.grown.clear()
+        if worker.handlers.get(HANDLER) == self.on_message:
+            del worker.handlers[HANDLER]
+
+    # ----------------------------------------------------------- refusals
+    def reject(self, reason: str, detail: str, peer=None) -> None:
+        """Count and log one refused connection or message."""
+        with self.lock:
+            self.rejected[reason] += 1
+            self.recent.append((reason, detail, str(peer)))
+        log.warning("dbfs mesh on %s refused %s: %s", self.worker.address, peer, detail)
+
+    def status(self) -> dict:
+        """Listener addresses, open meshes and refusal counters (monitoring, tests)."""
+        with self.lock:
+            return {"listeners": {f"{m}/{w}": lst.address for (m, w), lst in self.listeners.items()},
+                    "meshes": sorted(f"{m}/{w}" for m, w in self.meshes),
+                    "rejected": dict(self.rejected), "recent": list(self.recent)}
+
+    # -------------------------------------------------------- mesh set-up
+    def listen(self, mesh_id, widx, W, transport, key):
+        """Open this worker's endpoint of a mesh; returns its address (for the peers)."""
+        with self.lock:
+            self.keys[mesh_id] = key
+        if transport == "dask":
+            return self.worker.address
+        if uses_tls(self.worker):
+            raise RuntimeError(f"transport {transport!r} would send plaintext on a TLS cluster: use 'dask'")
+        lst = Listener(mesh_id, widx, _host_of(self.worker.address), key, range(widx + 1, W), self.reject)
+        with self.lock:
+            self.listeners[(mesh_id, widx)] = lst
+        return lst.address
+
+    def connect(self, mesh_id, widx, addrs, transport, timeout, limits: Limits):
+        """(task pinned to this worker) connect to every peer and keep the mesh."""
+        W = len(addrs)
+        key = self.keys.get(mesh_id)
+        if key is None:
+            raise _PeerLost(f"no key for mesh {mesh_id[:8]} on this worker (restarted?)")
+        if transport == "dask":
+            tokens = {j: token_of(key, mesh_id, j) for j in range(W)}
+            mesh = _DaskMesh(mesh_id, widx, W, addrs, timeout, limits, tokens, self.worker)
+        else:
+            with self.lock:
+                lst = self.listeners.get((mesh_id, widx))
+            if lst is None:
+                raise _PeerLost(f"no listener for mesh {mesh_id[:8]} on this worker (restarted?)")
+            socks = connect_peers(lst, widx, addrs, timeout)
+            cls = _ThreadedTcpMesh if transport == "tcp-threads" else _SelectMesh
+            mesh = cls(mesh_id, widx, W, socks, timeout, limits)
+        with self.lock:
+            self.meshes[(mesh_id, widx)] = mesh
+        return widx
+
+    def close_mesh(self, mesh_id) -> int:
+        """Close this worker's end of a mesh (unblocks a running search), its listener and shared frontier."""
+        with self.lock:
+            meshes = [self.meshes.pop(k) for k in [k for k in self.meshes if k[0] == mesh_id]]
+            lsts = [self.listeners.pop(k) for k in [k for k in self.listeners if k[0] == mesh_id]]
+            self.keys.pop(mesh_id, None)
+            self.shms.pop(mesh_id, None)       # numpy views keep the mapping alive while in use
+        for m in meshes:
+            m.close()
+        for lst in lsts:
+            lst.close()
+        return len(meshes)
+
+    def drop_mesh(self, mesh_id, widx) -> None:
+        """Forget a mesh that failed (the caller closed it)."""
+        with self.lock:
+            self.meshes.pop((mesh_id, widx), None)
+
+    # --------------------------------------------------- shared frontier
+    def shm_open(self, mesh_id, path, gwords, P, create):
+        """Create or map the mesh's shared frontier; returns True or the error text."""
+        try:
+            sh = _ShmFront(path, gwords, P, create)
+        except (OSError, ValueError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        with self.lock:
+            self.shms[mesh_id] = sh
+        return True
+
+    def shm_drop(self, mesh_id):
+        """Forget the mapping (numpy views keep it alive while in use)."""
+        with self.lock:
+            self.shms.pop(mesh_id, None)
+        return True
+
+    # ------------------------------------------------ "dask" transport
+    async def on_message(self, mesh=None, src=None, dst=None, token=None, parts=None, **extra):
+        """Handler ``dbfs_bsp``: file a frame for mesh ``mesh`` (or refuse it)."""
+        m = self.meshes.get((mesh, dst)) if isinstance(mesh, str) and isinstance(dst, int) else None
+        if m is None or not isinstance(m, _DaskMesh):
+            self.reject("unknown mesh", f"message for mesh {str(mesh)[:8]!r} / worker {dst!r}", src)
+            return "refused"
+        why = m.deliver(src, token, parts)
+        if why:
+            self.reject("bad message", why, src)
+            return "refused"
+        return "OK"
+
+
+def get_plugin(dask_worker=None) -> MeshPlugin:
+    """This worker's :class:`MeshPlugin` (inside a task when ``dask_worker`` is None)."""
+    if dask_worker is None:
+        from distributed import get_worker
+
+        dask_worker = get_worker()
+    try:
+        return dask_worker.plugins[NAME]
+    except KeyError:
+        raise _PeerLost(f"worker {dask_worker.address} has no {NAME} plugin (restarted?)") from None
+
+
+# ------------------------------------------------ entry points (client side calls)
+def _mesh_listen(mesh_id, widx_of, transport, key, dask_worker=None):
+    """(client.run) open this worker's endpoint of a mesh; returns its address."""
+    return get_plugin(dask_worker).listen(mesh_id, widx_of[dask_worker.address], len(widx_of), transport, key)
+
+
+def _mesh_connect(mesh_id, widx, addrs, transport, timeout, limits):
+    """(task pinned to worker ``widx``) connect to the mesh's peers."""
+    return get_plugin().connect(mesh_id, widx, addrs, transport, timeout, limits)
+
+
+def _mesh_close(mesh_id, dask_worker=None):
+    """(client.run) close this worker's end of a mesh; unblocks a running search."""
+    return get_plugin(dask_worker).close_mesh(mesh_id)
+
+
+def _shm_open(mesh_id, path, gwords, P, create, dask_worker=None):
+    """(client.run) create or map the mesh's shared frontier; returns True or the error text."""
+    return get_plugin(dask_worker).shm_open(mesh_id, path, gwords, P, create)
+
+
+def _shm_drop(mesh_id, dask_worker=None):
+    """(client.run) forget the mesh's shared frontier."""
+    return get_plugin(dask_worker).shm_drop(mesh_id)
+
+
+def _uses_tls(dask_worker=None) -> bool:
+    """(client.run) whether this worker runs on a TLS cluster."""
+    return uses_tls(dask_worker)
+
+
+def _status(dask_worker=None) -> dict:
+    """(client.run) :meth:`MeshPlugin.status` of this worker."""
+    return get_plugin(dask_worker).status()

@@ -1,0 +1,169 @@
+"""Partitions as held on their workers, and a search's per-partition state.
+
+Contract
+--------
+:func:`_load_part` reads partition ``rank`` of a Kernel 1 CSR variant
+(:func:`dbfs.kernel1.load_partition`) into a :class:`_Part`;
+:func:`_prepare_part` adds what needs the whole graph (the hub neighbours
+of ``bu_step``, from the GLOBAL degrees that :func:`_global_degrees`
+joins). Both run as tasks pinned to the partition's worker, once per
+load. :class:`_State` is one search's arrays of one partition.
+
+Encoding: a partition's local row ``i`` is global vertex ``base + i``
+(block) or ``i * P + rank`` (cyclic). Block partitions are padded at the
+front with ``pad = first % 64`` empty rows, so ``base`` is a multiple of 64
+and a local bitmap is a run of global bitmap words starting at word
+``base >> 6``. Parent slices are int64 in local index order (pad rows
+cut off when returned), holding global ids, -1 for unreached.
+
+Memory per worker: its partitions' CSR (+63 padding rows each) and hub
+array, a parent slice, a queue buffer and 3 bitmaps per partition, plus one
+claim scratch over ALL vertices (:func:`dbfs.graph.id_dtype` of N: 4 N bytes
+while N <= 2**31) and 3 global bitmaps (N / 8 bytes each), and ``td_step``'s
+reused record buffer (8 bytes per edge of the widest top-down level the
+worker ran, at most 32 MiB: wider levels claim in pieces) and ``seen``
+bitmap (N / 8 bytes); at load time, transiently, the global degree array
+(4 N bytes).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from dbfs.bfs.cpu import _fill_parent, _no_edge_bitmap, degree_over_bitmap, hub_by_degree, reused_int64, warm_kernels
+from dbfs.bfs.dask.exchange import _base_of
+from dbfs.graph import id_dtype
+from dbfs.partition import Partitioning
+
+__all__ = ["_Part", "_State", "_load_part", "_local_degrees", "_global_degrees", "_prepare_part", "_part_info",
+           "_pick_parent", "_scratch", "_grown", "_zeroed", "_search_summary", "_noop"]
+
+
+class _Part:
+    """One partition as held on its worker.
+
+    Local row ``i`` is global vertex ``base + i`` (block) or ``i * P + rank``
+    (cyclic). Block partitions are padded at the front with ``pad = first %
+    64`` empty rows so ``base`` is a multiple of 64 and a local bitmap is a
+    run of global bitmap words starting at word ``base >> 6``.
+    """
+
+    def __init__(self, indptr, indices, meta):
+        self.rank = int(meta["rank"])
+        self.P = int(meta["P"])
+        self.kind = meta["partitioning"]
+        self.n = int(meta["n_vertices"])
+        part = Partitioning(self.n, self.P, self.kind)
+        self.code, self.q, self.r = part.code, part.q, part.r
+        rng = meta["vertex_range"]
+        self.count = len(rng)
+        self.first = rng.start if self.kind == "block" else self.rank
+        self.base = _base_of(part, self.rank)
+        self.pad = self.first - self.base if self.kind == "block" else 0
+        indptr = np.asarray(indptr, dtype=np.int64)
+        if self.pad:
+            indptr = np.concatenate([np.zeros(self.pad, np.int64), indptr])
+        self.indptr = np.ascontiguousarray(indptr)
+        self.indices = np.ascontiguousarray(indices)
+        self.nloc = self.pad + self.count
+        self.nnz = int(meta["nnz"])
+        self.no_edge = _no_edge_bitmap(self.indptr)
+        self.multi = degree_over_bitmap(self.indptr, 1)
+        self.hub = None            # set by _prepare_part: needs every partition's degrees
+        self.prepare_time = 0.0
+        self.load_time = float(meta["load_time"])
+        self.meta = {k: meta[k] for k in ("variant", "rank", "P", "partitioning", "n_vertices", "nnz")}
+
+    def info(self):
+        return {**self.meta, "load_time": self.load_time, "prepare_time": self.prepare_time, "count": self.count,
+                "pid": os.getpid()}
+
+
+def _load_part(dataset_path, variant, rank):
+    from dbfs.kernel1 import load_partition
+
+    t0 = time.perf_counter()
+    indptr, indices, meta = load_partition(dataset_path, variant, rank)
+    p = _Part(indptr, indices, meta)
+    p.load_time = time.perf_counter() - t0
+    return p
+
+
+def _local_degrees(p):
+    """Degrees of this partition's vertices, local index order (the vertex-id width of N)."""
+    return np.diff(p.indptr[p.pad:]).astype(id_dtype(p.n))
+
+
+def _global_degrees(part: Partitioning, *degs):
+    deg = np.empty(part.n_vertices, degs[0].dtype if degs else np.int64)
+    for rk, d in enumerate(degs):
+        rg = part.vertex_range(rk)
+        deg[rg.start:rg.stop:rg.step] = d
+    return deg
+
+
+def _prepare_part(p, deg):
+    """Kernel-1-like data a partition needs from the whole graph: the hub
+    neighbours of bu_step (built at load time, outside any search)."""
+    t0 = time.perf_counter()
+    warm_kernels(p.indptr, p.indices)
+    p.hub = hub_by_degree(p.indptr, p.indices, deg)
+    p.prepare_time = time.perf_counter() - t0
+    return p
+
+
+def _part_info(p):
+    return p.info()
+
+
+def _pick_parent(out, rank):
+    return out["parents"][rank]
+
+
+def _search_summary(out):
+    return {k: v for k, v in out.items() if k != "parents"}
+
+
+def _noop():
+    return os.getpid()
+
+
+def _scratch(store: dict, N: int) -> np.ndarray:
+    """The worker's global-id claim array (the vertex-id width of N), kept in
+    ``store`` (the worker plugin's) and touched once per worker and graph size:
+    it is write-before-read, and a fresh N-sized array per search would put
+    its page faults into the first top-down level, inside the timer."""
+    arr = store.get(N)
+    if arr is None:
+        store.clear()
+        arr = store[N] = np.zeros(N, id_dtype(N))
+        arr.fill(0)
+    return arr
+
+
+def _grown(store: dict, key, n: int) -> np.ndarray:
+    """This worker's reusable int64 work array ``key`` (:func:`dbfs.bfs.cpu.reused_int64`) in ``store``."""
+    return reused_int64(store, key, n)
+
+
+def _zeroed(nwords: int) -> np.ndarray:
+    """A zero bitmap whose pages are already mapped (np.zeros maps them lazily)."""
+    a = np.empty(nwords, np.int64)
+    a.fill(0)
+    return a
+
+
+class _State:
+    """Per-search state of one partition (``grown``: the worker's reusable arrays)."""
+
+    def __init__(self, p: _Part, grown: dict):
+        self.p = p
+        nwords = (p.nloc + 63) >> 6
+        self.parent = _fill_parent(p.nloc)
+        self.visited = p.no_edge.copy()
+        self.fbm = _zeroed(nwords)                 # local frontier bitmap (after a bottom-up level)
+        self.nxt = _zeroed(nwords)
+        self.queue = np.empty(0, np.int64)         # local frontier queue (local rows)
+        self.bufs = [_grown(grown, ("queue", p.rank, k), max(p.nloc, 1)) for k in (0, 1)]   # alternate per level

@@ -1,0 +1,460 @@
+"""The distributed BFS's worker-to-worker mesh is safe to expose (``dbfs.bfs.dask``).
+
+Rules checked:
+
+- frames: a frame whose magic, version, kind, round, sender, dtype code,
+  element count, array count or layout differs from what the round expects
+  is refused before anything is allocated; network bytes are never
+  unpickled;
+- handshake: only a peer holding the mesh key gets a connection, both ends
+  prove it (HMAC challenge-response), a recorded answer cannot be replayed,
+  and every refusal is logged on ``dbfs.mesh`` and counted;
+- on a live cluster (``distributed`` marker): attacks on a mesh port while
+  searches run (garbage, a pickle that would create a file, a handshake with
+  a wrong key, a replayed handshake) are refused and counted on the worker,
+  the file never appears and every search still validates; the listener is
+  bound to the worker's interface (127.0.0.1 on a LocalCluster); on a TLS
+  cluster the mesh is never plaintext TCP.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import secrets
+import socket
+import struct
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from dbfs.bfs.dask import frames as F
+from dbfs.bfs.dask import handshake as H
+from dbfs.bfs.dask.listener import Listener, connect_peers
+from dbfs.bfs.dask.transport import _PeerLost, _recv_exact
+
+LIMITS = F.Limits.for_graph(1000, 4)
+
+
+# ------------------------------------------------------------------ helpers
+class _Evil:
+    """Unpickling this runs ``touch path``: proof that nobody unpickled it is that the file is absent."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.path}",)
+
+
+def _joined(kind=F.COUNTS, rnd=0, sender=1, arrays=None):
+    arrays = [np.zeros(3, np.int64), np.zeros(1, np.float64)] if arrays is None else arrays
+    return bytes(b"".join(bytes(p) for p in F.encode(kind, rnd, sender, arrays)))
+
+
+def _front():
+    return _joined(F.FRONT, 0, 1, [np.array([0], np.int64), np.zeros(2, np.int64)])
+
+
+def _patched(buf, offset, fmt, value):
+    b = bytearray(buf)
+    struct.pack_into(fmt, b, offset, value)
+    return bytes(b)
+
+
+def _decode(buf, kind=F.COUNTS, rnd=0, sender=1, limits=LIMITS):
+    return F.decode_parts([buf], F.Expect(kind, rnd, sender, limits))
+
+
+def _stream_decode(buf, kind=F.COUNTS, rnd=0, sender=1, limits=LIMITS):
+    """The same bytes through the incremental reader the TCP transports use."""
+    rd = F.FrameReader(F.Expect(None, 0, sender, limits))
+    rd.reset(kind, rnd)
+    pos = 0
+    while not rd.done:
+        n = len(rd.view) - rd.filled
+        rd.view[rd.filled:] = buf[pos:pos + n]
+        rd.filled += n
+        pos += n
+        rd.advance()
+    return rd.kind, rd.arrays
+
+
+# --------------------------------------------------------------- frame codec
+@pytest.mark.parametrize("decode", [_decode, _stream_decode])
+def test_frame_roundtrip(decode):
+    L = np.arange(5, dtype=np.int32)
+    arrays = [(2, 3), L, L + 1, L[:2], L[:2] + 7]
+    kind, got = decode(_joined(F.PAIRS, 4, 2, arrays), F.PAIRS, 4, 2)
+    assert kind == F.PAIRS and got[0] == (2, 3)                   # head arrays decode to tuples
+    assert all(np.array_equal(a, b) and a.dtype == b.dtype for a, b in zip(arrays[1:], got[1:]))
+    big = [(1, 2, 3), (0.5,), (0,), np.arange(20000, dtype=np.int64)]
+    parts = F.encode(F.COUNTS_FRONT, 9, 0, big)
+    assert len(parts) == 2 and np.shares_memory(np.frombuffer(parts[-1], np.int64), big[3])     # zero-copy
+    for kind, got in (F.decode_parts(parts, F.Expect(F.COUNTS_FRONT, 9, 0, F.Limits(20064, 8))),
+                      decode(b"".join(bytes(p) for p in parts), F.COUNTS_FRONT, 9, 0, F.Limits(20064, 8))):
+        assert got[:3] == big[:3] and np.array_equal(got[3], big[3])
+
+
+@pytest.mark.parametrize("decode", [_decode, _stream_decode])
+@pytest.mark.parametrize("case", ["magic", "version", "kind", "round", "sender", "dtype", "count", "arrays",
+                                  "layout", "pair-dtypes"])
+def test_frame_refused(decode, case):
+    """Each way a frame can differ from what its round expects is refused (FrameError)."""
+    good = _joined()
+    H = F.HEADER.size
+    bad = {
+        "magic": lambda: b"XXXX" + good[4:],
+        "version": lambda: _patched(good, 4, "<B", 99),
+        "kind": lambda: _patched(good, 5, "<B", F.PAIRS),           # a valid kind, not this round's
+        "round": lambda: _patched(good, 8, "<q", 1),
+        "sender": lambda: _patched(good, 16, "<i", 3),
+        "dtype": lambda: _patched(_front(), H + F.DESCR.size, "<B", 9),   # code outside the table
+        "count": lambda: _joined(F.FRONT, 0, 1, [np.array([0], np.int64), np.zeros(LIMITS.max_elems + 1, np.int64)]),
+        "arrays": lambda: _patched(good, 20, "<I", LIMITS.max_arrays + 1),
+        "layout": lambda: _patched(_front(), 5, "<B", F.COUNTS),      # a FRONT frame's arrays as COUNTS
+        "pair-dtypes": lambda: _joined(F.PAIRS, 0, 1, [np.array([0], np.int64), np.zeros(2, np.int32),
+                                                       np.zeros(2, np.int64)]),
+    }[case]()
+    kind = {"count": F.FRONT, "pair-dtypes": F.PAIRS, "dtype": F.FRONT}.get(case, F.COUNTS)
+    with pytest.raises(F.FrameError):
+        decode(bad, kind)
+
+
+def test_frame_refuses_pickle_and_unknown_dtypes(tmp_path):
+    target = tmp_path / "pwned"
+    blob = pickle.dumps(_Evil(target))
+    for buf in (blob, struct.pack("<qq", len(blob), 0) + blob + bytes(64)):
+        with pytest.raises(F.FrameError):
+            _decode(buf)
+    with pytest.raises(F.FrameError, match="dtype"):
+        F.encode(F.FRONT, 0, 0, [(0,), np.zeros(1, object)])
+    with pytest.raises(F.FrameError, match="cannot hold"):
+        F.encode(F.COUNTS, 0, 0, [(1.5, 2, 3), (0.0,)])             # a float where int64 counts go
+    with pytest.raises(F.FrameError, match="elements"):
+        F.encode(F.COUNTS, 0, 0, [(1, 2), (0.0,)])
+    assert not target.exists()
+
+
+# ----------------------------------------------------------------- handshake
+def _pair():
+    a, b = socket.socketpair()
+    a.settimeout(5)
+    b.settimeout(5)
+    return a, b
+
+
+def test_handshake_mutual_and_replay():
+    key, mid = H.new_key(), "m" * 32
+    seen = set()
+    a, d = _pair()
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", H.accept_handshake(a, key, mid, 0, seen, _recv_exact)))
+    t.start()
+    # a dialer that records its answer
+    nonce_a = H.HELLO.unpack(_read(d, H.HELLO.size))[1]
+    nonce_d = secrets.token_bytes(32)
+    answer = H.ANSWER.pack(b"DBFSDIAL", 1, nonce_d, H._mac(key, b"dial", mid, nonce_a, nonce_d, H._ranks(1, 0)))
+    d.sendall(answer)
+    t.join(5)
+    peer, nd, na = out["r"]
+    assert peer == 1 and nd == nonce_d and na == nonce_a
+    H.send_proof(a, key, mid, 0, 1, nd, na)
+    mac = H.PROOF.unpack(_read(d, H.PROOF.size))[1]
+    assert mac == H._mac(key, b"accept", mid, nonce_d, nonce_a, H._ranks(0, 1))
+    # the recorded answer, replayed on a new connection (fresh nonce_a): refused
+    a2, d2 = _pair()
+    res = {}
+    t = threading.Thread(target=_accept_into, args=(a2, key, mid, seen, res))
+    t.start()
+    _read(d2, H.HELLO.size)
+    d2.sendall(answer)
+    t.join(5)
+    assert res["err"].reason == "replay"
+    # a fresh answer to the fresh nonce but with a wrong key: refused
+    a3, d3 = _pair()
+    t = threading.Thread(target=_accept_into, args=(a3, key, mid, seen, res))
+    t.start()
+    t3 = H.HELLO.unpack(_read(d3, H.HELLO.size))[1]
+    nd3 = secrets.token_bytes(32)
+    d3.sendall(H.ANSWER.pack(b"DBFSDIAL", 1, nd3, H._mac(H.new_key(), b"dial", mid, t3, nd3, H._ranks(1, 0))))
+    t.join(5)
+    assert res["err"].reason == "bad key"
+    for s in (a, d, a2, d2, a3, d3):
+        s.close()
+
+
+def _read(s, n):
+    buf = bytearray(n)
+    _recv_exact(s, memoryview(buf))
+    return bytes(buf)
+
+
+def _accept_into(sock, key, mid, seen, res):
+    try:
+        H.accept_handshake(sock, key, mid, 0, seen, _recv_exact)
+        res["err"] = None
+    except H.HandshakeError as exc:
+        res["err"] = exc
+
+
+def test_listener_refuses_and_logs(caplog):
+    """An in-process listener: the expected peer gets in; garbage, a wrong key, a wrong
+    or duplicate rank, a replay and a silent client are refused, counted and logged."""
+    from dbfs.bfs.dask.plugin import MeshPlugin
+
+    class _Worker:
+        address = "tcp://127.0.0.1:1"
+        handlers = {}
+
+    plugin = MeshPlugin()
+    plugin.setup(_Worker())
+    key, mid = H.new_key(), secrets.token_hex(16)
+    lst = Listener(mid, 0, "127.0.0.1", key, [1], plugin.reject, handshake_timeout=0.5)
+    assert lst.address[0] == "127.0.0.1"
+    try:
+        with caplog.at_level("WARNING", logger="dbfs.mesh"):
+            _attack(lst.address, b"\x00garbage" * 20)
+            _attack_handshake(lst.address, H.new_key(), mid, rank=1, peer=0)            # wrong key
+            _attack_handshake(lst.address, key, mid, rank=5, peer=0)                    # unexpected rank
+            with socket.create_connection(lst.address) as s:                           # silent client
+                time.sleep(0.8)
+            # the real peer still gets in, once
+            d = socket.create_connection(lst.address, timeout=5)
+            H.dial_handshake(d, key, mid, 1, 0, _recv_exact)
+            socks = lst.take(1, 5)
+            assert list(socks) == [1]
+            answer = _attack_handshake(lst.address, key, mid, rank=1, peer=0)          # duplicate / after setup
+            _attack_handshake(lst.address, key, mid, rank=1, peer=0, answer=answer)    # replayed answer
+            _wait_for(lambda: sum(plugin.rejected.values()) >= 6)
+        assert {"garbage", "bad key", "refused", "timeout", "replay"} <= set(plugin.rejected), plugin.rejected
+        assert sum(1 for r in caplog.records if r.name == "dbfs.mesh" and r.levelname == "WARNING") >= 6
+        # the accepted connection is intact: the authenticated peers talk
+        d.sendall(b"ping")
+        assert _read(socks[1], 4) == b"ping"
+        d.close()
+        socks[1].close()
+    finally:
+        lst.close()
+        plugin.teardown(_Worker())
+
+
+def test_dialer_refuses_an_impostor():
+    """A listener that does not hold the key cannot pass as a peer."""
+    impostor = Listener("i" * 32, 0, "127.0.0.1", H.new_key(), [1], lambda *a: None)
+    real = Listener("i" * 32, 1, "127.0.0.1", H.new_key(), [], lambda *a: None)
+    try:
+        with pytest.raises(_PeerLost, match="mesh setup failed"):
+            connect_peers(real, 1, [impostor.address, real.address], 2.0)
+    finally:
+        impostor.close()
+        real.close()
+
+
+def test_dask_transport_checks_tokens():
+    """The "dask" transport files a message only with the sender's token of this mesh."""
+    from dbfs.bfs.dask.plugin import token_of
+    from dbfs.bfs.dask.transport import _DaskMesh
+
+    class _Loop:
+        asyncio_loop = None
+
+    class _Worker:
+        loop = _Loop()
+
+    key, mid = H.new_key(), "d" * 32
+    tokens = {j: token_of(key, mid, j) for j in range(2)}
+    m = _DaskMesh(mid, 0, 2, ["a", "b"], 1.0, LIMITS, tokens, _Worker())
+    assert m.deliver(1, token_of(H.new_key(), mid, 1), [b"x"]) == "bad token for sender 1"
+    assert m.deliver(0, tokens[0], [b"x"]) and m.deliver(7, tokens[1], [b"x"])
+    assert not m.box
+    assert m.deliver(1, tokens[1], [_joined(F.COUNTS, 0, 1)]) == ""
+    assert list(m.box) == [1]
+
+
+# ---------------------------------------------------------------- attackers
+def _attack(addr, payload, read_hello=True):
+    """Connect, (read the hello,) send ``payload``, close."""
+    try:
+        with socket.create_connection(addr, timeout=5) as s:
+            if read_hello:
+                _read(s, H.HELLO.size)
+            s.sendall(payload)
+            s.shutdown(socket.SHUT_WR)
+            s.recv(64)
+    except OSError:
+        pass
+
+
+def _attack_handshake(addr, key, mid, rank, peer, answer=None):
+    """A well-formed handshake answer (MAC under ``key``; or a recorded ``answer``); returns the answer sent."""
+    try:
+        with socket.create_connection(addr, timeout=5) as s:
+            nonce_a = H.HELLO.unpack(_read(s, H.HELLO.size))[1]
+            if answer is None:
+                nd = secrets.token_bytes(32)
+                answer = H.ANSWER.pack(b"DBFSDIAL", rank, nd, H._mac(key, b"dial", mid, nonce_a, nd,
+                                                                     H._ranks(rank, peer)))
+            s.sendall(answer)
+            s.sendall(_joined(F.COUNTS, 0, rank))              # and a frame behind it
+            s.recv(64)
+    except OSError:
+        pass
+    return answer
+
+
+def _wait_for(cond, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
+# ------------------------------------------------------- on a live cluster
+@pytest.fixture(scope="module")
+def client():
+    from dbfs.cluster import client_for
+
+    with client_for(n_workers=2, threads_per_worker=1, quiet=True) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def kron12(tmp_path_factory, client):
+    from dbfs import kernel1, store
+    from dbfs.spec import GraphSpec
+
+    ds, _ = store.generate(GraphSpec.make("kronecker", 12, 16, 2, 3), root=tmp_path_factory.mktemp("mesh-sec"),
+                           client=None, quiet=True)
+    kernel1.build_partitioned(ds.path, P=2, partitioning="block", client=client, progress=False)
+    edges = np.asarray(ds.edges()[:], np.int64)
+    deg = np.bincount(edges.ravel(), minlength=ds.n_vertices)
+    roots = np.random.default_rng(5).choice(np.flatnonzero(deg > 0), 6, replace=False).tolist()
+    return ds.path, edges, kernel1.variant_name(2, "block"), roots
+
+
+def _mesh_state(mesh_id, dask_worker=None):
+    from dbfs.bfs.dask.plugin import get_plugin
+
+    p = get_plugin(dask_worker)
+    st = p.status()
+    st["key"] = p.keys.get(mesh_id)
+    return st
+
+
+@pytest.mark.distributed
+def test_attacks_on_a_live_mesh(client, kron12, tmp_path):
+    import dbfs.bfs.dask as D
+    from dbfs.validate import validate
+
+    path, edges, variant, roots = kron12
+    target = tmp_path / "pwned"
+    evil = pickle.dumps(_Evil(target))
+    with D.load_distributed(client, path, variant) as dg:
+        assert dg.transport == "tcp" and len(dg.mesh_workers) == 2
+        states = client.run(_mesh_state, dg.mesh_id)
+        before = {w: sum(s["rejected"].values()) for w, s in states.items()}
+        targets = []
+        for w, st in states.items():
+            (name, addr), = [(k, v) for k, v in st["listeners"].items() if k.startswith(dg.mesh_id)]
+            assert addr[0] == "127.0.0.1"                     # the worker's own interface, not 0.0.0.0
+            targets.append((tuple(addr), int(name.split("/")[1]), st["key"]))
+        errors = []
+
+        def attacker():
+            try:
+                for _ in range(3):
+                    for addr, widx, key in targets:
+                        _attack(addr, os.urandom(200))
+                        _attack(addr, struct.pack("<qq", len(evil), 0) + evil * 3, read_hello=False)
+                        _attack(addr, evil * 3)
+                        _attack_handshake(addr, H.new_key(), dg.mesh_id, rank=widx + 1, peer=widx)
+                        rec = _attack_handshake(addr, key, dg.mesh_id, rank=widx + 1, peer=widx)
+                        _attack_handshake(addr, key, dg.mesh_id, rank=widx + 1, peer=widx, answer=rec)
+                        time.sleep(0.05)
+            except Exception as exc:  # reported by the main thread
+                errors.append(exc)
+
+        th = threading.Thread(target=attacker, daemon=True)
+        th.start()
+        n = 0
+        while th.is_alive() or n < 3:
+            root = roots[n % len(roots)]
+            res, _, _ = D.search(dg, root)
+            v = validate(edges, root, D.gather_parent(res))
+            assert v.ok, v.summary()
+            assert res.attempts == 1 and not res.events
+            n += 1
+        th.join()
+        assert not errors, errors
+        vd = D.validate_distributed(client, path, dg, res, root)
+        assert vd.ok and vd.nedge == v.nedge
+
+        def refused():
+            st = client.run(_mesh_state, dg.mesh_id)
+            return all(sum(s["rejected"].values()) - before[w] >= 3 * 6 for w, s in st.items())
+
+        _wait_for(refused)
+        for w, st in client.run(_mesh_state, dg.mesh_id).items():
+            assert {"garbage", "bad key", "refused", "replay"} <= set(st["rejected"]), st["rejected"]
+    assert not target.exists(), "a pickle from the network was loaded"
+
+
+@pytest.mark.distributed
+def test_listener_binds_the_worker_interface(client, kron12):
+    """Each worker's mesh listener is bound to the host of its own address (127.0.0.1 on a LocalCluster)."""
+    import dbfs.bfs.dask as D
+
+    path, _, variant, _ = kron12
+    with D.load_distributed(client, path, variant) as dg:
+        states = client.run(_mesh_state, dg.mesh_id)
+        for w, st in states.items():
+            addrs = [tuple(a) for k, a in st["listeners"].items() if k.startswith(dg.mesh_id)]
+            assert len(addrs) == 1 and addrs[0][0] == "127.0.0.1" == w.split("://")[1].rsplit(":", 1)[0]
+            assert addrs[0][0] not in ("0.0.0.0", "::", "")
+
+
+def _openssl_cert(d):
+    key, cert = d / "key.pem", d / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "2", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return str(key), str(cert)
+
+
+@pytest.mark.distributed
+def test_tls_cluster_never_uses_plaintext(kron12, tmp_path):
+    import shutil
+
+    from distributed import Client, LocalCluster
+    from distributed.security import Security
+
+    import dbfs.bfs.dask as D
+    from dbfs.errors import DbfsError
+    from dbfs.validate import validate
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl CLI to make a test certificate")
+    key, cert = _openssl_cert(tmp_path)
+    sec = Security(tls_ca_file=cert, tls_client_cert=cert, tls_client_key=key, tls_scheduler_cert=cert,
+                   tls_scheduler_key=key, tls_worker_cert=cert, tls_worker_key=key, require_encryption=True)
+    path, edges, variant, roots = kron12
+    env = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tls://", security=sec,
+                      dashboard_address=None, env=env, silence_logs=40) as cluster, \
+            Client(cluster, security=sec) as c:
+        ws = sorted(c.scheduler_info(n_workers=-1)["workers"])
+        assert all(w.startswith("tls://") for w in ws)
+        with pytest.raises(DbfsError, match="plaintext"):
+            D.open_mesh(c, ws, "tcp")
+        with D.load_distributed(c, path, variant) as dg:
+            assert dg.transport == "dask" and dg.transport_requested == "tcp"
+            assert dg.events and dg.events[0]["event"] == "transport" and "TLS" in dg.events[0]["reason"]
+            for st in c.run(_mesh_state, dg.mesh_id).values():
+                assert not st["listeners"]                       # no TCP socket of ours is open
+            for root in roots[:2]:
+                res, _, _ = D.search(dg, root)
+                v = validate(edges, root, D.gather_parent(res))
+                assert v.ok, v.summary()
