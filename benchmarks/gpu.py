@@ -154,7 +154,7 @@ def bench_scale(scale, args, host_mode=False):
     import cupy as cp
 
     from dbfs.generate.gpu import kronecker_edges_gpu
-    from dbfs.kernel1_gpu import build_csr_gpu
+    from dbfs.kernel1.gpu import build_csr_gpu
 
     rec = {"scale": scale, "edgefactor": 16, "n_vertices": 1 << scale, "n_edges": 16 << scale,
            "host_memory_mode": host_mode}
@@ -239,7 +239,7 @@ def main(argv=None):
 
     from benchmarks.common import write_record
     from dbfs.generate.gpu import kronecker_edges_gpu
-    from dbfs.kernel1_gpu import build_csr_gpu
+    from dbfs.kernel1.gpu import build_csr_gpu
 
     t_start = time.perf_counter()
     props = cp.cuda.runtime.getDeviceProperties(0)

@@ -1,6 +1,7 @@
 """dbfs: Graph500 breadth-first search as a Dask pipeline.
 
-Public API (heavy modules import on first use):
+Public API (each name is one object on every access, in any import order;
+heavy modules import on first use):
 
 - ``kronecker_edges(scale, edgefactor=16, seed1=2, seed2=3, start=0, stop=None)``
   Graph500 3.0.1 edge tuples, int64 (k, 2), bit-exact.
@@ -9,20 +10,29 @@ Public API (heavy modules import on first use):
 - ``build_csr(edges, n_vertices=None, dedupe=True, relabel="none")`` Kernel 1.
 - ``bfs(graph, root, algorithm="do", backend="cpu")`` Kernel 2.
 - ``validate(edges, root, parent)`` Graph500 validation.
+
+``dbfs.bfs`` and ``dbfs.validate`` are the packages :mod:`dbfs.bfs` and
+:mod:`dbfs.validate`, each callable as its function (``dbfs.bfs(g, r)`` is
+``dbfs.bfs.bfs(g, r)``): a package's submodule import binds the package to
+its parent's attribute, so a plain function of the same name would be
+replaced by the module the first time ``dbfs.bfs.cpu`` is imported.
 """
 __version__ = "0.1.0"
+
+import importlib as _importlib
 
 from dbfs.errors import DbfsError  # noqa: E402
 from dbfs.graph import CSRGraph  # noqa: E402
 
+#: public name -> (module, attribute or None for the callable package itself)
 _LAZY = {
     "kronecker_edges": ("dbfs.generate.graph500", "kronecker_edges"),
     "graph500_roots": ("dbfs.roots", "graph500_roots"),
     "GraphSpec": ("dbfs.spec", "GraphSpec"),
     "edges_dask": ("dbfs.generate", "edges_dask"),
     "build_csr": ("dbfs.kernel1", "build_csr"),
-    "bfs": ("dbfs.bfs", "bfs"),
-    "validate": ("dbfs.validate", "validate"),
+    "bfs": ("dbfs.bfs", None),
+    "validate": ("dbfs.validate", None),
 }
 
 __all__ = ["DbfsError", "CSRGraph", "__version__", *_LAZY]
@@ -30,8 +40,13 @@ __all__ = ["DbfsError", "CSRGraph", "__version__", *_LAZY]
 
 def __getattr__(name):
     if name in _LAZY:
-        import importlib
-
         mod, attr = _LAZY[name]
-        return getattr(importlib.import_module(mod), attr)
+        m = _importlib.import_module(mod)
+        obj = m if attr is None else getattr(m, attr)
+        globals()[name] = obj
+        return obj
     raise AttributeError(f"module 'dbfs' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

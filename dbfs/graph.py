@@ -28,6 +28,20 @@ def id_dtype(n_vertices: int) -> np.dtype:
     return np.dtype(np.int32) if int(n_vertices) <= INT32_VERTICES else np.dtype(np.int64)
 
 
+def check_root_id(root, n) -> int:
+    """``int(root)``, or DbfsError unless it is a vertex id in [0, n) (every backend checks roots so)."""
+    from dbfs.errors import DbfsError
+
+    n = int(n)
+    try:
+        r = int(root)
+    except (TypeError, ValueError):
+        raise DbfsError(f"root {root!r} is not an integer vertex id: pass 0 <= root < {n}") from None
+    if not 0 <= r < n:
+        raise DbfsError(f"root {r} is out of range for a graph of {n} vertices: pass 0 <= root < {n}")
+    return r
+
+
 @dataclass
 class CSRGraph:
     indptr: np.ndarray

@@ -46,3 +46,21 @@ def cp():
     if n < 1:
         pytest.skip("no CUDA device")
     return cupy
+
+
+def _invoke_cli(*args, ok=True):
+    """`dbfs ARGS` through click's runner; asserts exit 0 unless ok=False."""
+    from click.testing import CliRunner
+
+    from dbfs.cli import cli
+
+    res = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+    if ok:
+        assert res.exit_code == 0, res.output + res.stderr
+    return res
+
+
+@pytest.fixture
+def dbfs_cli():
+    """The CLI runner: ``dbfs_cli("run", "--scale", 10, ok=False)`` -> click Result."""
+    return _invoke_cli

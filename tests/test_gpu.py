@@ -80,12 +80,11 @@ def check(edges, n, graph, root, algo, opts, ref_levels=None, nedge=None):
 # ------------------------------------------------------ CPU-only (unmarked)
 def test_import_dbfs_bfs_works_without_gpu():
     mod = importlib.import_module("dbfs.bfs")
-    assert "cpu" in mod.ALGORITHMS
+    assert "do" in mod.algorithm_names("cpu")
 
 
 def test_gpu_backend_without_cupy_raises_dbfs_error(monkeypatch):
     g = build_csr(np.array([[0, 1], [1, 2]]), n_vertices=3)
-    monkeypatch.setattr(bfs_pkg, "_REGISTRY", {k: v for k, v in bfs_pkg._REGISTRY.items() if k[0] != "gpu"})
     monkeypatch.delitem(sys.modules, "dbfs.bfs.gpu", raising=False)
     monkeypatch.setitem(sys.modules, "cupy", None)   # `import cupy` now raises ImportError
     with pytest.raises(DbfsError, match="cupy"):
@@ -95,7 +94,11 @@ def test_gpu_backend_without_cupy_raises_dbfs_error(monkeypatch):
 # ------------------------------------------------------------ BFS: SCALE 10
 @pytest.mark.gpu
 def test_gpu_algorithms_registered(gpu):
-    assert set(bfs_pkg.ALGORITHMS["gpu"]) >= set(ALGOS)
+    from dbfs.backends.gpu import GpuBackend
+
+    assert set(bfs_pkg.algorithm_names("gpu")) >= set(ALGOS)
+    assert bfs_pkg.algorithm_names("gpu") == GpuBackend.algorithms(), "the backend lists the kernel table"
+    assert GpuBackend.unavailable() is None
 
 
 @pytest.mark.gpu
@@ -324,7 +327,7 @@ def _same_csr(a, b):
 @pytest.mark.parametrize("kw", [{}, {"dedupe": False}, {"n_vertices": 1100}, {"chunk_entries": 1000},
                                 {"chunk_entries": 777, "dedupe": False}])
 def test_kernel1_scale10(cp, golden10, kw):
-    from dbfs.kernel1_gpu import build_csr_gpu
+    from dbfs.kernel1.gpu import build_csr_gpu
 
     e = golden10["edges"]
     cpu = build_csr(e, **{k: v for k, v in kw.items() if k != "chunk_entries"})
@@ -336,7 +339,7 @@ def test_kernel1_scale10(cp, golden10, kw):
 @pytest.mark.gpu
 def test_kernel1_scale16_from_gpu_generator(cp, s16):
     from dbfs.generate.gpu import kronecker_edges_gpu
-    from dbfs.kernel1_gpu import build_csr_gpu
+    from dbfs.kernel1.gpu import build_csr_gpu
 
     e, g = s16
     got = build_csr_gpu(kronecker_edges_gpu(16), n_vertices=1 << 16)
@@ -346,7 +349,7 @@ def test_kernel1_scale16_from_gpu_generator(cp, s16):
 
 @pytest.mark.gpu
 def test_kernel1_small_and_errors(cp):
-    from dbfs.kernel1_gpu import build_csr_gpu
+    from dbfs.kernel1.gpu import build_csr_gpu
 
     for e, n in (_loops_and_duplicates(), _two_components(), _hub(50)):
         _same_csr(build_csr_gpu(e), build_csr(e))
@@ -363,7 +366,7 @@ def test_kernel1_small_and_errors(cp):
 
 @pytest.mark.gpu
 def test_kernel1_device_csr_feeds_bfs(cp, gpu, golden10, levels10):
-    from dbfs.kernel1_gpu import build_csr_gpu
+    from dbfs.kernel1.gpu import build_csr_gpu
 
     e = golden10["edges"]
     for to_host in (True, False):

@@ -1,4 +1,5 @@
-"""Kernel 2: breadth-first search, one call for every backend and algorithm.
+"""Kernel 2: breadth-first search of an in-memory graph, one call for every
+single-process backend and algorithm.
 
 Contract::
 
@@ -8,9 +9,9 @@ Contract::
 - ``graph``: a :class:`dbfs.graph.CSRGraph` (Kernel 1 output).
 - ``root``: an ORIGINAL vertex id, ``0 <= root < graph.n_vertices``.
 - ``parent``: int64, one entry per vertex in ORIGINAL ids, ``parent[root] ==
-  root``, ``-1`` for unreached vertices; any valid BFS tree (Graph500 section
-  8), except ``spmv`` whose parent is the smallest-id neighbour one level up
-  (deterministic).
+  root``, ``-1`` for unreached vertices; any valid BFS tree (Graph500 3.0.1,
+  section 8), except ``spmv`` whose parent is the smallest-id neighbour one
+  level up (deterministic).
 - ``levels``: None, or (``levels=True``) the int64 depth of every vertex in
   original ids, -1 for unreached; computed from ``parent`` after the search.
 - ``level_stats``: None unless ``stats=True``; then one dict per level:
@@ -18,38 +19,41 @@ Contract::
   ``edges`` (adjacency entries examined), ``discovered`` (vertices reached at
   the next level) and ``time`` (seconds, the level as seen from Python).
 
-:func:`prepare` builds the per-graph helper structures a backend keeps in
-``graph.meta`` (Kernel-1 data) ahead of the first search.
+Kernel modules: ``cpu`` (:mod:`dbfs.bfs.cpu`, Numba) and ``gpu``
+(:mod:`dbfs.bfs.gpu`, CuPy, imported on first use). Each exposes
+``ALGORITHMS``, a dict ``name -> fn(graph, root_internal, stats=False, **opts)
+-> (parent_internal, level_stats)``, and optionally ``prepare(graph)``; this
+module maps ids, checks arguments and wraps results, as the Graph500
+reference's driver wraps ``run_bfs``. The harness times :func:`bfs` (or the
+kernel function); kernels never time themselves except per level behind
+``stats``. The multi-worker search is :mod:`dbfs.bfs.dask`; the run-level
+backend contract (load, prepare, search, validate, close) is
+:mod:`dbfs.backends`.
 
-Backends register algorithms with :func:`register`; ``cpu``
-(:mod:`dbfs.bfs.cpu`, Numba) is imported with this package and ``gpu``
-(:mod:`dbfs.bfs.gpu`, CuPy) on first use. A backend function has the
-signature ``fn(graph, root_internal, stats=False, **opts) -> (parent_internal,
-level_stats_list)``; this module maps ids, checks arguments and wraps results.
-The harness times :func:`bfs` (or the backend function); kernels never time
-themselves except per level behind ``stats``.
+``dbfs.bfs`` is this package and callable as :func:`bfs` (so the public
+``dbfs.bfs(...)`` is the same object however the package was imported).
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import importlib
 import inspect
+import sys as _sys
+import types as _types
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from dbfs.bfs.timing import collector_paused
 from dbfs.errors import DbfsError
-from dbfs.graph import CSRGraph
+from dbfs.graph import CSRGraph, check_root_id
 
-__all__ = ["ALGORITHMS", "BFSResult", "bfs", "get_algorithm", "prepare", "register"]
+__all__ = ["BFSResult", "bfs", "get_algorithm", "algorithm_names", "prepare", "check_root_id",
+           "collector_paused", "KERNEL_MODULES", "GPU_HINT"]
 
-_REGISTRY: dict[tuple[str, str], object] = {}
-#: backend name -> names of the algorithms registered so far (cpu is always loaded)
-ALGORITHMS: dict[str, list[str]] = {}
-
-_GPU_HINT = "backend gpu needs cupy and a CUDA GPU: pip install -e .[gpu]"
+#: single-process kernel modules by backend name
+KERNEL_MODULES = {"cpu": "dbfs.bfs.cpu", "gpu": "dbfs.bfs.gpu"}
+GPU_HINT = "backend gpu needs cupy and a CUDA GPU: pip install -e '.[gpu]'"
 
 
 @dataclass
@@ -63,47 +67,38 @@ class BFSResult:
     opts: dict = field(default_factory=dict)
 
 
-def register(name: str, backend: str = "cpu"):
-    """Decorator: make ``fn`` the implementation of ``algorithm=name`` on ``backend``."""
+def _kernels(backend: str):
+    """The kernel module of ``backend`` (a one-line DbfsError when it cannot load)."""
+    if backend not in KERNEL_MODULES:
+        raise DbfsError(f"unknown BFS backend {backend!r} for an in-memory graph: use one of "
+                        f"{', '.join(KERNEL_MODULES)} (the dask backend searches stored partitions: dbfs.bfs.dask)")
+    try:
+        return importlib.import_module(KERNEL_MODULES[backend])
+    except ImportError as exc:
+        if backend == "gpu":
+            raise DbfsError(GPU_HINT) from exc
+        raise
 
-    def deco(fn):
-        _REGISTRY[(backend, name)] = fn
-        names = ALGORITHMS.setdefault(backend, [])
-        if name not in names:
-            names.append(name)
-        return fn
 
-    return deco
-
-
-def _load_backend(backend: str) -> None:
-    if backend == "cpu":
-        importlib.import_module("dbfs.bfs.cpu")
-    elif backend == "gpu":
-        try:
-            importlib.import_module("dbfs.bfs.gpu")
-        except ImportError as exc:
-            raise DbfsError(_GPU_HINT) from exc
-    else:
-        raise DbfsError(f"unknown BFS backend {backend!r}: use 'cpu' or 'gpu'")
+def algorithm_names(backend: str = "cpu") -> list:
+    """The algorithms ``backend``'s kernel module provides, in its order."""
+    return list(_kernels(backend).ALGORITHMS)
 
 
 def get_algorithm(algorithm: str = "do", backend: str = "cpu"):
-    """The registered backend function for (backend, algorithm)."""
-    if (backend, algorithm) not in _REGISTRY:
-        _load_backend(backend)
+    """The kernel function for (backend, algorithm)."""
+    table = _kernels(backend).ALGORITHMS
     try:
-        return _REGISTRY[(backend, algorithm)]
+        return table[algorithm]
     except KeyError:
-        known = ", ".join(ALGORITHMS.get(backend, [])) or "none"
-        raise DbfsError(f"unknown BFS algorithm {algorithm!r} for backend {backend}: use one of {known}") from None
+        raise DbfsError(f"unknown BFS algorithm {algorithm!r} for backend {backend}: use one of "
+                        f"{', '.join(table)}") from None
 
 
 @functools.lru_cache(maxsize=None)
 def _option_names(fn) -> tuple:
     """The options an algorithm accepts (its parameters but graph, root,
-    stats), cached: ``inspect.signature`` per search cost ~0.1 ms of a
-    SCALE 20 search's 5 ms."""
+    stats), cached: ``inspect.signature`` is not free inside a timed search."""
     return tuple(p for p in inspect.signature(fn).parameters if p not in ("graph", "root", "stats"))
 
 
@@ -120,41 +115,34 @@ def prepare(graph: CSRGraph, backend: str = "cpu") -> CSRGraph:
     """Build the backend's per-graph helper structures now (they are Kernel-1
     data: call this inside the construction timer; otherwise the first
     search, the untimed warm-up in a Graph500 run, builds them)."""
-    _load_backend(backend)
-    mod = importlib.import_module(f"dbfs.bfs.{backend}")
-    hook = getattr(mod, "prepare", None)
+    hook = getattr(_kernels(backend), "prepare", None)
     return hook(graph) if hook is not None else graph
-
-
-@contextlib.contextmanager
-def collector_paused():
-    """Python's garbage collector off inside the block (as ``timeit`` does
-    around its timer), restored after: a collection of unrelated objects
-    (10+ ms with Numba's objects loaded) is not part of a search."""
-    on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if on:
-            gc.enable()
-
-
-def check_root_id(root, n) -> int:
-    """``int(root)``, or DbfsError unless it is a vertex id in [0, n) (every backend)."""
-    n = int(n)
-    try:
-        r = int(root)
-    except (TypeError, ValueError):
-        raise DbfsError(f"root {root!r} is not an integer vertex id: pass 0 <= root < {n}") from None
-    if not 0 <= r < n:
-        raise DbfsError(f"root {r} is out of range for a graph of {n} vertices: pass 0 <= root < {n}")
-    return r
 
 
 def bfs(graph: CSRGraph, root: int, algorithm: str = "do", backend: str = "cpu",
         stats: bool = False, levels: bool = False, **opts) -> BFSResult:
-    """Search ``graph`` from ``root``; see the module docstring for the contract."""
+    """Search ``graph`` from ``root``.
+
+    Parameters
+    ----------
+    graph : CSRGraph
+        Kernel 1 output (:func:`dbfs.build_csr` or a stored variant).
+    root : int
+        Search key, an original vertex id.
+    algorithm : str
+        One of :func:`algorithm_names` (``backend``).
+    backend : {"cpu", "gpu"}
+        Kernel module.
+    stats, levels : bool
+        Per-level records; per-vertex depths.
+    **opts
+        Algorithm options (e.g. ``alpha``, ``beta`` of ``do``).
+
+    Returns
+    -------
+    BFSResult
+        See the module docstring for the encoding.
+    """
     fn = get_algorithm(algorithm, backend)
     _check_opts(fn, algorithm, opts)
     r = check_root_id(root, graph.n_vertices)
@@ -169,4 +157,11 @@ def bfs(graph: CSRGraph, root: int, algorithm: str = "do", backend: str = "cpu",
                      algorithm=algorithm, backend=backend, opts=dict(opts))
 
 
-_load_backend("cpu")
+class _CallableModule(_types.ModuleType):
+    """This package, callable as :func:`bfs` (the public ``dbfs.bfs``)."""
+
+    def __call__(self, *args, **kwargs):
+        return bfs(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -5,12 +5,12 @@ Contract (what :func:`dbfs.bfs.bfs` calls, ``backend="gpu"``):
 ``fn(graph, root, stats=False, **opts) -> (parent, level_stats)`` with
 ``root`` an INTERNAL id and ``parent`` an int64 NumPy array over internal ids
 (``parent[root] == root``, -1 unreached). The parent array is computed on the
-device in the vertex-id width (int32 while N < 2**31: half the fill and the
+device in the vertex-id width (int32 while N <= 2**31, :func:`dbfs.graph.id_dtype`: half the fill and the
 stores of int64), and widened and copied to the host AFTER the search; between levels the host
 reads only one row of four counters (vertices discovered, their degree sum,
 entries examined, scratch), i.e. a few scalars per level.
 
-Algorithms (registered on backend ``"gpu"``):
+Algorithms (``ALGORITHMS``, the kernel table :mod:`dbfs.bfs` reads for backend ``"gpu"``):
 
 - ``harish``: Harish & Narayanan (HiPC 2007), the quadratic vertex-parallel
   wavefront: every level launches one thread per vertex and the vertices of
@@ -49,7 +49,7 @@ bus.
 Device graph cache: ``graph.meta["gpu"]`` holds a :class:`DeviceGraph` (the
 CSR on the device or mapped host memory and a bitmap of zero-degree
 vertices, built once per graph, like the CSR itself), so repeated searches
-upload nothing. A CSR built by :func:`dbfs.kernel1_gpu.build_csr_gpu` leaves
+upload nothing. A CSR built by :func:`dbfs.kernel1.gpu.build_csr_gpu` leaves
 its device arrays in ``graph.meta["gpu_csr"]`` and is used without a copy.
 Per-search state (parent fill, visited/frontier bitmaps, queues) is set up
 inside the search.
@@ -70,7 +70,7 @@ from pathlib import Path
 import cupy as cp
 import numpy as np
 
-from dbfs.bfs import collector_paused, register
+from dbfs.bfs.timing import collector_paused
 from dbfs.bfs.policy import BU, TD, policy_from
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph
@@ -78,7 +78,6 @@ from dbfs.graph import CSRGraph
 __all__ = ["DeviceGraph", "device_graph", "search_device", "search_timed", "count_nedge", "ALGORITHMS"]
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
-ALGORITHMS = ("harish", "td", "bu", "do")
 
 _BLOCK = 256          # threads per block, every kernel
 _TD_ITEMS = 8         # edges per thread per td_expand chunk
@@ -412,7 +411,6 @@ def _search(graph: CSRGraph, root: int, algorithm: str, stats: bool = False, dev
 
 
 # ------------------------------------------------------ registered backends
-@register("harish", backend="gpu")
 def harish(graph, root, stats=False, device_memory_limit=None):
     """Quadratic vertex-parallel wavefront (Harish & Narayanan 2007). The
     parent array is copied to the host after the search."""
@@ -420,7 +418,6 @@ def harish(graph, root, stats=False, device_memory_limit=None):
     return host_parent(parent), rec
 
 
-@register("td", backend="gpu")
 def top_down(graph, root, stats=False, device_memory_limit=None):
     """Load-balanced top-down BFS (frontier queue, visited bitmap). The
     parent array is copied to the host after the search."""
@@ -428,7 +425,6 @@ def top_down(graph, root, stats=False, device_memory_limit=None):
     return host_parent(parent), rec
 
 
-@register("bu", backend="gpu")
 def bottom_up(graph, root, stats=False, device_memory_limit=None):
     """Bottom-up BFS over a frontier bitmap (warp-cooperative early exit).
     The parent array is copied to the host after the search."""
@@ -436,7 +432,6 @@ def bottom_up(graph, root, stats=False, device_memory_limit=None):
     return host_parent(parent), rec
 
 
-@register("do", backend="gpu")
 def direction_optimizing(graph, root, stats=False, device_memory_limit=None, policy="beamer", alpha=None,
                          beta=None, unexplored="gap", tail="cost"):
     """Direction-optimizing BFS with :mod:`dbfs.bfs.policy`'s rules. The
@@ -445,6 +440,10 @@ def direction_optimizing(graph, root, stats=False, device_memory_limit=None, pol
     parent, rec = _search(graph, root, "do", stats, device_memory_limit, policy, alpha, beta, unexplored,
                           tail)
     return host_parent(parent), rec
+
+
+#: the kernel table :mod:`dbfs.bfs` reads (name -> fn(graph, root_internal, stats=False, **opts))
+ALGORITHMS = {"harish": harish, "td": top_down, "bu": bottom_up, "do": direction_optimizing}
 
 
 # ------------------------------------------------------------------ timing
@@ -460,7 +459,7 @@ def search_device(graph: CSRGraph, root: int, algorithm: str = "do", stats: bool
     """One timed search from ORIGINAL id ``root``.
 
     Returns ``(parent, seconds, level_stats)`` with ``parent`` the CuPy
-    array over INTERNAL ids (vertex-id width: int32 while N < 2**31), left on
+    array over INTERNAL ids (vertex-id width: int32 while N <= 2**31, :func:`dbfs.graph.id_dtype`), left on
     the device (:func:`host_parent` widens and copies it). The device graph is
     built and the kernels compiled before the clock starts; the device is
     synchronised before each clock read.

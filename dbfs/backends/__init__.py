@@ -1,0 +1,191 @@
+"""The run-level backend contract and its registry.
+
+Contract (the Graph500 reference's ``make_graph_data_structure`` /
+``run_bfs`` / ``get_edge_count_for_teps`` split, as one class per backend)::
+
+    B = get_backend(name)          # a Backend subclass
+    B.check(cfg, given)            # refuse what does not apply, before any work
+    ds = B.dataset(target, root, client, quiet)     # generate or open the edge list
+    variant, k1 = B.csr(ds, cfg, client)            # Kernel 1: build or reuse the CSR variant
+    b = B(cfg, client)
+    b.load(ds, variant)            # -> seconds (not Kernel 1 time)
+    b.prepare()                    # -> seconds (per-graph search structures: Kernel 1 time)
+    roots = b.roots(n)             # the Graph500 search keys
+    b.search(root)                 # -> seconds (Graph500 Kernel 2 time); b.level_stats
+    b.validate(root)               # -> ValidationResult against the INPUT edges
+    b.nedge(root)                  # -> Graph500 nedge without the other checks
+    b.parents()                    # -> int64 parents in original ids
+    b.close()
+
+Registry: :data:`BACKENDS` maps a name to ``"module:Class"``; adding a
+backend is one new module and one line there. A backend's class states
+what it needs: ``cluster`` ("always": the searches run on Dask workers;
+"stages": only generation and Kernel 1 use a cluster, closed before the
+searches; "never"), ``options`` (the run options it accepts beyond the
+common ones) and :meth:`Backend.unavailable` (why it cannot run here).
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+
+from dbfs.errors import DbfsError
+
+__all__ = ["BACKENDS", "Backend", "RunConfig", "get_backend", "backend_table", "COMMON_OPTIONS"]
+
+#: backend name -> "module:Class"
+BACKENDS = {
+    "cpu": "dbfs.backends.cpu:CpuBackend",
+    "gpu": "dbfs.backends.gpu:GpuBackend",
+    "dask": "dbfs.backends.dask:DaskBackend",
+}
+
+#: RunConfig fields every backend accepts
+COMMON_OPTIONS = frozenset({"algorithm", "backend", "n_roots", "validate", "dedupe", "quiet", "opts"})
+
+#: how each option is spelled on the command line (for error messages)
+FLAGS = {"partitions": "--partitions", "partitioning": "--partitioning", "relabel": "--relabel",
+         "dedupe": "--keep-duplicates", "device_memory_limit": "--device-memory-limit", "energy": "--energy",
+         "n_roots": "--roots", "transport": "--transport"}
+
+
+@dataclass
+class RunConfig:
+    """What to run: the options of ``dbfs run`` / ``dbfs bfs`` after the CLI translated its flags."""
+    algorithm: str = "do"
+    backend: str = "cpu"
+    n_roots: int = 64
+    validate: bool = True
+    partitions: int = 1
+    partitioning: str = "block"
+    relabel: str = "none"
+    dedupe: bool = True
+    opts: dict = field(default_factory=dict)
+    quiet: bool = False
+    energy: bool = False
+    device_memory_limit: int | None = None
+
+
+class Backend:
+    """Base class: the shared defaults of the contract (see the module docstring)."""
+
+    name = ""
+    #: the in-memory kernel module (dbfs.bfs backend) for untimed comparisons of one search
+    kernels = "cpu"
+    cluster = "stages"
+    options: frozenset = frozenset()
+    #: option -> why it does not apply to this backend (the error's second half)
+    refusals: dict = {}
+
+    def __init__(self, cfg: RunConfig, client=None):
+        self.cfg, self.client = cfg, client
+        self.level_stats = None
+        self.events: list = []
+        self.load_time = self.prepare_time = 0.0
+
+    # ---- what the backend is
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """Why this backend cannot run on this machine (None: it can)."""
+        return None
+
+    @classmethod
+    def algorithms(cls) -> list:
+        raise NotImplementedError
+
+    @classmethod
+    def check(cls, cfg: RunConfig, given=()) -> None:
+        """Refuse, in one line, an option ``given`` on the command line that does
+        not apply here (set to anything but its default), an unknown algorithm,
+        or a backend that cannot run here."""
+        default = RunConfig()
+        for opt in sorted(set(given) - COMMON_OPTIONS - set(cls.options)):
+            if getattr(cfg, opt, None) == getattr(default, opt, object()):
+                continue          # e.g. --partitions 1 with the cpu backend: what it does anyway
+            why = cls.refusals.get(opt, f"the {cls.name} backend has no such option")
+            raise DbfsError(f"{FLAGS.get(opt, '--' + opt.replace('_', '-'))} does not apply to --backend {cls.name}: "
+                            f"{why}")
+        if cfg.n_roots < 1:
+            raise DbfsError(f"--roots {cfg.n_roots} is invalid: use at least 1 search key (Graph500 uses 64)")
+        if cfg.partitions < 1:
+            raise DbfsError(f"--partitions {cfg.partitions} is invalid: use 1 or more")
+        reason = cls.unavailable()
+        if reason:
+            raise DbfsError(f"--backend {cls.name} cannot run here: {reason}")
+        names = cls.algorithms()
+        if cfg.algorithm not in names:
+            raise DbfsError(f"unknown BFS algorithm {cfg.algorithm!r} for backend {cls.name}: use one of "
+                            f"{', '.join(names)}")
+
+    # ---- the stages before the searches
+    @classmethod
+    def dataset(cls, target, root_dir, client=None, quiet=False):
+        """A complete dataset: ``target`` a GraphSpec (generated if needed) or a stored name."""
+        from dbfs import store
+        from dbfs.spec import GraphSpec
+
+        if isinstance(target, GraphSpec):
+            ds, _ = store.generate(target, root_dir, client=client, quiet=quiet)
+            return ds
+        return store.open_dataset(target, root_dir)
+
+    @classmethod
+    def csr(cls, ds, cfg: RunConfig, client=None) -> tuple:
+        """(variant name, its attributes): the CSR variant ``cfg`` searches, built if not stored."""
+        from dbfs import kernel1
+
+        variant = kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
+        attrs = kernel1.build_partitioned(ds.path, P=cfg.partitions, partitioning=cfg.partitioning,
+                                          dedupe=cfg.dedupe, relabel=cfg.relabel, client=client,
+                                          progress=not cfg.quiet)
+        return variant, attrs
+
+    # ---- the searches
+    def load(self, ds, variant: str) -> float:
+        raise NotImplementedError
+
+    def prepare(self) -> float:
+        return 0.0
+
+    def roots(self, n: int):
+        """The Graph500 search keys (section 6), eligibility tested on the stored input edges."""
+        from dbfs.roots import eligible, select_roots
+
+        spec = self.ds.attrs["spec"]
+        edges = self.ds.edges()
+        return select_roots(self.ds.n_vertices, spec.get("seed1", 2), spec.get("seed2", 3), n,
+                            lambda cands: eligible(edges, cands))
+
+    def search(self, root: int) -> float:
+        raise NotImplementedError
+
+    def validate(self, root: int):
+        raise NotImplementedError
+
+    def nedge(self, root: int) -> int:
+        raise NotImplementedError
+
+    def parents(self):
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+def get_backend(name: str) -> type:
+    """The Backend class registered as ``name`` (its module imported now)."""
+    try:
+        spec = BACKENDS[name]
+    except KeyError:
+        raise DbfsError(f"unknown backend {name!r}: use one of {', '.join(BACKENDS)}") from None
+    mod, cls = spec.split(":")
+    return getattr(importlib.import_module(mod), cls)
+
+
+def backend_table() -> list:
+    """(name, algorithms, None or why unavailable) for every registered backend."""
+    out = []
+    for name in BACKENDS:
+        B = get_backend(name)
+        out.append((name, B.algorithms(), B.unavailable()))
+    return out

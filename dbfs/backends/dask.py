@@ -1,0 +1,79 @@
+"""Backend ``dask``: P CSR partitions pinned to Dask workers, BSP levels with
+worker-to-worker frontier exchange (:mod:`dbfs.bfs.dask`).
+
+Contract: :class:`dbfs.backends.Backend`. Each partition of the stored
+variant ``p<P>-<block|cyclic>`` is loaded once onto one worker and kept
+there for every search; parents stay on the workers (one future per
+partition); validation runs as Dask tasks over the stored edge chunks, so
+no N-sized array reaches the client (:func:`dbfs.bfs.dask.validate_distributed`).
+The timed seconds are measured on the workers from a start barrier to the
+last count exchange (Graph500 3.0.1 section 7).
+"""
+from __future__ import annotations
+
+from dbfs.backends import Backend
+from dbfs.errors import DbfsError
+from dbfs.progress import say
+
+__all__ = ["DaskBackend"]
+
+
+class DaskBackend(Backend):
+    name = "dask"
+    kernels = "cpu"
+    cluster = "always"
+    options = frozenset({"partitions", "partitioning"})
+    refusals = {
+        "relabel": "the distributed search keeps original ids (no relabelled variants): drop --relabel",
+        "device_memory_limit": "it applies to the GPU backend only: add --backend gpu or drop it",
+        "energy": "it measures GPU power: add --backend gpu or drop --energy",
+    }
+
+    @classmethod
+    def algorithms(cls) -> list:
+        from dbfs.bfs.dask import ALGORITHMS
+
+        return list(ALGORITHMS)
+
+    def load(self, ds, variant):
+        from dbfs.bfs import dask as dbfs_dask
+
+        if self.client is None:
+            raise DbfsError("--backend dask needs a Dask cluster: drop --scheduler threads")
+        self.mod, self.ds = dbfs_dask, ds
+        self.dg = dbfs_dask.load_distributed(self.client, ds.path, variant)
+        self.load_time = self.dg.load_time
+        self.result = None
+        return self.load_time
+
+    @property
+    def events(self):
+        return list(self.dg.events) if hasattr(self, "dg") else []
+
+    @events.setter
+    def events(self, _):
+        pass
+
+    def search(self, root):
+        if self.result is not None:
+            self.result.release()
+        self.result, seconds, self.level_stats = self.mod.search(self.dg, root, algorithm=self.cfg.algorithm,
+                                                                 stats=True, **self.cfg.opts)
+        for ev in self.result.events:
+            say(f"worker lost during the search from {root}: {ev}; partitions reloaded, search rerun", self.cfg.quiet)
+        return seconds
+
+    def validate(self, root):
+        return self.mod.validate_distributed(self.client, self.ds.path, self.dg, self.result, root)
+
+    def nedge(self, root):
+        return int(self.validate(root).nedge)
+
+    def parents(self):
+        return self.mod.gather_parent(self.result, self.client)
+
+    def close(self):
+        if getattr(self, "result", None) is not None:
+            self.result.release()
+        if hasattr(self, "dg"):
+            self.dg.close()

@@ -1,0 +1,200 @@
+"""Backend ``gpu``: one CUDA GPU in this process (CuPy kernels, :mod:`dbfs.bfs.gpu`).
+
+Contract: :class:`dbfs.backends.Backend`. The whole pipeline stays on the
+device where it fits: a Kronecker graph is generated there (same bytes as
+the CPU generator, written to zarr), Kernel 1 builds the one-partition CSR
+there from the device copy of the edges (same bytes as the CPU build; a
+build that does not fit the free device memory runs on the CPU), the
+searches read that CSR without a reload, and every search is validated on
+the device against the INPUT edges (:mod:`dbfs.validate.gpu`; a relabelled
+CSR is validated on the host). Timing: the device is synchronised before
+each clock read; the parent array is copied to the host after the clock
+stops. ``energy``: GPU power through NVML over back-to-back searches after
+the timed ones (GreenGraph500's MTEPS/W).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from dbfs.backends import Backend
+from dbfs.progress import say
+
+__all__ = ["GpuBackend", "ENERGY_MIN_SECONDS"]
+
+ENERGY_MIN_SECONDS = 2.0
+#: the kernel table of :mod:`dbfs.bfs.gpu` (listed without importing CuPy; a GPU test checks they agree)
+GPU_ALGORITHMS = ("harish", "td", "bu", "do")
+
+
+class GpuBackend(Backend):
+    name = "gpu"
+    kernels = "gpu"
+    cluster = "never"
+    options = frozenset({"relabel", "partitioning", "device_memory_limit", "energy"})
+    refusals = {
+        "partitions": "it searches one partition on one GPU: use --backend dask for P > 1",
+    }
+
+    @classmethod
+    def unavailable(cls):
+        try:
+            import cupy
+
+            if cupy.cuda.runtime.getDeviceCount() < 1:
+                return "no CUDA GPU is visible (pip install -e '.[gpu]' on a machine with one)"
+        except ImportError:
+            return "needs cupy and a CUDA GPU: pip install -e '.[gpu]'"
+        except Exception as e:   # CUDA driver/runtime errors: cupy's exception types vary
+            return f"needs a CUDA GPU ({type(e).__name__}: {e})"
+        return None
+
+    @classmethod
+    def algorithms(cls) -> list:
+        return list(GPU_ALGORITHMS)
+
+    @classmethod
+    def check(cls, cfg, given=()):
+        super().check(cfg, given)
+        if cfg.energy:   # NVML missing: fail now, not after generation and Kernel 1
+            from dbfs.energy import PowerMeter
+
+            PowerMeter().close()
+
+    @classmethod
+    def dataset(cls, target, root_dir, client=None, quiet=False):
+        from dbfs import store
+        from dbfs.spec import GraphSpec
+
+        if isinstance(target, GraphSpec):
+            gen = "gpu" if target.kind == "kronecker" else "cpu"
+            ds, _ = store.generate(target, root_dir, client=client, quiet=quiet, backend=gen)
+            return ds
+        return store.open_dataset(target, root_dir)
+
+    @classmethod
+    def csr(cls, ds, cfg, client=None):
+        from dbfs import kernel1
+
+        if cfg.partitions == 1 and cfg.partitioning == "block" and cfg.relabel == "none":
+            from dbfs.store.gpu import build_gpu, kernel1_fits
+
+            variant = kernel1.variant_name(1, "block", cfg.dedupe, "none")
+            if kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe) or kernel1_fits(ds):
+                return variant, build_gpu(ds, dedupe=cfg.dedupe, quiet=cfg.quiet)
+            say(f"GPU Kernel 1 of {ds.name} does not fit the free device memory: building on the CPU", cfg.quiet)
+        return super().csr(ds, cfg, client)
+
+    def load(self, ds, variant):
+        from dbfs import kernel1
+
+        self.ds, self.n = ds, ds.n_vertices
+        self.meter = None
+        if self.cfg.energy:
+            from dbfs.energy import PowerMeter
+
+            self.meter = PowerMeter()
+        g = ds.memo.get("graph")
+        if g is not None and g.meta.get("variant") == variant:
+            self.graph = g           # the CSR Kernel 1 just built on the device: no reload
+        else:
+            t0 = time.perf_counter()
+            self.graph = kernel1.load_csr(ds.path, variant)
+            self.load_time = time.perf_counter() - t0
+        self.parent = self.parent_dev = self._pinned = None
+        return self.load_time
+
+    def _opts(self) -> dict:
+        opts = dict(self.cfg.opts)
+        if self.cfg.device_memory_limit is not None:
+            opts["device_memory_limit"] = self.cfg.device_memory_limit
+        return opts
+
+    def prepare(self):
+        from dbfs.bfs import prepare
+
+        t0 = time.perf_counter()
+        prepare(self.graph, "gpu")
+        self.prepare_time = time.perf_counter() - t0
+        return self.prepare_time
+
+    def roots(self, n):
+        from dbfs.roots import eligible, select_roots
+        from dbfs.store.gpu import eligible_gpu, search_edges
+
+        spec = self.ds.attrs["spec"]
+        edges = search_edges(self.ds)
+        if type(edges).__module__.startswith("cupy"):
+            test = lambda cands: eligible_gpu(edges, cands)  # noqa: E731
+        else:
+            test = lambda cands: eligible(edges, cands)  # noqa: E731
+        return select_roots(self.n, spec.get("seed1", 2), spec.get("seed2", 3), n, test)
+
+    def search(self, root):
+        from dbfs.bfs import gpu
+
+        parent, t, rec = gpu.search_device(self.graph, root, self.cfg.algorithm, stats=True, **self._opts())
+        self.parent_dev = parent
+        if self.graph.perm is None:   # into one reused pinned buffer, after the clock stopped
+            if self._pinned is None:
+                import cupyx
+
+                self._pinned = cupyx.empty_pinned(parent.shape, np.int64)
+            self.parent = gpu.host_parent(parent, out=self._pinned)
+        else:
+            self.parent = self.graph.to_original(gpu.host_parent(parent))
+        self.level_stats = rec
+        return t
+
+    def validate(self, root):
+        if self.graph.perm is not None:
+            from dbfs.validate import validate
+
+            return validate(self.ds.edges(), root, self.parent, n_vertices=self.n)
+        from dbfs.store.gpu import search_edges
+        from dbfs.validate.gpu import validate_gpu
+
+        return validate_gpu(search_edges(self.ds), root, self.parent_dev, n_vertices=self.n, levels=False)
+
+    def nedge(self, root):
+        from dbfs.backends.cpu import nedge_only
+        from dbfs.bfs.gpu import count_nedge
+        from dbfs.store.gpu import edges_fit, search_edges
+
+        if self.graph.perm is not None or not edges_fit(self.ds):
+            return nedge_only(self.ds.edges(), self.parent, self.n)
+        return count_nedge(search_edges(self.ds), self.parent_dev)
+
+    def parents(self):
+        return self.parent
+
+    def energy_phase(self, roots, times, nedges, min_seconds: float = ENERGY_MIN_SECONDS):
+        """GPU power while searching (GreenGraph500): the searches from
+        ``roots`` run back to back, the list repeated until ``min_seconds``
+        have passed, inside ONE :class:`~dbfs.energy.PowerMeter` window (NVML's
+        counters update far more slowly than one search lasts). Returns joules,
+        seconds, searches, mean watts and MTEPS/W = harmonic-mean TEPS of the
+        timed searches / 1e6 / mean watts."""
+        from dbfs.bfs import gpu
+        from dbfs.energy import mteps_per_watt
+        from dbfs.report.stats import teps_stats
+
+        say(f"energy: searching back to back for {min_seconds:g} s with NVML sampling", self.cfg.quiet)
+        self.meter.start()
+        t0, count = time.perf_counter(), 0
+        while count == 0 or time.perf_counter() - t0 < min_seconds:
+            for r in roots:
+                gpu.search_device(self.graph, r, self.cfg.algorithm, **self._opts())
+                count += 1
+        w = self.meter.stop()
+        hm = teps_stats(times, nedges)["harmonic_mean"]
+        return {"device": w["device"], "method": w["method"], "joules": w["joules"], "seconds": w["seconds"],
+                "searches": count, "samples": w["samples"], "mean_watts": w["mean_watts"],
+                "joules_per_search": w["joules"] / count, "mteps_per_watt": mteps_per_watt(hm, w["mean_watts"]),
+                "rule": "one NVML window over back-to-back searches; MTEPS/W = hmean TEPS of the timed "
+                        "searches / 1e6 / mean W"}
+
+    def close(self):
+        if getattr(self, "meter", None) is not None:
+            self.meter.close()

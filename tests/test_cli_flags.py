@@ -1,0 +1,70 @@
+"""A flag that does not apply to the command or backend is refused: one line, exit 2, no work done."""
+import pytest
+
+REFUSED = [
+    # (args, words the one-line error must contain)
+    (["run", "--scale", 8, "--partitions", 2], ["--partitions", "--backend cpu"]),
+    (["run", "--scale", 8, "--device-memory-limit", "1GiB"], ["--device-memory-limit", "--backend cpu"]),
+    (["run", "--scale", 8, "--energy"], ["--energy", "--backend cpu"]),
+    (["run", "--scale", 8, "--backend", "dask", "--relabel", "degree"], ["--relabel", "--backend dask"]),
+    (["run", "--scale", 8, "--backend", "dask", "--energy"], ["--energy", "--backend dask"]),
+    (["run", "NAME", "--seed1", 5], ["--seed1", "NAME"]),
+    (["run", "NAME", "--scale", 12], ["--scale", "NAME"]),
+    (["bfs", "NAME", "--root", 1, "--edgefactor", 8], ["--edgefactor", "NAME"]),
+    (["run", "--scale", 8, "--algorithm", "nosuch"], ["nosuch", "use one of"]),
+    (["run", "--scale", 8, "--backend", "dask", "--algorithm", "spmv"], ["spmv", "backend dask"]),
+    (["run", "--scale", 8, "--roots", 0], ["--roots 0"]),
+    (["run", "--scale", 8, "--scheduler", "tcp://127.0.0.1:1", "--workers", 2], ["--workers", "joining"]),
+    (["build", "NAME", "--backend", "gpu", "--memory-budget", "1GiB"], ["--memory-budget", "--backend gpu"]),
+    (["build", "NAME", "--backend", "gpu", "--workers", 2], ["--workers", "--backend gpu"]),
+    (["build", "NAME", "--backend", "gpu", "--partitions", 2], ["--partitions", "--backend gpu"]),
+    (["build", "NAME", "--backend", "gpu", "--scheduler", "threads"], ["--scheduler", "--backend gpu"]),
+    (["generate", "--scale", 8, "--backend", "gpu", "--workers", 2], ["--workers", "--backend gpu"]),
+    (["generate", "--kind", "grid2d", "--scale", 8, "--edgefactor", 4], ["--edgefactor", "grid2d"]),
+    (["generate", "--kind", "kronecker", "--scale", 8, "--a", 0.5], ["--a", "kronecker"]),
+    (["cluster", "scheduler", "--workers", 2], ["--workers", "scheduler"]),
+    (["run", "--scale", 8, "--cluster", "nosuch-profile"], ["nosuch-profile", "not found"]),
+]
+
+
+@pytest.mark.parametrize("args,words", REFUSED, ids=[" ".join(map(str, a)) for a, _ in REFUSED])
+def test_refused(args, words, tmp_path, dbfs_cli):
+    res = dbfs_cli(*args, "--datasets", tmp_path, ok=False) if args[0] != "cluster" else dbfs_cli(*args, ok=False)
+    err = res.stderr.strip()
+    assert res.exit_code == 2, (res.exit_code, res.output)
+    assert len(err.splitlines()) == 1 and err.startswith("dbfs: error: "), err
+    for w in words:
+        assert w in err, (w, err)
+    assert not any(tmp_path.iterdir()), "a refused command must do no work"
+
+
+def test_gpu_backend_refuses_cluster_flags_or_is_unavailable(tmp_path, dbfs_cli):
+    """--backend gpu runs every stage in this process: --workers is refused
+    (or, on a machine without a GPU, the backend itself is, in one line)."""
+    res = dbfs_cli("run", "--scale", 8, "--backend", "gpu", "--workers", 2, "--datasets", tmp_path, ok=False)
+    assert res.exit_code == 2 and len(res.stderr.strip().splitlines()) == 1
+    assert "--workers" in res.stderr or "cannot run here" in res.stderr
+
+
+def test_algorithms_lists_every_backend(dbfs_cli):
+    out = dbfs_cli("algorithms").stdout.splitlines()
+    assert [line.split(":")[0] for line in out] == ["cpu", "gpu", "dask"]
+    cpu, gpu, dask = out
+    assert "seq-list seq-csr td bu do spmv" in cpu and "(available)" in cpu
+    assert "harish td bu do" in gpu and ("(available)" in gpu or "unavailable: " in gpu)
+    assert "do td bu" in dask
+
+
+@pytest.mark.parametrize("variant", [["--partitioning", "cyclic"], ["--keep-duplicates"]])
+def test_every_built_variant_can_be_searched(variant, tmp_path, dbfs_cli):
+    """`dbfs bfs`/`run` search the cyclic and keep-duplicates variants `dbfs build` makes."""
+    ds = tmp_path / "ds"
+    name = dbfs_cli("generate", "--scale", 8, "--datasets", ds, "--scheduler", "threads").stdout.strip()
+    dbfs_cli("build", name, *variant, "--datasets", ds, "--scheduler", "threads")
+    res = dbfs_cli("bfs", name, "--root", 1, *variant, "--datasets", ds)
+    assert "levels" in res.stdout
+    res = dbfs_cli("run", name, *variant, "--roots", 4, "--datasets", ds)
+    assert "bfs  harmonic_mean_TEPS" in res.stdout
+    missing = dbfs_cli("bfs", name, "--root", 1, "--partitioning", "cyclic", "--keep-duplicates",
+                       "--datasets", ds, ok=False)
+    assert missing.exit_code == 2 and "dbfs build" in missing.stderr
