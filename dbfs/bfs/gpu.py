@@ -87,11 +87,8 @@ _COUNTER_ROWS = 4096  # per-level counter rows zeroed at once
 _VID = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 # Beamer's alpha for the GPU ``do`` (the CPU keeps GAP's 15): a GPU bottom-up
 # level (hub first, warp per word) costs far less than a top-down level over
-# the same edges, so switching at m_f > edges/50 rather than edges/15 turns the
-# 6 ms top-down second levels some roots had into ~1.2 ms bottom-up ones. H100,
-# 64 roots, with tail="cost": SCALE 22 / 24 / 26 = 133 / 216 / 353 GTEPS
-# against 96 / 194 / 296 with alpha 15 (benchmarks/results/gpu-20261122T065812Z.json;
-# alpha 30 gave 156 at SCALE 24, alpha 100 and 200 less at every SCALE).
+# the same edges, so the switch comes earlier (m_f > edges/50); the choice's
+# measurements are in docs/GPU.md.
 GPU_BEAMER_ALPHA = 50.0
 
 

@@ -364,8 +364,8 @@ extern "C" __global__ void bu_step(const i64* indptr, const vid_t* indices, cons
             i64 par = -1, s = 0, e = 0, j = 0;
             if (todo) {
                 // row bounds are loaded with the hub, not after its test: the kernel is
-                // latency-bound and a dependent load chain measured slower (SCALE 26 level 2:
-                // 1.44 ms against 1.29 ms) than reading 16 bytes a hub hit does not need
+                // latency-bound, and a dependent load chain costs more than reading 16 bytes
+                // a hub hit does not need (docs/GPU.md)
                 s = indptr[v];
                 e = indptr[v + 1];
                 const vid_t h = hub[v];
