@@ -20,6 +20,7 @@ _G = _U(0x9E3779B97F4A7C15)
 _C1 = _U(0xBF58476D1CE4E5B9)
 _C2 = _U(0x94D049BB133111EB)
 _K1 = _U(0xD6E8FEB86659FD93)
+_NATIVE = (np.dtype(np.uint32), np.dtype(np.int64))
 
 
 @njit(inline="always")
@@ -48,7 +49,8 @@ def partial_checksum(block: np.ndarray, start: int) -> int:
     Parameters
     ----------
     block : array_like, shape (k, 2)
-        Rows ``[start, start + k)`` of an edge list (integer ids).
+        Rows ``[start, start + k)`` of an edge list (non-negative integer
+        ids; the value, not the dtype, enters the hash).
     start : int
         Index of the block's first row.
 
@@ -57,9 +59,12 @@ def partial_checksum(block: np.ndarray, start: int) -> int:
     int
         The block's part, mod 2**64 (parts of disjoint blocks add up).
     """
+    block = np.asarray(block)
     if block.shape[0] == 0:
         return 0
-    return int(_partial(np.asarray(block, dtype=np.int64), int(start))) & 0xFFFFFFFFFFFFFFFF
+    if block.dtype not in _NATIVE:  # uint32 and int64 rows (the stored dtypes) are hashed in place
+        block = block.astype(np.int64)
+    return int(_partial(block, int(start))) & 0xFFFFFFFFFFFFFFFF
 
 
 def combine(parts) -> str:

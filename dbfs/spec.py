@@ -16,7 +16,13 @@ uniform    scale, edgefactor, seed1, seed2            uniform-s16-ef16-s2-3
 grid2d     scale (N = 2**scale lattice vertices)      grid2d-s16
 grid3d     scale                                      grid3d-s15
 import     input file (edge list or Matrix Market)    import-<stem>-<sha256[:8]>
+           + compact_ids                              import-<stem>-<sha256[:8]>-compact
 =========  =========================================  ===============================
+
+An import whose largest id is far above its number of distinct ids is
+refused unless ``compact_ids`` relabels the ids to ``0..n-1`` in ascending
+order of the original id (:func:`dbfs.generate.importer.compact_ids`);
+the dataset then stores ``original_ids`` and searches use the compacted ids.
 """
 from __future__ import annotations
 
@@ -31,6 +37,18 @@ from dbfs.errors import DbfsError
 KINDS = ("kronecker", "rmat", "uniform", "grid2d", "grid3d", "import")
 
 
+#: the size/seed parameters each kind takes (the others are refused when given)
+_PARAMS_OF = {
+    "kronecker": ("scale", "edgefactor", "seed1", "seed2"),
+    "rmat": ("scale", "edgefactor", "seed1", "seed2", "a", "b", "c"),
+    "uniform": ("scale", "edgefactor", "seed1", "seed2"),
+    "grid2d": ("scale",),
+    "grid3d": ("scale",),
+    "import": (),
+}
+_ALL_PARAMS = {"scale", "edgefactor", "seed1", "seed2", "a", "b", "c"}
+
+
 @dataclass(frozen=True)
 class GraphSpec:
     kind: str = "kronecker"
@@ -41,24 +59,37 @@ class GraphSpec:
     initiator: tuple[int, int, int] | None = None  # rmat: (a, b, c) numerators / 10000
     input: str | None = None  # import: path of the source file
     input_digest: str | None = None  # import: sha256 of the file contents
+    compact_ids: bool = False  # import: ids relabelled 0..n-1 (ascending original id)
     _imported: object = field(default=None, compare=False, repr=False)
 
     # ---- construction -------------------------------------------------
     @classmethod
     def make(cls, kind="kronecker", scale=16, edgefactor=16, seed1=2, seed2=3,
-             a=None, b=None, c=None, input=None) -> "GraphSpec":
-        """Checked constructor used by the CLI and the API."""
+             a=None, b=None, c=None, input=None, given=(), compact_ids=False) -> "GraphSpec":
+        """Checked constructor used by the CLI and the API. ``given``: the
+        parameters the user set explicitly; one that the kind does not take
+        is refused (a one-line DbfsError naming it). ``compact_ids``: relabel
+        an import's ids to 0..n-1 (imports only)."""
         from dbfs.generate.graph500 import check_params
 
         if kind not in KINDS:
             raise DbfsError(f"unknown graph kind {kind!r}: use one of {', '.join(KINDS)}")
+        if input is not None and kind != "import" and "kind" in given:
+            raise DbfsError(f"--input imports a file: it does not apply to --kind {kind}; use --kind import")
+        kind_of_params = "import" if input is not None else kind
+        for param in sorted(set(given) & _ALL_PARAMS - set(_PARAMS_OF[kind_of_params])):
+            raise DbfsError(f"--{param} does not apply to --kind {kind_of_params}: it takes "
+                            f"{', '.join('--' + x for x in _PARAMS_OF[kind_of_params]) or 'no size parameters'}")
+        if compact_ids and input is None:
+            raise DbfsError("--compact-ids relabels the ids of an imported file: it applies to --kind import "
+                            "--input FILE only; drop it")
         if kind == "import":
             if input is None:
                 raise DbfsError("kind import needs an input file: pass --input FILE (edge list or .mtx)")
-            return cls._from_file(input)
+            return cls._from_file(input, compact_ids)
         if input is not None:
             kind = "import"
-            return cls._from_file(input)
+            return cls._from_file(input, compact_ids)
         max_scale = 42
         check_params(scale, edgefactor, seed1, seed2, max_scale)
         initiator = None
@@ -75,15 +106,15 @@ class GraphSpec:
                    seed2=int(seed2), initiator=initiator)
 
     @classmethod
-    def _from_file(cls, path) -> "GraphSpec":
-        from dbfs.generate.importer import file_digest, read_edges
+    def _from_file(cls, path, compact_ids=False) -> "GraphSpec":
+        from dbfs.generate.importer import file_digest
 
         p = Path(path)
-        edges, n = read_edges(str(p))
+        edges, n, ids = _read_import(str(p), compact_ids)
         scale = max(1, int(np.ceil(np.log2(max(n, 2)))))
         return cls(kind="import", scale=scale, edgefactor=0, seed1=0, seed2=0,
-                   input=str(p.resolve()), input_digest=file_digest(str(p)),
-                   _imported=(edges, int(n)))
+                   input=str(p.resolve()), input_digest=file_digest(str(p)), compact_ids=bool(compact_ids),
+                   _imported=(edges, int(n), ids))
 
     @classmethod
     def from_dict(cls, d: dict) -> "GraphSpec":
@@ -95,6 +126,8 @@ class GraphSpec:
     def to_dict(self) -> dict:
         d = asdict(self)
         d.pop("_imported", None)
+        if not d["compact_ids"]:
+            d.pop("compact_ids")  # absent unless set: specs stored before the option compare equal
         if d["initiator"] is not None:
             d["initiator"] = list(d["initiator"])
         return d
@@ -112,7 +145,7 @@ class GraphSpec:
         if self.kind in ("grid2d", "grid3d"):
             return f"{self.kind}-s{self.scale}"
         stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(self.input).stem)[:40]
-        return f"import-{stem}-{self.input_digest[:8]}"
+        return f"import-{stem}-{self.input_digest[:8]}" + ("-compact" if self.compact_ids else "")
 
     # ---- sizes and edges ---------------------------------------------
     def counts(self) -> tuple[int, int]:
@@ -141,15 +174,22 @@ class GraphSpec:
 
     def _load_import(self):
         if self._imported is None:
-            from dbfs.generate.importer import file_digest, read_edges
+            from dbfs.generate.importer import file_digest
 
             if not Path(self.input).exists():
                 raise DbfsError(f"input file {self.input} of this imported dataset is gone: pass --input again")
             if file_digest(self.input) != self.input_digest:
                 raise DbfsError(f"input file {self.input} changed since import: import it again with --input")
-            object.__setattr__(self, "_imported", read_edges(self.input))
-        edges, n = self._imported
+            object.__setattr__(self, "_imported", _read_import(self.input, self.compact_ids))
+        edges, n = self._imported[:2]
         return edges, int(n)
+
+    def original_ids(self):
+        """int64 ``original_ids[v]`` (the file's id of vertex ``v``) of an id-compacted import, else None."""
+        if self.kind != "import" or not self.compact_ids:
+            return None
+        self._load_import()
+        return self._imported[2]
 
     def edges(self, start: int = 0, stop: int | None = None) -> np.ndarray:
         """int64 (k, 2): edge tuples [start, stop) of this graph."""
@@ -171,3 +211,15 @@ class GraphSpec:
             return grid_edges(self.kind, self.scale, start, stop)
         edges, _ = self._load_import()
         return np.ascontiguousarray(edges[start:stop], dtype=np.int64)
+
+
+def _read_import(path: str, compact_ids: bool):
+    """(edges, n_vertices, original_ids or None) of a graph file: sparse ids refused unless compacted."""
+    from dbfs.generate.importer import check_ids, compact_ids as compact, read_edges
+
+    edges, n = read_edges(path)
+    if not compact_ids:
+        check_ids(edges, n, path)
+        return edges, int(n), None
+    edges, ids = compact(edges)
+    return edges, int(ids.shape[0]), ids

@@ -276,3 +276,56 @@ def test_cluster_profile(tmp_path):
     from dbfs.cluster import load_profile
 
     assert load_profile("local")["type"] == "local" and load_profile("local-4x4")["workers"] == 4
+
+
+# ---- names that are not datasets ---------------------------------------------------------------
+@pytest.mark.parametrize("name", ["", ".", "..", "../x", "a/b", ".hidden", "/etc"])
+def test_names_that_are_paths_are_refused(tmp_path, name):
+    gen(tmp_path / "root", "--scale", 4)
+    for cmd in (["datasets", "rm", name], ["datasets", "info", name], ["datasets", "verify", name],
+                ["export", name, "--out", tmp_path / "x.npy"]):
+        res = run(*cmd, "--datasets", tmp_path / "root", ok=False)
+        assert res.exit_code == 2 and "is not a dataset name" in res.stderr, (cmd, res.stderr)
+        assert "Traceback" not in res.stderr
+    assert (tmp_path / "root" / "kron-s4-ef16-s2-3").is_dir() and (tmp_path / "root").is_dir()
+
+
+# ---- imported ids -----------------------------------------------------------------------------
+def test_sparse_import_refused_naming_compact_ids(tmp_path):
+    src = tmp_path / "sparse.txt"
+    src.write_text("0 1\n1 4294967296\n")
+    res = gen(tmp_path / "ds", "--kind", "import", "--input", src, ok=False)
+    assert res.exit_code == 2 and "--compact-ids" in res.stderr and "4,294,967,297 vertices" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "ds").exists() or not list((tmp_path / "ds").iterdir())
+
+
+def test_compact_ids_relabels_stores_and_exports_original_ids(tmp_path):
+    src = tmp_path / "sparse.txt"
+    src.write_text("# sparse ids\n0 1\n1 4294967296\n4294967296 70\n")
+    res = gen(tmp_path / "ds", "--kind", "import", "--input", src, "--compact-ids")
+    name = res.stdout.strip()
+    assert name.startswith("import-sparse-") and name.endswith("-compact")
+    ds = store.open_dataset(name, tmp_path / "ds")
+    assert ds.n_vertices == 4 and ds.n_edges == 3 and ds.attrs["spec"]["compact_ids"] is True
+    # ascending order of the original id: 0 -> 0, 1 -> 1, 70 -> 2, 4294967296 -> 3
+    np.testing.assert_array_equal(ds.edges()[:], [[0, 1], [1, 3], [3, 2]])
+    np.testing.assert_array_equal(ds.original_ids(), [0, 1, 70, 4294967296])
+    out = tmp_path / "e.npy"
+    run("export", name, "--datasets", tmp_path / "ds", "--out", out)
+    np.testing.assert_array_equal(np.load(out), [[0, 1], [1, 4294967296], [4294967296, 70]])
+    assert gen(tmp_path / "ds", "--input", src, "--compact-ids").stderr.count("reusing") == 1
+    run("build", name, "--datasets", tmp_path / "ds", "--scheduler", "threads")
+    assert run("datasets", "verify", name, "--datasets", tmp_path / "ds").exit_code == 0
+
+
+def test_compact_ids_applies_to_imports_only(tmp_path):
+    res = gen(tmp_path, "--scale", 4, "--compact-ids", ok=False)
+    assert res.exit_code == 2 and "--compact-ids" in res.stderr
+
+
+def test_dense_import_needs_no_compaction_and_keeps_its_name(tmp_path):
+    src = tmp_path / "dense.txt"
+    src.write_text("0 1\n1 2\n2 3\n")
+    name = gen(tmp_path / "ds", "--input", src).stdout.strip()
+    assert not name.endswith("-compact") and "compact_ids" not in attrs(tmp_path / "ds" / name)["spec"]

@@ -28,6 +28,15 @@ where there is one, and the fix.
 
 ``file_digest(path)`` is the sha256 of the file bytes, shortened (8 hex
 characters by default) for dataset names.
+
+Sparse ids: ``n_vertices`` comes from the largest id, so ids such as ``0 1``
+and ``1 4294967296`` would make a graph of 2**32 + 1 vertices.
+``check_ids(edges, n_vertices, path)`` refuses a graph whose ``n_vertices``
+exceeds ``4 * distinct ids + 1024`` with a one-line error naming
+``--compact-ids``; ``compact_ids(edges)`` relabels the distinct ids to
+``0..n-1`` in ascending order of the original id (so the relabelling keeps
+the order of ids) and returns the int64 ``original_ids`` with
+``original_ids[new] = old``.
 """
 from __future__ import annotations
 
@@ -345,3 +354,62 @@ def file_digest(path, n_chars: int = 8) -> str:
             f"{path}: cannot read ({e.strerror or e}); check the file's permissions"
         ) from None
     return digest[:n_chars]
+
+
+#: an imported graph may have at most this many vertices per distinct id (plus SPARSE_SLACK)
+SPARSE_FACTOR = 4
+SPARSE_SLACK = 1024
+
+
+def _distinct_ids(edges: np.ndarray, n_vertices: int) -> int:
+    """How many distinct ids ``edges`` holds (a bitmap when ``n_vertices`` is small, else a sort)."""
+    if n_vertices <= SPARSE_FACTOR * 2 * edges.shape[0] + SPARSE_SLACK:
+        seen = np.zeros(n_vertices, dtype=np.bool_)
+        seen[edges.ravel()] = True
+        return int(np.count_nonzero(seen))
+    return int(np.unique(edges).shape[0])
+
+
+def check_ids(edges: np.ndarray, n_vertices: int, path) -> None:
+    """Refuse an imported graph whose largest id is far above its number of distinct ids.
+
+    Parameters
+    ----------
+    edges : numpy.ndarray
+        int64 (M, 2), 0-based.
+    n_vertices : int
+        Largest id + 1 (edge lists) or the declared size (Matrix Market).
+    path : str
+        The file, for the message.
+
+    Raises
+    ------
+    DbfsError
+        When ``n_vertices > 4 * distinct + 1024``, naming ``--compact-ids``.
+    """
+    if n_vertices <= SPARSE_SLACK:
+        return
+    distinct = _distinct_ids(edges, n_vertices)
+    if n_vertices > SPARSE_FACTOR * distinct + SPARSE_SLACK:
+        raise DbfsError(f"{path}: the largest id makes {n_vertices:,} vertices but only {distinct:,} distinct ids "
+                        f"occur: pass --compact-ids to relabel them 0..{distinct - 1} in ascending order of the "
+                        f"original id (searches and --root then use the compacted ids; `dbfs export` writes the "
+                        f"original ones)")
+
+
+def compact_ids(edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Relabel the ids of an edge list to 0..n-1 in ascending order of the original id.
+
+    Parameters
+    ----------
+    edges : numpy.ndarray
+        int64 (M, 2).
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        The relabelled edges (int64 (M, 2)) and ``original_ids`` (int64
+        (n,), ascending): ``original_ids[new] = old``.
+    """
+    original, inverse = np.unique(edges, return_inverse=True)
+    return inverse.reshape(edges.shape).astype(np.int64, copy=False), original.astype(np.int64, copy=False)

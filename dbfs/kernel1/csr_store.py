@@ -12,22 +12,29 @@ is a zarr v3 group::
     perm                  int64 (N,), ``-deg`` variants only: perm[new] = original
 
 Partition ``PPPP`` holds the rows of the vertices :class:`dbfs.partition.
-Partitioning` gives it, in local-index order. Arrays are zstd (level 1),
-chunks of at most ``2**21`` entries, and every chunk is written, zeros
-included, so a missing chunk means damage. ``checksums[j]`` holds ``nnz``,
+Partitioning` gives it, in local-index order. Arrays are zstd (level 1) +
+crc32c (:func:`dbfs.store.integrity.compressors`), chunks of at most
+``2**21`` entries, and every chunk is written, zeros included, so a missing
+chunk means damage. ``checksums[j]`` holds ``nnz``,
 ``indices_sum`` and ``indptr_sum`` of part ``j``, each the sum of the array's
 values mod 2**64 (independent of chunking).
 
 Writing (:func:`_publish`, :func:`store_csr`): a variant is built in
 ``csr/.<variant>.tmp-<id>/``, its attributes and then the marker are
 written, and it is renamed into place (an old copy is moved aside first), so
-``csr/<variant>`` is absent or was complete when it appeared. Loading
-(:func:`load_partition`, :func:`load_csr`, :func:`load_perm`) checks the
+``csr/<variant>`` is absent or was complete when it appeared. Builders of
+one variant exclude each other and never run while the dataset is
+regenerated (:func:`build_lock`); a full disk is one line and the temporary
+directory is removed. Loading (:func:`load_partition`, :func:`load_csr`,
+:func:`load_perm`) reads every chunk through its crc32c, checks the
 marker, shapes, nnz and both checksums and raises a one-line
-:class:`DbfsError` naming the rebuild command.
+:class:`DbfsError` naming the array, the chunk and the rebuild command; the
+damage is recorded in the variant's ``corrupt`` attribute, and
+:func:`reusable` never hands such a variant to a builder for reuse.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -40,10 +47,14 @@ import numpy as np
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph, id_dtype
 from dbfs.kernel1.kernels import _gather_rows, _invert, _numba_threads, _wrapsum
-from dbfs.kernel1.variants import _variant_attrs, variant_name
+from dbfs.kernel1.variants import _variant_attrs, reusable_variant, variant_name
 from dbfs.partition import Partitioning
+from dbfs.progress import say
+from dbfs.store.integrity import DECODE_ERRORS, CheckedArray, compressors
+from dbfs.store.locks import dataset_lock, variant_lock, writer_lock
+from dbfs.store.space import is_no_space, no_space
 
-__all__ = ["load_partition", "load_perm", "load_csr", "store_csr"]
+__all__ = ["load_partition", "load_perm", "load_csr", "store_csr", "reusable", "build_lock"]
 
 _MAX_OUT_CHUNK = 1 << 21       # zarr chunk length of indices / indptr
 _MIN_OUT_CHUNK = 1 << 10
@@ -56,6 +67,68 @@ def _writable(z):
     (``open_array(config=...)`` ignores the setting in zarr 3.1; ``with_config`` applies it.)
     """
     return z.with_config({"write_empty_chunks": True}) if hasattr(z, "with_config") else z
+
+
+def _fix(hint: str) -> str:
+    return f"rebuild it with {hint} (a damaged variant is not reused) or remove the dataset with `dbfs datasets rm`"
+
+
+def _read_checked(vpath: Path, key: str, label: str, hint: str):
+    """All of array ``key`` of a variant, read through its crc32c (a one-line DbfsError naming a bad chunk)."""
+    import zarr
+
+    arr = zarr.open_array(str(vpath / key), mode="r")
+    return CheckedArray(arr, vpath, key, label, _fix(hint), unit="entries")[:]
+
+
+def reusable(dataset_path, P: int, partitioning: str, dedupe: bool, relabel: str, quiet: bool = False):
+    """:func:`.variants.reusable_variant`, except that a variant recorded as damaged is not reused.
+
+    Parameters
+    ----------
+    dataset_path : path-like
+        The dataset's directory.
+    P, partitioning, dedupe, relabel
+        The value-affecting options.
+    quiet : bool
+        No status line when a damaged variant is skipped.
+
+    Returns
+    -------
+    dict or None
+        The reusable variant's attributes (``reused=True``), or None: build it.
+    """
+    old = reusable_variant(dataset_path, P, partitioning, dedupe, relabel)
+    if old is not None and old.get("corrupt"):
+        rec = old["corrupt"]
+        say(f"CSR variant {old.get('variant')} of {Path(dataset_path).name} is corrupt ({rec.get('array')} chunk "
+            f"{rec.get('chunk')}: {rec.get('reason')}); rebuilding it", quiet)
+        return None
+    return old
+
+
+@contextlib.contextmanager
+def build_lock(dataset_path, variant: str, quiet: bool = False):
+    """Hold the dataset's lock shared and the variant's exclusively while building it.
+
+    Parameters
+    ----------
+    dataset_path : path-like
+        The dataset's directory.
+    variant : str
+        The variant's name.
+    quiet : bool
+        No status lines while waiting.
+
+    Yields
+    ------
+    float
+        Seconds waited for another writer (then re-check :func:`reusable`).
+    """
+    p = Path(dataset_path)
+    with writer_lock(dataset_lock(p.parent, p.name), f"dataset {p.name}", shared=True, quiet=quiet) as w1, \
+            writer_lock(variant_lock(p, variant), f"CSR variant {variant} of {p.name}", quiet=quiet) as w2:
+        yield w1 + w2
 
 
 def _publish(vg, attrs: dict, t_start: float, tmp: Path, final: Path) -> None:
@@ -108,11 +181,14 @@ def load_partition(dataset_path, variant: str, rank: int):
         Missing or incomplete variant, bad shapes, nnz or checksums (the
         message names the rebuild command).
     """
-    import zarr
-
     t0 = time.perf_counter()
     vpath, attrs, hint = _variant_attrs(dataset_path, variant)
     dname = Path(dataset_path).name
+    label = f"dataset {dname}: CSR variant {variant}"
+    if attrs.get("corrupt"):
+        rec = attrs["corrupt"]
+        raise DbfsError(f"{label} is corrupt ({rec.get('array')} chunk {rec.get('chunk')}: {rec.get('reason')}, "
+                        f"seen {rec.get('seen_at')}): {_fix(hint)}")
     P = int(attrs["P"])
     if not 0 <= int(rank) < P:
         raise DbfsError(f"rank {rank} is out of range for CSR variant {variant} (P={P}): use 0..{P - 1}")
@@ -120,11 +196,14 @@ def load_partition(dataset_path, variant: str, rank: int):
     ppath = vpath / f"part-{int(rank):04d}"
 
     def bad(what):
-        return DbfsError(f"CSR variant {variant} of {dname} is corrupt (part {rank}: {what}): rebuild it with {hint}")
+        from dbfs.store.integrity import mark_corrupt
+
+        mark_corrupt(vpath, f"part-{int(rank):04d}", None, what)
+        return DbfsError(f"CSR variant {variant} of {dname} is corrupt (part {rank}: {what}): {_fix(hint)}")
 
     try:
-        indptr = zarr.open_array(str(ppath / "indptr"), mode="r")[:]
-        indices = zarr.open_array(str(ppath / "indices"), mode="r")[:]
+        indptr = _read_checked(vpath, f"part-{int(rank):04d}/indptr", label, hint)
+        indices = _read_checked(vpath, f"part-{int(rank):04d}/indices", label, hint)
     except (FileNotFoundError, KeyError, ValueError) as exc:
         raise bad(f"missing array: {type(exc).__name__}") from None
     nnz = int(attrs["nnz"][rank])
@@ -167,13 +246,11 @@ def load_perm(dataset_path, variant: str):
     numpy.ndarray or None
         int64 ``perm[new] = original`` of a relabelled variant, None otherwise.
     """
-    import zarr
-
     vpath, attrs, hint = _variant_attrs(dataset_path, variant)
     if attrs.get("options", {}).get("relabel", "none") == "none":
         return None
     try:
-        perm = zarr.open_array(str(vpath / "perm"), mode="r")[:]
+        perm = _read_checked(vpath, "perm", f"dataset {Path(dataset_path).name}: CSR variant {variant}", hint)
     except (FileNotFoundError, KeyError, ValueError):
         perm = None
     if perm is None or perm.shape != (int(attrs["n_vertices"]),):
@@ -260,25 +337,39 @@ def store_csr(dataset_path, indptr: np.ndarray, indices: np.ndarray, n_edges: in
     dict
         The variant's attributes (``complete=True``, ``reused=False``).
     """
+    dataset_path = Path(dataset_path)
+    name = variant_name(1, "block", dedupe, "none")
+    csr_root = dataset_path / "csr"
+    need = int(indptr.nbytes) + int(indices.nbytes)
+    import zarr
+
+    try:
+        with build_lock(dataset_path, name):
+            zarr.open_group(str(csr_root), mode="a")
+            for stale in [*csr_root.glob(f".{name}.tmp-*"), *csr_root.glob(f".{name}.old-*")]:
+                shutil.rmtree(stale, ignore_errors=True)  # left by a killed build (we hold the variant's lock)
+            return _store_whole(dataset_path, name, indptr, indices, n_edges, dedupe, t_start, builder, threads)
+    except OSError as e:
+        if is_no_space(e):
+            raise no_space(e, csr_root, need, f"CSR variant {name} of {dataset_path.name}") from None
+        raise
+
+
+def _store_whole(dataset_path: Path, name: str, indptr, indices, n_edges, dedupe, t_start, builder, threads) -> dict:
+    """The body of :func:`store_csr` (under its lock): temp dir, arrays, attributes, publish."""
     from concurrent.futures import ThreadPoolExecutor
 
     import zarr
-    from zarr.codecs import ZstdCodec
 
-    dataset_path = Path(dataset_path)
     N = int(indptr.shape[0] - 1)
     nnz = int(indptr[-1])
-    name = variant_name(1, "block", dedupe, "none")
     csr_root = dataset_path / "csr"
     final = csr_root / name
-    zarr.open_group(str(csr_root), mode="a")
-    for stale in [*csr_root.glob(f".{name}.tmp-*"), *csr_root.glob(f".{name}.old-*")]:
-        shutil.rmtree(stale, ignore_errors=True)
     tmp = csr_root / f".{name}.tmp-{uuid.uuid4().hex[:12]}"
     try:
         vg = zarr.open_group(str(tmp), mode="w")
         pg = zarr.open_group(str(tmp / "part-0000"), mode="w")
-        comp = [ZstdCodec(level=_ZSTD_LEVEL)]
+        comp = compressors(_ZSTD_LEVEL)
         arrays = {"indptr": (indptr, "row"), "indices": (indices, "entry")}
         jobs = []
         for key, (arr, dim) in arrays.items():

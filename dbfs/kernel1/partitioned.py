@@ -16,6 +16,15 @@ attributes ``n_vertices``, ``n_edges``, ``complete``. The variant is written
 to ``csr/.<variant>.tmp-<uuid>/`` and renamed to ``csr/<variant>/`` after its
 ``complete`` attribute is written (last).
 
+Integrity: every edge chunk is read through its crc32c
+(:func:`dbfs.store.open_edges`), and the per-slice :mod:`dbfs.checksum`
+parts of phase 1 must add up to the dataset's ``edges_checksum`` before
+phase 2 starts; either failure is a one-line :class:`DbfsError` naming the
+dataset, the chunk and the fix, and marks the dataset corrupt. A variant
+recorded as damaged is rebuilt, not reused. Builders of one variant exclude
+each other (:func:`.csr_store.build_lock`); a full disk is one line and the
+temporary directory is removed.
+
 Method
 ------
 Phases, each a set of dask tasks with a barrier on the driver:
@@ -53,14 +62,16 @@ import numpy as np
 
 from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
-from dbfs.kernel1.csr_store import _ZSTD_LEVEL, _publish, _writable
+from dbfs.kernel1.csr_store import _ZSTD_LEVEL, _publish, _writable, build_lock, reusable
 from dbfs.kernel1.inmemory import _SERIAL_BELOW, _build_rows, degree_permutation, raw_degree
 from dbfs.kernel1.kernels import _count_keys, _numba_threads, _scatter_keys, _wrapsum
 from dbfs.kernel1.plan import (_default_budget, _edge_slices, _fine_blocks, _row_plan, _total_threads,
                                _write_chunking)
-from dbfs.kernel1.variants import reusable_variant, variant_name
+from dbfs.kernel1.variants import variant_name
 from dbfs.partition import Partitioning
 from dbfs.progress import compute
+from dbfs.store.integrity import compressors as codecs
+from dbfs.store.space import is_no_space, no_space
 from dbfs.zattrs import read_attrs
 
 __all__ = ["build_partitioned"]
@@ -77,6 +88,10 @@ def _open_dataset(dataset_path):
     g = zarr.open_group(str(path), mode="r")
     if not attrs.get("complete", False):
         raise DbfsError(f"dataset {name} is incomplete (no complete marker): regenerate it with `dbfs generate`")
+    if attrs.get("corrupt"):
+        from dbfs.store.datasets import damage_text, edges_fix
+
+        raise DbfsError(f"dataset {name} is corrupt ({damage_text(attrs['corrupt'])}): {edges_fix(path, attrs)}")
     if "edges" not in g:
         raise DbfsError(f"dataset {name} has no edges array: regenerate it with `dbfs generate`")
     edges = g["edges"]
@@ -120,12 +135,13 @@ def _read_into(path, dtype, out, offset_entries):
 
 # ---- phase R: raw degrees --------------------------------------------
 def _task_degree(edges_path, r0, r1, n, nt):
-    import zarr
-
-    z = zarr.open_array(edges_path, mode="r")
+    z = _edges(edges_path)
     e = z[r0:r1]
     with _numba_threads(nt):
-        return raw_degree(e, n)
+        try:
+            return raw_degree(e, n)
+        except DbfsError:
+            raise _out_of_range(z, e, r0, n) from None
 
 
 def _task_add(x, y):
@@ -133,10 +149,26 @@ def _task_add(x, y):
 
 
 # ---- phase 1: bucket --------------------------------------------------
-def _task_bucket(edges_path, r0, r1, spec, iperm, out_prefix, nt):
-    import zarr
+def _edges(edges_path):
+    """The dataset's edges, every chunk read through its crc32c (a damaged one: a one-line DbfsError)."""
+    from dbfs.store.datasets import open_edges
 
-    z = zarr.open_array(edges_path, mode="r")
+    return open_edges(Path(edges_path).parent, verify_sum=False)
+
+
+def _out_of_range(z, e, r0, n):
+    """The error for rows of ``e`` (rows r0.. of ``z``) holding ids outside [0, n)."""
+    row = r0 + int(np.flatnonzero((e >= n).any(axis=1))[0])
+    chunk = row // int(z.chunks[0])
+    return z.error(chunk, f"ids outside [0, {n}) (n_vertices), first at row {row}",
+                   (chunk * int(z.chunks[0]), min((chunk + 1) * int(z.chunks[0]), z.shape[0])))
+
+
+def _task_bucket(edges_path, r0, r1, spec, iperm, out_prefix, nt):
+    """Bucket files of edge rows [r0, r1) -> (key counts, the rows' :mod:`dbfs.checksum` part)."""
+    from dbfs.checksum import partial_checksum
+
+    z = _edges(edges_path)
     e = z[r0:r1]
     a, b = e[:, 0], e[:, 1]
     ip = np.empty(0, np.int64) if iperm is None else iperm
@@ -147,8 +179,8 @@ def _task_bucket(edges_path, r0, r1, spec, iperm, out_prefix, nt):
         nchunks = T if a.size >= (1 << 16) else 1
         counts = _count_keys(a, b, True, ip, *args, nchunks, spec["N"])
         if counts[:, -1].any():
-            raise DbfsError(f"edges rows {r0}..{r1} hold ids outside [0, {spec['N']}) (n_vertices): "
-                            "the dataset is corrupt, regenerate it")
+            raise _out_of_range(z, e, r0, spec["N"])
+        part = partial_checksum(e, r0)
         counts = counts[:, :-1]
         tot = counts.sum(axis=0)
         E = int(tot.sum())
@@ -161,7 +193,7 @@ def _task_bucket(edges_path, r0, r1, spec, iperm, out_prefix, nt):
     del e, a, b
     src.tofile(out_prefix + ".src")
     dst.tofile(out_prefix + ".dst")
-    return tot
+    return tot, part
 
 
 # ---- phase 2: rows ------------------------------------------------------
@@ -218,17 +250,21 @@ def _task_write(arr_path, a, b, pieces, dtype, lead_zero, nt):
 def _fresh_tmp(csr_root: Path, name: str):
     """(temp dir, its scratch dir, its zarr group) for building variant ``name``.
 
-    Stale temps of this variant are removed first (left by a killed build; one
-    builder per variant at a time)."""
+    Stale temps of this variant are removed first (left by a killed build;
+    the caller holds the variant's lock, :func:`.csr_store.build_lock`)."""
     import zarr
 
     zarr.open_group(str(csr_root), mode="a")
     for stale in [*csr_root.glob(f".{name}.tmp-*"), *csr_root.glob(f".{name}.old-*")]:
-        shutil.rmtree(stale, ignore_errors=True)   # left by a killed build (one builder per variant at a time)
+        shutil.rmtree(stale, ignore_errors=True)   # left by a killed build (we hold the variant's lock)
     tmp = csr_root / f".{name}.tmp-{uuid.uuid4().hex[:12]}"
     scratch = tmp / "scratch"
-    vg = zarr.open_group(str(tmp), mode="w")
-    scratch.mkdir(parents=True)
+    try:
+        vg = zarr.open_group(str(tmp), mode="w")
+        scratch.mkdir(parents=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return tmp, scratch, vg
 
 
@@ -255,7 +291,7 @@ def _phase_degree(edges_path, slices, N, budget, threads, client, progress):
 
 
 def _phase_bucket(edges_path, slices, spec, iperm, scratch, threads, client, progress):
-    """Phase 1: bucket files per edge slice -> (their path prefixes, key counts per slice)."""
+    """Phase 1: bucket files per edge slice -> (their path prefixes, key counts per slice, checksum parts)."""
     import dask
 
     ip = _share(iperm, client, "iperm") if iperm is not None else None
@@ -263,8 +299,8 @@ def _phase_bucket(edges_path, slices, spec, iperm, scratch, threads, client, pro
     prefixes = [str(scratch / f"e{i:06d}") for i in range(len(slices))]
     tasks = [dask.delayed(_task_bucket, pure=False)(edges_path, r0, r1, spec, ip, prefixes[i], nt)
              for i, (r0, r1) in enumerate(slices)]
-    Hs = _run(tasks, client, progress, "Kernel 1: bucketing edges by owner")
-    return prefixes, Hs
+    res = _run(tasks, client, progress, "Kernel 1: bucketing edges by owner")
+    return prefixes, [r[0] for r in res], [r[1] for r in res]
 
 
 def _phase_rows(plan, spec, dedupe, scratch, threads, client, progress):
@@ -358,7 +394,7 @@ def _record(name, dataset_path, part, partitioning, M, idt, nnz_parts, row_res, 
 
 def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", dedupe: bool = True,
                       relabel: str = "none", memory_budget: int | None = None, client=None,
-                      progress: bool = True) -> dict:
+                      progress: bool = True, force: bool = False) -> dict:
     """Build (or reuse) CSR variant ``csr/<variant_name(...)>`` of a zarr dataset, out of core on Dask.
 
     See the module docstring for the phases and :mod:`dbfs.kernel1.plan` for
@@ -383,6 +419,8 @@ def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", ded
         None runs on the threaded scheduler.
     progress : bool
         Show progress (:func:`dbfs.progress.compute`).
+    force : bool
+        Rebuild the variant even when a complete one is stored.
 
     Returns
     -------
@@ -390,17 +428,43 @@ def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", ded
         The variant's attributes; ``reused=True`` when an existing complete
         variant with the same P, partitioning, dedupe and relabel was reused.
     """
-    from zarr.codecs import ZstdCodec
-
     dataset_path = Path(dataset_path)
     name = variant_name(P, partitioning, dedupe, relabel)
-    csr_root = dataset_path / "csr"
-    final = csr_root / name
-
-    old = reusable_variant(dataset_path, P, partitioning, dedupe, relabel)
+    quiet = not progress
+    old = None if force else reusable(dataset_path, P, partitioning, dedupe, relabel, quiet)
     if old is not None:
         return old
+    _open_dataset(dataset_path)
+    with build_lock(dataset_path, name, quiet) as waited:
+        old = reusable(dataset_path, P, partitioning, dedupe, relabel, quiet) if waited else None
+        if old is not None:  # the builder we waited for stored it
+            return old
+        return _build(dataset_path, name, P, partitioning, dedupe, relabel, memory_budget, client, progress)
 
+
+def _need_bytes(M: int, N: int, P: int, e_s: int, e_d: int) -> int:
+    """Upper bound of the disk a build writes: bucket and row scratch files, then the raw CSR and perm."""
+    return 2 * M * (e_s + e_d) + (2 * M * e_d + 8 * N) + (2 * M * e_d + 8 * (N + P)) + 8 * N
+
+
+def _check_sum(dataset_path: Path, dattrs: dict, parts: list) -> None:
+    """Kernel 1 read every edge: their checksum must be the one recorded at generation."""
+    from dbfs.checksum import combine
+    from dbfs.store.datasets import edges_fix
+    from dbfs.store.integrity import corrupt_message, mark_corrupt
+
+    want = dattrs.get("edges_checksum")
+    if want and combine(parts) != want:
+        why = "rows differ from the edges_checksum recorded at generation"
+        mark_corrupt(dataset_path, "edges", None, why)
+        raise DbfsError(corrupt_message(f"dataset {dataset_path.name}", "edges", None, None, why,
+                                        edges_fix(dataset_path, dattrs)))
+
+
+def _build(dataset_path: Path, name: str, P, partitioning, dedupe, relabel, memory_budget, client, progress) -> dict:
+    """The build of :func:`build_partitioned`, holding the variant's lock."""
+    csr_root = dataset_path / "csr"
+    final = csr_root / name
     t_start = time.perf_counter()
     _, edges, dattrs = _open_dataset(dataset_path)
     N = int(dattrs["n_vertices"])
@@ -415,7 +479,13 @@ def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", ded
     s_isz, d_isz = sdt.itemsize, idt.itemsize
 
     # ---- where: temp dir next to the final one; stale temps of this variant are removed
-    tmp, scratch, vg = _fresh_tmp(csr_root, name)
+    try:
+        tmp, scratch, vg = _fresh_tmp(csr_root, name)
+    except OSError as e:
+        if is_no_space(e):
+            raise no_space(e, csr_root, _need_bytes(M, N, P, s_isz, d_isz), f"CSR variant {name} of "
+                           f"{dataset_path.name}") from None
+        raise
     phase_times = {}
 
     try:
@@ -435,7 +505,8 @@ def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", ded
         nfb, fshift, fbounds = _fine_blocks(part, deg_new)
         spec = {"N": N, "code": part.code, "P": part.P, "q": part.q, "r": part.r, "nfb": nfb, "fshift": fshift,
                 "fbounds": fbounds, "sdt": sdt, "idt": idt}
-        prefixes, Hs = _phase_bucket(edges_path, slices, spec, iperm, scratch, threads, client, progress)
+        prefixes, Hs, parts = _phase_bucket(edges_path, slices, spec, iperm, scratch, threads, client, progress)
+        _check_sum(dataset_path, dattrs, parts)
         phase_times["bucket"] = time.perf_counter() - t0
 
         # ---- phase 2: rows per (partition, sub-range)
@@ -448,7 +519,7 @@ def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", ded
         # ---- phase 3: write zarr chunks (one writer per chunk)
         t0 = time.perf_counter()
         out_chunk, per_task = _write_chunking(budget, d_isz)
-        compressors = [ZstdCodec(level=_ZSTD_LEVEL)]
+        compressors = codecs(_ZSTD_LEVEL)
         nnz_parts, checks, n_write = _phase_write(tmp, scratch, part, plan, row_res, idt, out_chunk, per_task,
                                                   compressors, client, progress)
         if perm is not None:
@@ -462,7 +533,10 @@ def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", ded
         attrs = _record(name, dataset_path, part, partitioning, M, idt, nnz_parts, row_res, dedupe, relabel, budget,
                         n_subs, len(slices), len(plan), n_write, out_chunk, checks, phase_times)
         _publish(vg, attrs, t_start, tmp, final)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        if is_no_space(e):
+            raise no_space(e, csr_root, _need_bytes(M, N, P, s_isz, d_isz), f"CSR variant {name} of "
+                           f"{dataset_path.name}") from None
         raise
     return attrs

@@ -1,22 +1,28 @@
-"""Stored datasets: finding, checking, opening, listing, removing and exporting them.
+"""Stored datasets: finding, checking, opening, listing and removing them.
 
 Contract
 --------
 A dataset ``<root>/<name>/`` is usable only when :func:`status` says
-``complete``: its ``complete`` attribute is true, and its ``edges`` array has
-the recorded shape and dtype and every chunk on disk. Anything else is
-reported (``missing``, ``incomplete``, ``corrupt``) and never used;
-:func:`open_dataset` raises a :class:`DbfsError` naming the fix. The root is
-``--datasets DIR``, else ``$DBFS_DATASETS``, else ``./datasets``.
+``complete``: its ``complete`` attribute is true, no ``corrupt`` attribute
+was recorded (:mod:`.integrity`), and its ``edges`` array (and
+``original_ids`` of an id-compacted import) has the recorded shape and
+dtype and every chunk on disk. Anything else is reported (``missing``,
+``incomplete``, ``corrupt``) and never used; :func:`open_dataset` raises a
+:class:`DbfsError` naming the fix. The root is ``--datasets DIR``, else
+``$DBFS_DATASETS``, else ``./datasets``. A dataset name is one path
+component: not empty, no ``/``, not ``.`` or ``..``, no leading dot.
 
-Encoding: the layout and attributes are listed in :mod:`dbfs.store`; the
-edges checksum is :mod:`dbfs.checksum` (chunk-independent), verified on
-:func:`export`. Attributes are read only through
-:func:`dbfs.zattrs.read_attrs`.
+Encoding: the layout and attributes are listed in :mod:`dbfs.store`. Edges
+are read through :func:`open_edges`, a :class:`.integrity.CheckedArray`:
+every chunk's crc32c is checked by zarr, a damaged chunk is a one-line
+error naming the chunk and the fix, and a whole read verifies the
+``edges_checksum`` (:mod:`dbfs.checksum`). Attributes are read only
+through :func:`dbfs.zattrs.read_attrs`.
 """
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import uuid
 from dataclasses import dataclass, field
@@ -26,10 +32,12 @@ import numpy as np
 
 from dbfs.errors import DbfsError
 from dbfs.spec import GraphSpec
+from dbfs.store.integrity import CheckedArray
+from dbfs.store.locks import dataset_lock, writer_lock
 from dbfs.zattrs import read_attrs
 
-__all__ = ["ENV_ROOT", "Dataset", "datasets_root", "status", "stored", "open_dataset", "stages", "info",
-           "list_datasets", "remove", "export"]
+__all__ = ["ENV_ROOT", "Dataset", "datasets_root", "check_name", "status", "stored", "open_dataset", "open_edges",
+           "stages", "info", "list_datasets", "remove", "generate_command", "edges_fix", "damage_text"]
 
 ENV_ROOT = "DBFS_DATASETS"
 
@@ -52,6 +60,88 @@ def datasets_root(path: str | os.PathLike | None = None) -> Path:
 
 def _fix_rm(name: str) -> str:
     return f"remove it with `dbfs datasets rm {name}` and generate it again"
+
+
+def check_name(name: str, root: Path) -> None:
+    """Refuse a dataset name that is not one plain path component (a DbfsError naming it)."""
+    if not name or name in (".", "..") or "/" in name or "\\" in name or name.startswith(".") or "\0" in name:
+        raise DbfsError(f"{name!r} is not a dataset name (empty, a path, or a hidden name): pass a name "
+                        f"from `dbfs datasets list --datasets {root}`")
+
+
+_DEFAULTS = {"scale": 16, "edgefactor": 16, "seed1": 2, "seed2": 3}
+
+
+def generate_command(spec: dict, path=None) -> str:
+    """The ``dbfs generate`` command line that (re)makes a stored spec, ``--force`` included.
+
+    Parameters
+    ----------
+    spec : dict
+        ``GraphSpec.to_dict()`` as stored in the dataset's attributes.
+    path : path-like, optional
+        The dataset's directory; its root is named with ``--datasets`` when
+        it is not the default one.
+
+    Returns
+    -------
+    str
+    """
+    kind = spec.get("kind", "kronecker")
+    if kind == "import":
+        args = ["--kind import", f"--input {shlex.quote(str(spec.get('input')))}"]
+        if spec.get("compact_ids"):
+            args.append("--compact-ids")
+    else:
+        args = [] if kind == "kronecker" else [f"--kind {kind}"]
+        args.append(f"--scale {spec.get('scale')}")
+        if kind in ("kronecker", "rmat", "uniform"):
+            args += [f"--{k} {spec[k]}" for k in ("edgefactor", "seed1", "seed2")
+                     if k in spec and spec[k] != _DEFAULTS[k]]
+        if kind == "rmat" and spec.get("initiator"):
+            args += [f"--{k} {v / 10000:g}" for k, v in zip("abc", spec["initiator"])]
+    if path is not None and Path(path).parent != datasets_root():
+        args.append(f"--datasets {shlex.quote(str(Path(path).parent))}")
+    return "dbfs generate " + " ".join(args + ["--force"])
+
+
+def edges_fix(path, attrs: dict) -> str:
+    """The fix for damaged edges of the dataset at ``path``: its generate command, or rm."""
+    name = Path(path).name
+    spec = attrs.get("spec")
+    if isinstance(spec, dict) and spec.get("kind"):
+        return f"regenerate it with `{generate_command(spec, path)}` or remove it with `dbfs datasets rm {name}`"
+    return _fix_rm(name)
+
+
+def open_edges(path, attrs: dict | None = None, verify_sum: bool = True) -> CheckedArray:
+    """The stored edge array of the dataset at ``path``, read-only and checked.
+
+    Parameters
+    ----------
+    path : path-like
+        The dataset's directory.
+    attrs : dict, optional
+        Its attributes (read when not given).
+    verify_sum : bool
+        Verify ``edges_checksum`` when all rows are read at once (callers
+        that add up the parts of slices themselves pass False).
+
+    Returns
+    -------
+    CheckedArray
+        (M, 2) uint32 or int64 rows; a damaged chunk raises a one-line
+        DbfsError naming it and marks the dataset corrupt; a whole read
+        verifies ``edges_checksum``.
+    """
+    import zarr
+
+    path = Path(path)
+    if attrs is None:
+        attrs = _read_attrs(path)
+    arr = zarr.open_array(str(path / "edges"), mode="r")
+    return CheckedArray(arr, path, "edges", f"dataset {path.name}", edges_fix(path, attrs),
+                        checksum=attrs.get("edges_checksum") if verify_sum else None)
 
 
 @dataclass
@@ -84,18 +174,26 @@ class Dataset:
     def scale(self) -> int:
         return int(self.attrs["spec"]["scale"])
 
-    def edges(self):
-        """The stored edge array (zarr, read-only); rows are uint32 or int64."""
-        import zarr
-
-        return zarr.open_array(self.path / "edges", mode="r")
+    def edges(self) -> CheckedArray:
+        """The stored edge array, read-only and checked (:func:`open_edges`); rows are uint32 or int64."""
+        return open_edges(self.path, self.attrs)
 
     def edges_dask(self):
-        """The stored edge list as an int64 dask array, one block per zarr chunk."""
+        """The stored edge list as an int64 dask array, one block per zarr chunk (checked reads)."""
         import dask.array as da
 
         arr = self.edges()
-        return da.from_zarr(arr).astype(np.int64)
+        return da.from_array(arr, chunks=arr.chunks, asarray=False, lock=False,
+                             name=f"dbfs-edges-{self.path}").astype(np.int64)
+
+    def original_ids(self) -> np.ndarray | None:
+        """int64 ``original_ids[v]``: the input file's id of vertex ``v`` (id-compacted imports), else None."""
+        import zarr
+
+        if not self.attrs.get("original_ids"):
+            return None
+        arr = zarr.open_array(str(self.path / "original_ids"), mode="r")
+        return CheckedArray(arr, self.path, "original_ids", f"dataset {self.name}", edges_fix(self.path, self.attrs))[:]
 
 
 def _read_attrs(path: Path) -> dict:
@@ -125,19 +223,41 @@ def status(path: Path) -> tuple[str, str]:
         return "corrupt", str(e)
     if attrs.get("complete") is not True:
         return "incomplete", "no complete marker (interrupted or half-written)"
+    if attrs.get("corrupt"):
+        return "corrupt", damage_text(attrs["corrupt"])
+    want = {"edges": ((int(attrs["n_edges"]), 2), attrs.get("edge_dtype"))}
+    if attrs.get("original_ids"):
+        want["original_ids"] = ((int(attrs["n_vertices"]),), "int64")
+    for key, (shape, dtype) in want.items():
+        why = _array_problem(path / key, key, shape, dtype)
+        if why:
+            return "corrupt", why
+    return "complete", "ok"
+
+
+def damage_text(rec) -> str:
+    """A recorded ``corrupt`` attribute as text."""
+    if not isinstance(rec, dict):
+        return "damage recorded"
+    where = rec.get("array", "?") + (f" chunk {rec['chunk']}" if rec.get("chunk") is not None else "")
+    return f"{where}: {rec.get('reason', '?')}, seen {rec.get('seen_at', '?')}"
+
+
+def _array_problem(path: Path, key: str, shape: tuple, dtype) -> str | None:
+    """What is wrong with a stored array's metadata and chunk count, or None."""
     try:
         import zarr
 
-        arr = zarr.open_array(path / "edges", mode="r")
+        arr = zarr.open_array(str(path), mode="r")
     except Exception as e:  # noqa: BLE001 - any failure to open means damage
-        return "corrupt", f"edges array unreadable ({type(e).__name__}: {e})"
-    if arr.shape != (int(attrs["n_edges"]), 2):
-        return "corrupt", f"edges shape {arr.shape} != ({attrs['n_edges']}, 2)"
-    if np.dtype(arr.dtype).name != attrs.get("edge_dtype"):
-        return "corrupt", f"edges dtype {arr.dtype} != {attrs.get('edge_dtype')}"
+        return f"{key} array unreadable ({type(e).__name__}: {e})"
+    if tuple(arr.shape) != tuple(shape):
+        return f"{key} shape {tuple(arr.shape)} != {tuple(shape)}"
+    if np.dtype(arr.dtype).name != dtype:
+        return f"{key} dtype {arr.dtype} != {dtype}"
     if arr.nchunks_initialized != arr.nchunks:
-        return "corrupt", f"{arr.nchunks - arr.nchunks_initialized} of {arr.nchunks} edge chunks missing"
-    return "complete", "ok"
+        return f"{arr.nchunks - arr.nchunks_initialized} of {arr.nchunks} {key} chunks missing"
+    return None
 
 
 def stored(spec: GraphSpec, root=None) -> Dataset | None:
@@ -182,13 +302,20 @@ def open_dataset(name: str, root=None) -> Dataset:
         Naming the problem (missing, incomplete, corrupt) and the fix.
     """
     root = datasets_root(root)
+    check_name(name, root)
     path = root / name
     st, why = status(path)
     if st == "missing":
         raise DbfsError(f"dataset {name} not found under {root}: generate it (`dbfs generate ...`) "
                         f"or see `dbfs datasets list --datasets {root}`")
     if st != "complete":
-        raise DbfsError(f"dataset {name} is {st} ({why}): {_fix_rm(name)}")
+        fix = _fix_rm(name)
+        if st == "corrupt":
+            try:
+                fix = edges_fix(path, _read_attrs(path))
+            except DbfsError:
+                pass
+        raise DbfsError(f"dataset {name} is {st} ({why}): {fix}")
     return Dataset(path, _read_attrs(path))
 
 
@@ -225,10 +352,11 @@ def stages(path: Path) -> list[str]:
             if v.name.startswith("."):
                 continue
             try:
-                if _read_attrs(v).get("complete") is True:
-                    out.append(f"csr:{v.name}")
+                a = _read_attrs(v)
             except DbfsError:
-                pass
+                continue
+            if a.get("complete") is True:
+                out.append(f"csr:{v.name}" + ("(corrupt)" if a.get("corrupt") else ""))
     return out
 
 
@@ -246,9 +374,11 @@ def info(name: str, root=None) -> dict:
     -------
     dict
         name, path, status, reason, kind, scale, n_vertices, n_edges,
-        size_bytes, stages, complete and the raw attrs.
+        size_bytes, stages (``csr:<variant>(corrupt)`` for a damaged
+        variant), complete and the raw attrs.
     """
     root = datasets_root(root)
+    check_name(name, root)
     path = root / name
     st, why = status(path)
     if st == "missing":
@@ -285,6 +415,8 @@ def list_datasets(root=None) -> list[dict]:
 def remove(name: str, root=None) -> Path:
     """Remove a dataset (renamed away first, so its name disappears at once).
 
+    Refused while a writer holds the dataset's lock (:mod:`.locks`).
+
     Parameters
     ----------
     name : str
@@ -298,56 +430,12 @@ def remove(name: str, root=None) -> Path:
         The path that was removed.
     """
     root = datasets_root(root)
+    check_name(name, root)
     path = root / name
-    if not path.is_dir() or name.startswith(".") or "/" in name:
+    if not path.is_dir():
         raise DbfsError(f"dataset {name} not found under {root}: see `dbfs datasets list --datasets {root}`")
-    trash = root / f".{name}.rm-{uuid.uuid4().hex[:8]}"
-    os.rename(path, trash)  # atomic: the name disappears at once
+    with writer_lock(dataset_lock(root, name), f"dataset {name}", wait=False):
+        trash = root / f".{name}.rm-{uuid.uuid4().hex[:8]}"
+        os.rename(path, trash)  # atomic: the name disappears at once
     shutil.rmtree(trash)
     return path
-
-
-def export(name: str, out, root=None) -> Path:
-    """Write a dataset's edge list as an int64 (M, 2) ``.npy``, verifying the checksum on the way.
-
-    Parameters
-    ----------
-    name : str
-        The dataset's name.
-    out : path-like
-        Target file, ending in ``.npy`` (written to a temp name, then renamed).
-    root : path-like, optional
-        The datasets root (:func:`datasets_root`).
-
-    Returns
-    -------
-    pathlib.Path
-        ``out``.
-    """
-    from dbfs.arrays import iter_rows
-    from dbfs.checksum import combine, partial_checksum
-
-    ds = open_dataset(name, root)
-    out = Path(out)
-    if out.suffix != ".npy":
-        raise DbfsError(f"export target {out} must end in .npy: pass --out FILE.npy")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp-{uuid.uuid4().hex[:8]}")
-        mm = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.int64, shape=(ds.n_edges, 2))
-    except OSError as e:
-        raise DbfsError(f"cannot write {out} ({e.strerror}): pass --out in a writable directory") from None
-    try:
-        parts = []
-        for lo, block in iter_rows(ds.edges()):
-            mm[lo:lo + block.shape[0]] = block
-            parts.append(partial_checksum(block, lo))
-        mm.flush()
-        del mm
-        if combine(parts) != ds.attrs.get("edges_checksum"):
-            raise DbfsError(f"dataset {name} fails its checksum (stored data damaged): {_fix_rm(name)}")
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return out

@@ -15,7 +15,8 @@ Contracts (same stored bytes as the CPU paths; only the time differs):
 - :func:`build_gpu` is Kernel 1 on the GPU (:func:`dbfs.kernel1.gpu.build_csr_gpu`)
   into variant ``p1-block[-dup]`` (:func:`dbfs.kernel1.store_csr`): the edges
   come from ``ds.memo`` or the zarr store, the CSR is copied to the host and
-  written; the device copy stays in ``graph.meta["gpu_csr"]`` of the
+  written (:func:`dbfs.kernel1.csr_store.store_csr`: locked, crc32c per
+  chunk); the device copy stays in ``graph.meta["gpu_csr"]`` of the
   :class:`CSRGraph` left in ``ds.memo["graph"]`` so the GPU backend's
   searches need no reload. ``construction_time`` runs from reading the edges
   to the complete marker, as for the CPU builder.
@@ -152,7 +153,7 @@ def write_edges_gpu(spec, edges_path: str, chunk: int, quiet: bool = False, thre
 
 
 def read_edges(ds, threads: int | None = None) -> np.ndarray:
-    """The stored edge list in host memory, chunks read by a thread pool.
+    """The stored edge list in host memory, chunks read by a thread pool, verified.
 
     Parameters
     ----------
@@ -164,8 +165,16 @@ def read_edges(ds, threads: int | None = None) -> np.ndarray:
     -------
     numpy.ndarray
         (M, 2) in the stored dtype.
+
+    Raises
+    ------
+    DbfsError
+        A damaged chunk, or rows that fail ``edges_checksum`` (naming the fix).
     """
-    arr = ds.edges()
+    from dbfs.checksum import combine, partial_checksum
+    from dbfs.store.datasets import open_edges
+
+    arr = open_edges(ds.path, ds.attrs, verify_sum=False)
     out = np.empty(arr.shape, arr.dtype)
     step = int(arr.chunks[0]) * 4
     spans = [(a, min(a + step, arr.shape[0])) for a in range(0, arr.shape[0], step)]
@@ -173,9 +182,12 @@ def read_edges(ds, threads: int | None = None) -> np.ndarray:
     def get(span):
         a, b = span
         out[a:b] = arr[a:b]
+        return partial_checksum(out[a:b], a)
 
     with ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 1) as pool:
-        list(pool.map(get, spans))
+        parts = list(pool.map(get, spans))
+    if ds.attrs.get("edges_checksum") and combine(parts) != ds.attrs["edges_checksum"]:
+        raise arr.error(None, "rows differ from the edges_checksum recorded at generation")
     return out
 
 
@@ -273,7 +285,7 @@ def search_edges(ds):
     return device_edges(ds) if edges_fit(ds) else ds.edges()
 
 
-def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = False) -> dict:
+def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = False, force: bool = False) -> dict:
     """GPU Kernel 1 of a dataset into its store (see the module docstring).
 
     Parameters
@@ -285,19 +297,21 @@ def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = Fals
         GPU Kernel 1 does not relabel; anything else raises :class:`DbfsError`.
     quiet : bool
         No status lines.
+    force : bool
+        Rebuild the variant even when a complete one is stored.
 
     Returns
     -------
     dict
-        The variant's attributes (``reused=True`` when already stored).
+        The variant's attributes (``reused=True`` when already stored and
+        not recorded as damaged).
     """
-    from dbfs.kernel1.csr_store import store_csr
+    from dbfs.kernel1.csr_store import reusable, store_csr
     from dbfs.kernel1.gpu import build_csr_gpu
-    from dbfs.kernel1.variants import reusable_variant
 
     if relabel != "none":
         raise DbfsError("GPU Kernel 1 builds the CSR without relabelling: drop --relabel or use --backend cpu")
-    old = reusable_variant(ds.path, 1, "block", dedupe, relabel)
+    old = None if force else reusable(ds.path, 1, "block", dedupe, relabel, quiet)
     if old is not None:
         return old
     if not kernel1_fits(ds):

@@ -6,16 +6,24 @@ Contract
 dataset is written into ``<root>/.<name>.tmp-<id>``, its attributes and then
 ``complete: true`` are written, and only then is it renamed into place
 (``force`` moves the old copy aside only after the new one is complete). A
-complete dataset of the same spec is reused; an incomplete or corrupt one is
-rebuilt. The stored bytes depend only on the spec: never on ``chunk_edges``,
-the scheduler, the workers or the backend (the generators are block-seeded,
-:mod:`dbfs.generate`).
+complete dataset of the same spec whose chunk files pass their crc32c
+(:func:`dbfs.store.integrity.crc_scan`) is reused; an incomplete, corrupt
+or damaged one is rebuilt. The stored bytes depend only on the spec: never
+on ``chunk_edges``, the scheduler, the workers or the backend (the
+generators are block-seeded, :mod:`dbfs.generate`).
+
+Writers of one dataset exclude each other (:mod:`.locks`): the second one
+waits, then reuses what the first completed. Only the lock holder removes
+temporaries left by an interrupted generation, so a live writer's temporary
+directory is never touched. A full disk is one line (:mod:`.space`) and the
+temporary directory is removed.
 
 Method: one Dask task per zarr chunk generates its rows and writes them
 (:func:`_write_block`), returning that chunk's :mod:`dbfs.checksum` part; the
 parts add up to ``edges_checksum``. ``backend="gpu"`` uses
 :func:`dbfs.store.gpu.write_edges_gpu` (imported on demand). Every chunk is
-written, zeros included, so a missing chunk means damage.
+written, zeros included, so a missing chunk means damage. An id-compacted
+import also stores ``original_ids`` (int64, N).
 """
 from __future__ import annotations
 
@@ -32,11 +40,15 @@ from dbfs import __version__
 from dbfs.errors import DbfsError
 from dbfs.progress import compute, say
 from dbfs.spec import GraphSpec
-from dbfs.store.datasets import Dataset, _fix_rm, _read_attrs, datasets_root, status
+from dbfs.store.datasets import Dataset, _read_attrs, datasets_root, status
+from dbfs.store.integrity import compressors, crc_scan, mark_corrupt
+from dbfs.store.locks import dataset_lock, writer_lock
+from dbfs.store.space import check_room, is_no_space, no_space
 
 __all__ = ["generate", "estimate_bytes"]
 
 _WRITE_CONFIG = {"write_empty_chunks": True}  # every chunk on disk, so a missing one means damage
+_check_room = check_room  # the old private name (dbfs.cli)
 
 
 def estimate_bytes(spec: GraphSpec) -> int:
@@ -49,23 +61,10 @@ def estimate_bytes(spec: GraphSpec) -> int:
     Returns
     -------
     int
-        Bytes.
+        Bytes (the ``original_ids`` of an id-compacted import included).
     """
-    return spec.n_edges * 2 * spec.stored_dtype.itemsize
-
-
-def _check_room(root: Path, need: int) -> None:
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise DbfsError(f"cannot create datasets directory {root} ({e.strerror}): pass --datasets DIR on a writable disk") from None
-    if not os.access(root, os.W_OK | os.X_OK):
-        raise DbfsError(f"datasets directory {root} is not writable: pass --datasets DIR on a writable disk")
-    free = shutil.disk_usage(root).free
-    margin = 64 << 20
-    if free < need + margin:
-        raise DbfsError(f"datasets directory {root} has {free / 2**30:.2f} GiB free but this dataset needs up to "
-                        f"{(need + margin) / 2**30:.2f} GiB: free space or pass --datasets DIR on a larger disk")
+    ids = 8 * spec.n_vertices if getattr(spec, "compact_ids", False) else 0
+    return spec.n_edges * 2 * spec.stored_dtype.itemsize + ids
 
 
 def _write_block(edges_path: str, block: np.ndarray, start: int) -> int:
@@ -80,7 +79,8 @@ def _write_block(edges_path: str, block: np.ndarray, start: int) -> int:
 
 
 def _remove_stale(root: Path, name: str, quiet: bool) -> None:
-    for p in root.glob(f".{name}.tmp-*"):
+    """Temporaries of ``name`` left by interrupted writers (call only while holding its lock)."""
+    for p in [*root.glob(f".{name}.tmp-*"), *root.glob(f".{name}.old-*")]:
         say(f"removing {p.name}, left by an interrupted earlier generation", quiet)
         shutil.rmtree(p, ignore_errors=True)
 
@@ -101,6 +101,89 @@ def _write_edges_dask(spec, edges_path: str, chunk: int, client, quiet: bool):
                                   f"{len(tasks)} chunks", quiet=quiet), {}
 
 
+def _reusable(final: Path, spec: GraphSpec, strict: bool = True) -> Dataset | None:
+    """The complete dataset at ``final`` when it holds ``spec`` and its chunk files pass their CRCs
+    (another spec under the name: a DbfsError when ``strict``, else None)."""
+    import zarr
+
+    if status(final)[0] != "complete":
+        return None
+    ds = Dataset(final, _read_attrs(final))
+    if ds.attrs.get("spec") != spec.to_dict():
+        if not strict:
+            return None
+        raise DbfsError(f"dataset {spec.name} holds a different spec than requested: remove it with "
+                        f"`dbfs datasets rm {spec.name}` and generate it again")
+    bad = crc_scan(zarr.open_array(str(final / "edges"), mode="r"))
+    if bad:
+        i, why = bad[0]
+        mark_corrupt(final, "edges", i, f"{why} ({len(bad)} of the chunk files fail their crc32c)")
+        return None
+    return ds
+
+
+def _write_tmp(spec, tmp: Path, chunk: int, client, quiet: bool, backend: str):
+    """Create the dataset group in ``tmp`` and write its arrays; (attributes, memo)."""
+    import zarr
+
+    from dbfs.checksum import combine
+
+    n_vertices, n_edges = spec.counts()
+    group = zarr.open_group(tmp, mode="w")
+    dtype = spec.stored_dtype
+    group.create_array("edges", shape=(n_edges, 2), chunks=(min(chunk, max(n_edges, 1)), 2), dtype=dtype,
+                       compressors=compressors(), fill_value=0, config=_WRITE_CONFIG)
+    t0 = time.perf_counter()
+    if backend == "gpu":
+        from dbfs.store.gpu import write_edges_gpu
+
+        parts, memo = write_edges_gpu(spec, str(tmp / "edges"), chunk, quiet)
+    else:
+        parts, memo = _write_edges_dask(spec, str(tmp / "edges"), chunk, client, quiet)
+    gen_time = time.perf_counter() - t0
+    attrs = {"name": spec.name, "spec": spec.to_dict(), "n_vertices": int(n_vertices), "n_edges": int(n_edges),
+             "edge_dtype": dtype.name, "chunk_edges": chunk, "generation_time": gen_time, "generated_on": backend,
+             "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+             "dbfs_version": __version__, "edges_checksum": combine(parts)}
+    ids = spec.original_ids() if spec.kind == "import" else None
+    if ids is not None:
+        z = group.create_array("original_ids", shape=ids.shape, chunks=(min(1 << 20, max(ids.shape[0], 1)),),
+                               dtype=np.int64, compressors=compressors(), fill_value=0, config=_WRITE_CONFIG,
+                               dimension_names=["vertex"])
+        z[:] = ids
+        attrs["original_ids"] = True
+    group.attrs.update(attrs)
+    group.attrs.update({"complete": True})  # last: the dataset is now usable
+    return attrs, memo
+
+
+def _publish(root: Path, name: str, tmp: Path, final: Path) -> None:
+    """Rename the complete ``tmp`` into ``final``; an old copy is moved aside first, then removed."""
+    old = None
+    if final.exists():
+        old = root / f".{name}.old-{uuid.uuid4().hex[:8]}"
+        os.rename(final, old)
+    os.rename(tmp, final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_new(spec, root: Path, chunk: int, client, quiet: bool, backend: str):
+    """Write ``spec`` into a temporary directory and publish it (call holding the lock); (attrs, memo)."""
+    name, final = spec.name, root / spec.name
+    _remove_stale(root, name, quiet)
+    tmp = root / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        attrs, memo = _write_tmp(spec, tmp, chunk, client, quiet, backend)
+        _publish(root, name, tmp, final)
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if is_no_space(e):
+            raise no_space(e, root, estimate_bytes(spec), f"dataset {name}") from None
+        raise
+    return attrs, memo
+
+
 def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: bool = False,
              client=None, quiet: bool = False, backend: str = "cpu") -> tuple[Dataset, str]:
     """Generate a spec's edge list into the store (see the module docstring).
@@ -115,7 +198,8 @@ def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: 
         Rows per zarr chunk and per task (default
         :data:`dbfs.generate.DEFAULT_CHUNK_EDGES`); never changes the bytes.
     force : bool
-        Rebuild a complete dataset too.
+        Rebuild a complete dataset too (one that another writer completed
+        while this call waited for the lock is reused).
     client : distributed.Client, optional
         None runs on the threaded scheduler.
     quiet : bool
@@ -129,10 +213,6 @@ def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: 
     (Dataset, str)
         The dataset and ``'reused'``, ``'generated'`` or ``'rebuilt'``.
     """
-    import zarr
-    from zarr.codecs import ZstdCodec
-
-    from dbfs.checksum import combine
     from dbfs.generate import DEFAULT_CHUNK_EDGES
 
     if backend not in ("cpu", "gpu"):
@@ -144,60 +224,34 @@ def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: 
     root = datasets_root(root)
     name = spec.name
     final = root / name
-    st, why = status(final)
-    if st == "complete" and not force:
-        ds = Dataset(final, _read_attrs(final))
-        if ds.attrs.get("spec") != spec.to_dict():
-            raise DbfsError(f"dataset {name} holds a different spec than requested: {_fix_rm(name)}")
-        say(f"reusing complete dataset {name} ({ds.n_edges:,} edges) at {final}", quiet)
-        return ds, "reused"
-    action = "generated"
-    if st in ("incomplete", "corrupt"):
-        say(f"dataset {name} is {st} ({why}); rebuilding it", quiet)
-        action = "rebuilt"
-    elif st == "complete":
-        say(f"--force: rebuilding {name}; the old copy stays until the new one is complete", quiet)
-        action = "rebuilt"
-
+    if not force:
+        ds = _reusable(final, spec)
+        if ds is not None:
+            say(f"reusing complete dataset {name} ({ds.n_edges:,} edges) at {final}", quiet)
+            return ds, "reused"
     chunk = int(chunk_edges or DEFAULT_CHUNK_EDGES)
     if chunk < 1:
         raise DbfsError(f"--chunk-edges {chunk} is invalid: use a positive number of edges per chunk")
-    n_vertices, n_edges = spec.counts()
-    _check_room(root, estimate_bytes(spec))
-    _remove_stale(root, name, quiet)
-
-    tmp = root / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
-        group = zarr.open_group(tmp, mode="w")
-        dtype = spec.stored_dtype
-        group.create_array("edges", shape=(n_edges, 2), chunks=(min(chunk, max(n_edges, 1)), 2), dtype=dtype,
-                           compressors=ZstdCodec(level=1), fill_value=0, config=_WRITE_CONFIG)
-        t0 = time.perf_counter()
-        if backend == "gpu":
-            from dbfs.store.gpu import write_edges_gpu
-
-            parts, memo = write_edges_gpu(spec, str(tmp / "edges"), chunk, quiet)
-        else:
-            parts, memo = _write_edges_dask(spec, str(tmp / "edges"), chunk, client, quiet)
-        gen_time = time.perf_counter() - t0
-        group.attrs.update({
-            "name": name, "spec": spec.to_dict(), "n_vertices": int(n_vertices), "n_edges": int(n_edges),
-            "edge_dtype": dtype.name, "chunk_edges": chunk, "generation_time": gen_time, "generated_on": backend,
-            "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "dbfs_version": __version__, "edges_checksum": combine(parts),
-        })
-        group.attrs.update({"complete": True})  # last: the dataset is now usable
-        old = None
-        if final.exists():
-            old = root / f".{name}.old-{uuid.uuid4().hex[:8]}"
-            os.rename(final, old)
-        os.rename(tmp, final)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    before = (_read_attrs(final) if final.is_dir() and status(final)[0] == "complete" else {}).get("generated_at")
+    check_room(root, estimate_bytes(spec))
+    with writer_lock(dataset_lock(root, name), f"dataset {name}", quiet=quiet) as waited:
+        if waited:  # another writer held it: reuse what it completed
+            ds = _reusable(final, spec, strict=not force)
+            if ds is not None and (not force or ds.attrs.get("generated_at") != before):
+                say(f"reusing dataset {name}, completed by the writer this one waited for", quiet)
+                return ds, "reused"
+        st, why = status(final)
+        action = "generated"
+        if st in ("incomplete", "corrupt"):
+            say(f"dataset {name} is {st} ({why}); rebuilding it", quiet)
+            action = "rebuilt"
+        elif st == "complete":
+            say(f"--force: rebuilding {name}; the old copy stays until the new one is complete" if force else
+                f"dataset {name} has chunk files that fail their crc32c; rebuilding it", quiet)
+            action = "rebuilt"
+        attrs, memo = _write_new(spec, root, chunk, client, quiet, backend)
     ds = Dataset(final, _read_attrs(final), memo)
+    gen_time, n_edges = attrs["generation_time"], attrs["n_edges"]
     say(f"{action} {name}: {n_edges:,} edges, {gen_time:.2f} s ({n_edges / max(gen_time, 1e-9) / 1e6:.1f} M edges/s) "
-         f"-> {final}", quiet)
+        f"-> {final}", quiet)
     return ds, action

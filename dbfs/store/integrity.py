@@ -1,0 +1,294 @@
+"""Per-chunk integrity of stored arrays: the codec chain, checked reads, corruption markers.
+
+Contract
+--------
+Every array dbfs writes (``edges``, ``original_ids``, the CSR ``indptr``,
+``indices`` and ``perm``) is encoded ``bytes -> zstd -> crc32c``
+(:func:`compressors`): each chunk file ends in the CRC-32C of its
+compressed bytes, and zarr checks it on every read. A read through
+:class:`CheckedArray` that fails to decode (CRC mismatch, ``Zstd
+decompression error``, a chunk of the wrong size, an I/O error) raises a one-line :class:`~dbfs.errors.DbfsError` naming the
+dataset, the array, the chunk index, its rows and the fix, and records the
+damage in the node's attributes (:func:`mark_corrupt`: ``corrupt`` =
+``{"array", "chunk", "reason", "seen_at"}``), so listings show it until the
+node is rebuilt. A full read of an array that carries a chunk-independent
+checksum (the ``edges_checksum`` of :mod:`dbfs.checksum`) also verifies it,
+which catches rows rewritten consistently (with a fresh CRC).
+
+Arrays written before the CRC codec (no ``crc32c`` in their codec chain)
+are read as before: a decode failure is still reported per chunk, but a
+changed chunk that still decodes is caught only by the dataset checksums.
+
+Method: the CRC is zarr's ``crc32c`` codec (zarr v3 core specification,
+https://zarr-specs.readthedocs.io/en/latest/v3/codecs/crc32c/index.html;
+CRC-32C, Castagnoli polynomial, RFC 3720 appendix B.4), computed off the
+GIL by :mod:`.crc`. :func:`crc_scan` checks the CRC of every chunk file
+without decompressing (a cheap check before a dataset is reused);
+:func:`chunk_problem` decodes one chunk.
+Chunk files are found by the array's chunk key encoding under a local
+store (the only store dbfs writes).
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from dbfs.errors import DbfsError
+from dbfs.store.crc import Crc32cCodec, crc32c
+
+__all__ = ["compressors", "has_crc", "CheckedArray", "chunk_problem", "chunk_file", "decode_reason", "crc_scan",
+           "mark_corrupt", "corrupt_message", "DECODE_ERRORS"]
+
+#: what a read of a damaged chunk raises inside zarr and its codecs (CRC
+#: mismatch and wrong chunk size: ValueError; zstd: RuntimeError)
+DECODE_ERRORS = (ValueError, RuntimeError, TypeError, IndexError, OSError)
+
+_ZSTD_LEVEL = 1
+
+
+def compressors(level: int = _ZSTD_LEVEL) -> list:
+    """The bytes-to-bytes codecs of every array dbfs writes: zstd, then crc32c.
+
+    Parameters
+    ----------
+    level : int
+        zstd level.
+
+    Returns
+    -------
+    list
+        ``[ZstdCodec(level), Crc32cCodec()]`` (pass as ``compressors=``).
+    """
+    from zarr.codecs import ZstdCodec
+
+    return [ZstdCodec(level=level), Crc32cCodec()]
+
+
+def has_crc(arr) -> bool:
+    """Whether a zarr array's chunks end in a crc32c (written by this dbfs, not an older one)."""
+    try:
+        return any(c.to_dict().get("name") == "crc32c" for c in arr.metadata.codecs)
+    except AttributeError:
+        return False
+
+
+def decode_reason(exc: BaseException) -> str:
+    """A short name for a decode failure."""
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "checksum do not match" in msg:
+        return "crc32c mismatch"
+    if "ecompression error" in msg or "decompress" in msg.lower():
+        return f"undecodable ({msg[:60]})"
+    if "reshape" in msg or "size" in msg:
+        return f"wrong chunk size ({msg[:60]})"
+    return f"{type(exc).__name__}: {msg[:80]}"
+
+
+def _rows_of(arr, i: int) -> tuple[int, int]:
+    step = int(arr.chunks[0])
+    return i * step, min((i + 1) * step, int(arr.shape[0]))
+
+
+def chunk_file(arr, i: int) -> Path | None:
+    """The file of row-chunk ``i`` of a local zarr array (None for another store)."""
+    root = getattr(getattr(arr.store_path, "store", None), "root", None)
+    if root is None:
+        return None
+    key = arr.metadata.encode_chunk_key((i,) + (0,) * (len(arr.shape) - 1))
+    path = arr.store_path.path
+    return Path(root) / path / key if path else Path(root) / key
+
+
+def chunk_problem(arr, i: int) -> str | None:
+    """What is wrong with row-chunk ``i`` of a zarr array, or None.
+
+    Parameters
+    ----------
+    arr : zarr.Array
+        Chunked along rows only (every dbfs array is).
+    i : int
+        The chunk index.
+
+    Returns
+    -------
+    str or None
+        ``"missing"``, ``"crc32c mismatch"``, ``"undecodable (...)"``,
+        ``"wrong chunk size (...)"``, ... ; None when it decodes.
+    """
+    f = chunk_file(arr, i)
+    if f is not None and not f.exists():
+        return "missing"
+    lo, hi = _rows_of(arr, i)
+    try:
+        arr[lo:hi]
+    except DECODE_ERRORS as e:
+        return decode_reason(e)
+    return None
+
+
+def _locate(arr, lo: int, hi: int):
+    """The first bad chunk among those holding rows [lo, hi): (index, reason) or None."""
+    step = int(arr.chunks[0]) or 1
+    for i in range(lo // step, (max(hi, lo + 1) - 1) // step + 1):
+        why = chunk_problem(arr, i)
+        if why is not None:
+            return i, why
+    return None
+
+
+def _row_span(key, n: int) -> tuple[int, int]:
+    """Rows [lo, hi) a numpy-style key selects (the whole array when unsure)."""
+    first = key[0] if isinstance(key, tuple) and key else key
+    if isinstance(first, slice):
+        lo, hi, _ = first.indices(n)
+        return lo, max(lo, hi)
+    if isinstance(first, (int, np.integer)):
+        k = int(first) % max(n, 1)
+        return k, k + 1
+    return 0, n
+
+
+def mark_corrupt(node_path, array: str, chunk, reason: str) -> None:
+    """Record damage in a zarr group's attributes (``corrupt``); best effort.
+
+    Parameters
+    ----------
+    node_path : path-like
+        The dataset or CSR variant group.
+    array : str
+        The array, relative to the group (``edges``, ``part-0000/indices``).
+    chunk : int or None
+        The chunk index (None: the whole array, e.g. a checksum mismatch).
+    reason : str
+        What was seen.
+    """
+    import zarr
+
+    rec = {"array": array, "chunk": chunk, "reason": reason,
+           "seen_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    try:
+        g = zarr.open_group(str(node_path), mode="r+")
+        if not g.attrs.get("corrupt"):
+            g.attrs["corrupt"] = rec
+    except Exception:  # noqa: BLE001 - a read-only or vanished store keeps the error itself
+        pass
+
+
+def corrupt_message(label: str, array: str, chunk, rows, reason: str, fix: str, unit: str = "rows") -> str:
+    """The one-line error for a damaged chunk (or a whole array when ``chunk`` is None)."""
+    where = f"{array} chunk {chunk}" if chunk is not None else f"{array} array"
+    if rows is not None:
+        where += f" ({unit} {rows[0]}..{rows[1] - 1})"
+    return f"{label}: {where} is corrupt ({reason}): {fix}"
+
+
+class CheckedArray:
+    """A read-only zarr array whose failed reads become one-line errors.
+
+    Parameters
+    ----------
+    arr : zarr.Array
+        The array, chunked along rows.
+    node_path : path-like
+        The group holding it (dataset or CSR variant), marked corrupt on damage.
+    array : str
+        Its name relative to ``node_path`` (used in messages and markers).
+    label : str
+        What the group is, e.g. ``"dataset kron-s10-ef16-s2-3"``.
+    fix : str
+        What the user should do (ends every error).
+    checksum : str, optional
+        A :mod:`dbfs.checksum` value to verify whenever all rows are read at once.
+    unit : str
+        What a row is called in messages (``rows``, ``entries``).
+
+    Notes
+    -----
+    Sliced like the array (``a[lo:hi]``, ``a[:]``); exposes ``shape``,
+    ``dtype``, ``chunks``, ``ndim``, ``nchunks`` and ``raw`` (the zarr array).
+    """
+
+    def __init__(self, arr, node_path, array: str, label: str, fix: str, checksum: str | None = None,
+                 unit: str = "rows"):
+        self.raw, self.node_path, self.array = arr, Path(node_path), array
+        self.label, self.fix, self.checksum, self.unit = label, fix, checksum, unit
+        self.shape, self.dtype, self.chunks = tuple(arr.shape), np.dtype(arr.dtype), tuple(arr.chunks)
+        self.ndim = len(self.shape)
+
+    @property
+    def nchunks(self) -> int:
+        return int(self.raw.nchunks)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        out = self[:]
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def __dask_tokenize__(self):
+        return ("dbfs-checked", str(self.node_path), self.array, self.shape, str(self.dtype))
+
+    def error(self, chunk, reason: str, rows=None) -> DbfsError:
+        """Mark the group corrupt and return the one-line error for ``chunk``."""
+        mark_corrupt(self.node_path, self.array, chunk, reason)
+        return DbfsError(corrupt_message(self.label, self.array, chunk, rows, reason, self.fix, self.unit))
+
+    def __getitem__(self, key):
+        n = self.shape[0]
+        try:
+            out = self.raw[key]
+        except DECODE_ERRORS as e:
+            lo, hi = _row_span(key, n)
+            hit = _locate(self.raw, lo, hi)
+            if hit is None:
+                raise self.error(None, decode_reason(e)) from None
+            raise self.error(hit[0], hit[1], _rows_of(self.raw, hit[0])) from None
+        if self.checksum is not None and n and _row_span(key, n) == (0, n) and np.ndim(out) == 2:
+            from dbfs.checksum import combine, partial_checksum
+
+            if combine([partial_checksum(out, 0)]) != self.checksum:
+                raise self.error(None, "rows differ from the edges_checksum recorded at generation")
+        return out
+
+
+def _crc_ok(path: Path) -> str | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return "missing"
+    except OSError as e:
+        return f"unreadable ({e.strerror})"
+    if len(data) < 4:
+        return "truncated"
+    if np.uint32(crc32c(data[:-4])).astype("<u4").tobytes() != data[-4:]:
+        return "crc32c mismatch"
+    return None
+
+
+def crc_scan(arr, threads: int | None = None) -> list[tuple[int, str]]:
+    """The chunks of a local zarr array whose file fails its stored CRC, without decompressing.
+
+    Parameters
+    ----------
+    arr : zarr.Array
+        Chunked along rows, written with :func:`compressors`.
+    threads : int, optional
+        Reader threads (None: one per CPU).
+
+    Returns
+    -------
+    list of (int, str)
+        (chunk index, reason), ascending; empty when every chunk is intact or
+        the array has no crc32c codec (nothing to check without decoding).
+    """
+    if not has_crc(arr) or chunk_file(arr, 0) is None:
+        return []
+    n = int(arr.nchunks)
+    with ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 1) as pool:
+        found = list(pool.map(lambda i: _crc_ok(chunk_file(arr, i)), range(n)))
+    return [(i, why) for i, why in enumerate(found) if why is not None]

@@ -1,0 +1,272 @@
+"""``dbfs datasets verify``: every chunk of a dataset and of each of its CSR variants, checked.
+
+Contract
+--------
+:func:`verify` decodes every chunk of ``edges``, ``original_ids`` and of
+every complete CSR variant (``part-*/indptr``, ``part-*/indices``,
+``perm``) and returns one line per damaged chunk, plus one per array whose
+chunk-independent checksum or shape disagrees with its attributes: the
+edges' ``edges_checksum`` and id range ``[0, N)``, each CSR part's ``nnz``,
+``indices_sum`` and ``indptr_sum`` (sum of the values mod 2**64). Damage is
+recorded on the node (:func:`dbfs.store.integrity.mark_corrupt`); a node
+that passes every check has a stale ``corrupt`` record removed. A missing
+dataset or a bad name is a :class:`~dbfs.errors.DbfsError` (bad input).
+
+Method: chunks are read by a thread pool (zstd and crc32c release the
+GIL); a read that fails is classified by :func:`.integrity.chunk_problem`.
+Arrays written before the crc32c codec are checked for decodability and
+checksums only (noted in the result).
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from dbfs.errors import DbfsError
+from dbfs.progress import bar
+from dbfs.store.datasets import _read_attrs, check_name, datasets_root, edges_fix, generate_command
+from dbfs.store.integrity import DECODE_ERRORS, chunk_file, decode_reason, has_crc, mark_corrupt
+
+__all__ = ["verify", "Verification"]
+
+
+@dataclass
+class Verification:
+    """What :func:`verify` found.
+
+    Attributes
+    ----------
+    name : str
+        The dataset.
+    problems : list of str
+        One line per damaged chunk or failed array check (empty: intact).
+    notes : list of str
+        Remarks that are not damage (arrays without crc32c, incomplete variants).
+    fixes : list of str
+        What to do, one line per damaged node (dataset or variant).
+    chunks : int
+        Chunks read.
+    """
+
+    name: str
+    problems: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    fixes: list = field(default_factory=list)
+    chunks: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def lines(self) -> tuple[list, list]:
+        """(stdout lines: one per problem, or one ``ok`` line; stderr lines: notes and fixes)."""
+        err = [f"dbfs: note: {n}" for n in self.notes] + [f"dbfs: {self.name}: {f}" for f in self.fixes]
+        out = [f"corrupt: {p}" for p in self.problems] or [f"ok: {self.name}: {self.chunks} chunks verified"]
+        return out, err
+
+
+def _open(path: Path):
+    import zarr
+
+    return zarr.open_array(str(path), mode="r")
+
+
+def _scan(arr, label: str, unit: str, visit, quiet: bool) -> tuple[list, int]:
+    """Decode every row-chunk of ``arr`` and call ``visit(i, lo, block)`` on each good one (it returns a
+    reason or None); (problems as (array, chunk, line), chunks read)."""
+    step = int(arr.chunks[0])
+    n = int(arr.nchunks)
+
+    def one(i):
+        lo, hi = i * step, min((i + 1) * step, int(arr.shape[0]))
+        f = chunk_file(arr, i)
+        why = None
+        if f is not None and not f.exists():
+            why = "missing"
+        else:
+            try:
+                block = arr[lo:hi]
+            except DECODE_ERRORS as e:
+                why = decode_reason(e)
+            else:
+                why = visit(i, lo, block)
+        return None if why is None else (label, i, f"{label} chunk {i} ({unit} {lo}..{hi - 1}): {why}")
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool, bar(n, f"verifying {label}", quiet) as prog:
+        found = []
+        for r in pool.map(one, range(n)):
+            prog.update(1)
+            if r:
+                found.append(r)
+    return found, n
+
+
+def _check_edges(path: Path, attrs: dict, res: Verification, quiet: bool) -> list:
+    """Problems of ``edges``: chunks, shape, id range, ``edges_checksum``."""
+    from dbfs.checksum import combine, partial_checksum
+
+    arr = _open(path / "edges")
+    n, m = int(attrs["n_vertices"]), int(attrs["n_edges"])
+    if tuple(arr.shape) != (m, 2):
+        return [("edges", None, f"edges: shape {tuple(arr.shape)} != ({m}, 2)")]
+    if not has_crc(arr):
+        res.notes.append(f"{path.name}: edges were written before per-chunk crc32c: chunks checked for decoding only; "
+                         f"`{generate_command(attrs.get('spec', {}), path)}` adds the CRCs")
+    parts = {}
+
+    def visit(i, lo, block):
+        parts[i] = partial_checksum(block, lo)
+        if block.size and int(block.max()) >= n:
+            return f"ids outside [0, {n})"
+        return None
+
+    found, k = _scan(arr, "edges", "rows", visit, quiet)
+    res.chunks += k
+    if not found and attrs.get("edges_checksum") and combine(parts.values()) != attrs["edges_checksum"]:
+        found.append(("edges", None, "edges: rows differ from the edges_checksum recorded at generation "
+                                     "(a chunk was rewritten with a fresh crc)"))
+    return found
+
+
+def _wrap(block) -> int:
+    return int(np.asarray(block).astype(np.uint64).sum(dtype=np.uint64))
+
+
+def _check_part(vpath: Path, j: int, attrs: dict, res: Verification, quiet: bool) -> list:
+    """Problems of one CSR partition: chunks, nnz, both value sums."""
+    from dbfs.partition import Partitioning
+
+    pre = f"csr/{vpath.name}/part-{j:04d}"
+    found = []
+    sums = {}
+    for key, unit in (("indptr", "rows"), ("indices", "entries")):
+        try:
+            arr = _open(vpath / f"part-{j:04d}" / key)
+        except (FileNotFoundError, KeyError, ValueError) as e:
+            found.append((f"{pre}/{key}", None, f"{pre}/{key}: missing ({type(e).__name__})"))
+            continue
+        acc = {}
+        bad, k = _scan(arr, f"{pre}/{key}", unit, lambda i, lo, b: acc.__setitem__(i, _wrap(b)), quiet)
+        res.chunks += k
+        found += bad
+        sums[key] = (sum(acc.values()) % (1 << 64), int(arr.shape[0]), not bad)
+    part = Partitioning(int(attrs["n_vertices"]), int(attrs["P"]), attrs["partitioning"])
+    ck = attrs.get("checksums", [{}] * (j + 1))[j]
+    if "indptr" in sums and sums["indptr"][1] != part.local_count(j) + 1:
+        found.append((f"{pre}/indptr", None,
+                      f"{pre}/indptr: {sums['indptr'][1]} entries, expected {part.local_count(j) + 1}"))
+    if "indices" in sums and sums["indices"][1] != int(attrs["nnz"][j]):
+        found.append((f"{pre}/indices", None,
+                      f"{pre}/indices: {sums['indices'][1]} entries, expected nnz {int(attrs['nnz'][j])}"))
+    for key in ("indptr", "indices"):
+        if key in sums and sums[key][2] and f"{key}_sum" in ck and sums[key][0] != int(ck[f"{key}_sum"]):
+            found.append((f"{pre}/{key}", None, f"{pre}/{key}: values differ from the {key}_sum recorded at build"))
+    return found
+
+
+def _check_variant(vpath: Path, res: Verification, quiet: bool) -> list:
+    """Problems of one complete CSR variant (every part, and ``perm`` of a relabelled one)."""
+    attrs = _read_attrs(vpath)
+    found = []
+    for j in range(int(attrs["P"])):
+        found += _check_part(vpath, j, attrs, res, quiet)
+    if attrs.get("options", {}).get("relabel", "none") != "none":
+        bad, k = _scan(_open(vpath / "perm"), f"csr/{vpath.name}/perm", "ids", lambda *a: None, quiet)
+        res.chunks += k
+        found += bad
+    return found
+
+
+def _record(node: Path, found: list, attrs: dict) -> None:
+    """Mark a damaged node, or drop a stale mark from an intact one."""
+    if found:
+        array, chunk, line = found[0]
+        mark_corrupt(node, array.split("/", 2)[-1] if array.startswith("csr/") else array, chunk,
+                     line.split(": ", 1)[-1])
+    elif attrs.get("corrupt"):
+        import zarr
+
+        try:
+            del zarr.open_group(str(node), mode="r+").attrs["corrupt"]
+        except Exception:  # noqa: BLE001 - read-only store: the stale mark stays
+            pass
+
+
+def _variants(path: Path, res: Verification, quiet: bool) -> None:
+    from dbfs.kernel1.variants import _rebuild_hint
+
+    csr = path / "csr"
+    for v in sorted(csr.iterdir()) if csr.is_dir() else []:
+        if v.name.startswith(".") or not v.is_dir():
+            continue
+        try:
+            vattrs = _read_attrs(v)
+        except DbfsError as e:
+            res.problems.append(f"{path.name}: csr/{v.name}: {e}")
+            res.fixes.append(f"csr/{v.name}: rebuild it with {_rebuild_hint(path, v.name)}")
+            continue
+        if vattrs.get("complete") is not True:
+            res.notes.append(f"{path.name}: csr/{v.name} is incomplete (an interrupted build; the next build replaces it)")
+            continue
+        found = _check_variant(v, res, quiet)
+        _record(v, found, vattrs)
+        res.problems += [f"{path.name}: {line}" for _, _, line in found]
+        if found:
+            res.fixes.append(f"csr/{v.name}: rebuild it with {_rebuild_hint(path, v.name)}")
+
+
+def verify(name: str, root=None, quiet: bool = False) -> Verification:
+    """Check every chunk of dataset ``name`` and of its CSR variants (see the module docstring).
+
+    Parameters
+    ----------
+    name : str
+        The dataset's name.
+    root : path-like, optional
+        The datasets root (:func:`dbfs.store.datasets.datasets_root`).
+    quiet : bool
+        No progress lines.
+
+    Returns
+    -------
+    Verification
+
+    Raises
+    ------
+    DbfsError
+        A bad name or a dataset that does not exist.
+    """
+    root = datasets_root(root)
+    check_name(name, root)
+    path = root / name
+    if not path.is_dir():
+        raise DbfsError(f"dataset {name} not found under {root}: see `dbfs datasets list --datasets {root}`")
+    res = Verification(name)
+    try:
+        attrs = _read_attrs(path)
+    except DbfsError as e:
+        res.problems.append(f"{name}: {e}")
+        res.fixes.append(f"remove it with `dbfs datasets rm {name}` and generate it again")
+        return res
+    if attrs.get("complete") is not True:
+        res.problems.append(f"{name}: no complete marker (an interrupted generation)")
+        res.fixes.append(edges_fix(path, attrs))
+        return res
+    try:
+        found = _check_edges(path, attrs, res, quiet)
+        if attrs.get("original_ids"):
+            bad, k = _scan(_open(path / "original_ids"), "original_ids", "vertices", lambda *a: None, quiet)
+            res.chunks += k
+            found += bad
+    except (FileNotFoundError, KeyError, ValueError) as e:
+        found = [("edges", None, f"edges: array unreadable ({type(e).__name__}: {e})")]
+    _record(path, found, attrs)
+    res.problems += [f"{name}: {line}" for _, _, line in found]
+    if found:
+        res.fixes.append(edges_fix(path, attrs))
+    _variants(path, res, quiet)
+    return res

@@ -1,0 +1,251 @@
+"""Stored-data integrity on real zarr stores: every read checks each chunk's crc32c, damage is one line.
+
+Each case corrupts one chunk of a SCALE 10 dataset (edges or CSR) in one way and runs one command:
+flipped bytes, a chunk rewritten in range or out of range without updating its CRC, undecodable bytes,
+a chunk of the wrong size, and rewrites with a fresh CRC (caught by the chunk-independent checksums).
+"""
+import json
+import shutil
+import struct
+
+import numcodecs
+import numpy as np
+import pytest
+import zarr
+from click.testing import CliRunner
+
+from dbfs import store
+from dbfs.cli import cli
+from dbfs.errors import DbfsError
+from dbfs.store.crc import crc32c
+
+NAME = "kron-s10-ef16-s2-3"
+N = 1024
+CHUNK = 4096  # edge rows per chunk: 4 chunks
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def one_line_error(res, *needles):
+    """Exit 2 and exactly one stderr line, ``dbfs: error: ...``, holding every needle."""
+    err = [l for l in res.stderr.splitlines() if l.startswith("dbfs: error:")]
+    assert res.exit_code == 2, res.output + res.stderr
+    assert len(err) == 1 and "Traceback" not in res.stderr, res.stderr
+    for n in needles:
+        assert n in err[0], err[0]
+    return err[0]
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory):
+    """A SCALE 10 dataset with CSR p1-block, copied per test."""
+    root = tmp_path_factory.mktemp("template")
+    assert run("-q", "generate", "--datasets", root, "--scale", 10, "--chunk-edges", CHUNK,
+               "--scheduler", "threads").exit_code == 0
+    assert run("-q", "build", NAME, "--datasets", root, "--scheduler", "threads").exit_code == 0
+    return root
+
+
+@pytest.fixture
+def root(template, tmp_path):
+    dst = tmp_path / "ds"
+    shutil.copytree(template, dst)
+    return dst
+
+
+# ---- ways to damage one chunk file -------------------------------------------------------------
+def _chunk(root, array, i):
+    base = root / NAME / array / "c"
+    return base / str(i) / "0" if array == "edges" else base / str(i)
+
+
+def _decode(f):
+    """(values, stored crc bytes) of an edges or CSR chunk file (zstd + crc32c)."""
+    raw = f.read_bytes()
+    return numcodecs.Zstd().decode(raw[:-4]), raw[-4:]
+
+
+def _write(f, payload: bytes, crc: bytes | None):
+    comp = numcodecs.Zstd(level=1).encode(payload)
+    f.write_bytes(comp + (crc if crc is not None else struct.pack("<I", crc32c(comp))))
+
+
+def flip(f, dtype):
+    b = bytearray(f.read_bytes())
+    b[len(b) // 2] ^= 0x5A
+    f.write_bytes(bytes(b))
+
+
+def rewrite(f, dtype, out_of_range=False, fresh_crc=False):
+    """1000 values rewritten (in range: other valid ids; else ids >= N); the old CRC kept unless fresh_crc."""
+    payload, crc = _decode(f)
+    v = np.frombuffer(payload, dtype).copy()
+    k = min(1000, v.size)
+    v[:k] = (N + 7) if out_of_range else (v[:k] + 1) % N
+    _write(f, v.tobytes(), None if fresh_crc else crc)
+
+
+def undecodable(f, dtype):
+    junk = np.random.default_rng(1).integers(0, 256, 200, dtype=np.uint8).tobytes()
+    f.write_bytes(junk + struct.pack("<I", crc32c(junk)))
+
+
+def wrong_size(f, dtype):
+    _write(f, np.arange(10, dtype=dtype).tobytes(), None)
+
+
+#: the chunk's bytes changed under its CRC (bit rot, a stray write)
+STALE_CRC = {
+    "flip": flip,
+    "rewrite-in-range": rewrite,
+    "rewrite-out-of-range": lambda f, d: rewrite(f, d, out_of_range=True),
+}
+#: a chunk written whole with a matching CRC: caught by decoding or by the chunk-independent checksums
+FRESH_CRC = {
+    "undecodable": undecodable,
+    "wrong-size": wrong_size,
+    "consistent-in-range": lambda f, d: rewrite(f, d, fresh_crc=True),
+    "consistent-out-of-range": lambda f, d: rewrite(f, d, out_of_range=True, fresh_crc=True),
+}
+
+
+def damage_edges(root, how):
+    {**STALE_CRC, **FRESH_CRC}[how](_chunk(root, "edges", 2), np.uint32)
+
+
+def listed_corrupt(root) -> bool:
+    rows = json.loads(run("datasets", "list", "--json", "--datasets", root).stdout)
+    return rows[0]["status"] == "corrupt"
+
+
+# ---- edges ----------------------------------------------------------------------------------------
+COMMANDS = {
+    "run": lambda r: run("run", NAME, "--datasets", r, "--roots", 2, "--scheduler", "threads"),
+    "run-no-csr": lambda r: (shutil.rmtree(r / NAME / "csr"),
+                             run("run", NAME, "--datasets", r, "--roots", 2, "--scheduler", "threads"))[1],
+    "build": lambda r: (shutil.rmtree(r / NAME / "csr"),
+                        run("build", NAME, "--datasets", r, "-P", 2, "--scheduler", "threads"))[1],
+    "export": lambda r: run("export", NAME, "--datasets", r, "--out", r.parent / "x.npy"),
+}
+
+
+@pytest.mark.parametrize("how", [*STALE_CRC, *FRESH_CRC])
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_damaged_edges_one_line_then_listed_then_regenerated(root, how, command):
+    damage_edges(root, how)
+    err = one_line_error(COMMANDS[command](root), f"dataset {NAME}", "edges", "dbfs generate --scale 10")
+    assert "--force" in err and f"dbfs datasets rm {NAME}" in err
+    assert "chunk 2" in err or "edges_checksum" in err
+    assert not (root.parent / "x.npy").exists() and not list(root.parent.glob(".x.npy*"))
+    assert listed_corrupt(root)                      # seen once: shown as corrupt
+    res = run("generate", "--datasets", root, "--scale", 10, "--scheduler", "threads")
+    assert res.exit_code == 0 and "rebuilding" in res.stderr and "reusing" not in res.stderr
+    assert store.status(root / NAME)[0] == "complete"
+
+
+@pytest.mark.parametrize("how", list(STALE_CRC))
+def test_generate_never_reuses_a_chunk_that_fails_its_crc(root, how):
+    damage_edges(root, how)
+    res = run("generate", "--datasets", root, "--scale", 10, "--scheduler", "threads")
+    assert res.exit_code == 0 and "corrupt" in res.stderr and "rebuilding" in res.stderr
+    assert run("datasets", "verify", NAME, "--datasets", root).exit_code == 0
+
+
+@pytest.mark.parametrize("how", [*STALE_CRC, *FRESH_CRC])
+def test_verify_edges(root, how):
+    assert run("datasets", "verify", NAME, "--datasets", root).exit_code == 0
+    damage_edges(root, how)
+    res = run("datasets", "verify", NAME, "--datasets", root)
+    assert res.exit_code == 1 and "Traceback" not in res.stderr
+    bad = [l for l in res.stdout.splitlines() if l.startswith("corrupt:")]
+    assert len(bad) == 1, res.stdout
+    if how != "consistent-in-range":     # a consistent in-range rewrite is caught by the whole-list checksum
+        assert "edges chunk 2 (rows 8192..12287)" in bad[0]
+    else:
+        assert "edges_checksum" in bad[0]
+    assert "dbfs generate --scale 10" in res.stderr
+    assert listed_corrupt(root)
+
+
+def test_verify_bad_input_exit_2(root):
+    for name in ("nope", "", "..", "a/b"):
+        res = run("datasets", "verify", name, "--datasets", root)
+        assert res.exit_code == 2 and "dbfs: error:" in res.stderr
+
+
+# ---- CSR ------------------------------------------------------------------------------------------
+def damage_csr(root, how):
+    {**STALE_CRC, **FRESH_CRC}[how](root / NAME / "csr" / "p1-block" / "part-0000" / "indices" / "c" / "0",
+                                    np.int32)
+
+
+@pytest.mark.parametrize("how", [*STALE_CRC, "undecodable", "wrong-size", "consistent-in-range"])
+def test_damaged_csr(root, how):
+    damage_csr(root, how)
+    res = run("run", NAME, "--datasets", root, "--roots", 2, "--scheduler", "threads")
+    err = one_line_error(res, "CSR variant p1-block", f"dbfs build {NAME} --partitions 1")
+    assert "part-0000/indices" in err or "part 0" in err
+    info = json.loads(run("datasets", "info", NAME, "--datasets", root).stdout)
+    assert "csr:p1-block(corrupt)" in info["stages"]
+    assert run("datasets", "verify", NAME, "--datasets", root).exit_code == 1
+    # the edges are intact: export works; the next build rebuilds the variant instead of reusing it
+    assert run("export", NAME, "--datasets", root, "--out", root.parent / "e.npy").exit_code == 0
+    res = run("build", NAME, "--datasets", root, "--scheduler", "threads")
+    assert res.exit_code == 0 and "rebuilding" in res.stderr
+    assert run("datasets", "verify", NAME, "--datasets", root).exit_code == 0
+    assert run("run", NAME, "--datasets", root, "--roots", 2, "--scheduler", "threads").exit_code == 0
+
+
+def test_verify_csr_out_of_range_rewrite(root):
+    damage_csr(root, "consistent-out-of-range")
+    res = run("datasets", "verify", NAME, "--datasets", root)
+    assert res.exit_code == 1 and "csr/p1-block/part-0000/indices" in res.stdout
+
+
+# ---- reads through the API --------------------------------------------------------------------------
+def test_checked_slices_name_the_chunk(root):
+    flip(_chunk(root, "edges", 3), np.uint32)
+    e = store.open_dataset(NAME, root).edges()
+    assert e[:CHUNK].shape == (CHUNK, 2)                       # other chunks still read
+    with pytest.raises(DbfsError) as ei:
+        e[3 * CHUNK + 5: 3 * CHUNK + 10]
+    assert "edges chunk 3 (rows 12288..16383)" in str(ei.value)
+
+
+def test_crc_in_every_codec_chain(root):
+    for arr in ("edges", "csr/p1-block/part-0000/indptr", "csr/p1-block/part-0000/indices"):
+        doc = json.loads((root / NAME / arr / "zarr.json").read_text())
+        assert [c["name"] for c in doc["codecs"]][-2:] == ["zstd", "crc32c"], arr
+
+
+def test_dbfs_crc_codec_writes_the_stock_codec_bytes(root, tmp_path):
+    from zarr.codecs import Crc32cCodec as Stock, ZstdCodec
+
+    got = zarr.open_array(str(root / NAME / "edges"), mode="r")[:]
+    s = zarr.create_array(str(tmp_path / "s2"), shape=got.shape, chunks=(CHUNK, 2), dtype=got.dtype,
+                          compressors=[ZstdCodec(level=1), Stock()], fill_value=0)
+    s[:] = got
+    assert (tmp_path / "s2" / "c" / "1" / "0").read_bytes() == _chunk(root, "edges", 1).read_bytes()
+
+
+def test_old_store_without_crc_still_reads(root, tmp_path):
+    """A dataset written before the crc32c codec: read, built, exported and verified as before."""
+    from zarr.codecs import ZstdCodec
+
+    src = zarr.open_array(str(root / NAME / "edges"), mode="r")
+    data = src[:]
+    shutil.rmtree(root / NAME / "edges")
+    shutil.rmtree(root / NAME / "csr")
+    z = zarr.create_array(str(root / NAME / "edges"), shape=data.shape, chunks=(CHUNK, 2), dtype=data.dtype,
+                          compressors=[ZstdCodec(level=1)], fill_value=0)
+    z[:] = data
+    assert run("generate", "--datasets", root, "--scale", 10, "--scheduler", "threads").stderr.count("reusing") == 1
+    assert run("build", NAME, "--datasets", root, "--scheduler", "threads").exit_code == 0
+    assert run("export", NAME, "--datasets", root, "--out", tmp_path / "o.npy").exit_code == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "o.npy"), data.astype(np.int64))
+    res = run("datasets", "verify", NAME, "--datasets", root)
+    assert res.exit_code == 0 and "before per-chunk crc32c" in res.stderr
+    flip(_chunk(root, "edges", 1), np.uint32)          # no CRC: an undecodable chunk is still one line
+    one_line_error(run("export", NAME, "--datasets", root, "--out", tmp_path / "p.npy"), "edges")
