@@ -1,0 +1,251 @@
+"""``dbfs run`` and ``dbfs bfs``: the Graph500 run and one search, over the
+backend contract (:mod:`dbfs.backends`); every flag is translated into a
+RunConfig and refused in one line where it does not apply."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from dbfs.errors import DbfsError
+from dbfs.units import parse_size
+
+from dbfs.cli.common import (_check_cluster_flags, _CLUSTER_FLAGS, _given, _refuse, cli, datasets_opt,
+                             scheduler_opt, workers_opt)
+
+#: run/bfs parameters -> RunConfig option names (for the backend's applicability check)
+_RUN_OPTIONS = {"partitions": "partitions", "partitioning": "partitioning", "relabel": "relabel",
+                "keep_duplicates": "dedupe", "device_memory_limit": "device_memory_limit", "energy": "energy",
+                "algorithm": "algorithm", "backend": "backend", "n_roots": "n_roots"}
+_SPEC_FLAGS = {"scale": "--scale", "edgefactor": "--edgefactor", "seed1": "--seed1", "seed2": "--seed2"}
+
+
+def _run_config(name, given: set, scheduler, cluster_profile, **kw):
+    """The RunConfig of run/bfs, with every flag that does not apply refused (one line, exit 2)."""
+    from dbfs.backends import RunConfig, get_backend
+
+    if name:
+        _refuse(given, _SPEC_FLAGS, f"with a dataset NAME ({name}): its spec is stored; drop the flag or NAME")
+    cfg = RunConfig(algorithm=kw["algorithm"], backend=kw["backend"], n_roots=kw.get("n_roots", 64),
+                    validate=not kw.get("no_validate", False), partitions=kw["partitions"],
+                    partitioning=kw["partitioning"], relabel=kw["relabel"], dedupe=not kw["keep_duplicates"],
+                    energy=kw.get("energy", False), device_memory_limit=parse_size(kw["device_memory_limit"]),
+                    quiet=kw.get("quiet", False))
+    B = get_backend(cfg.backend)
+    if B.cluster == "never":
+        _refuse(given, _CLUSTER_FLAGS, f"to --backend {cfg.backend}: it runs every stage in this process")
+    _check_cluster_flags(given, scheduler, cluster_profile)
+    B.check(cfg, {_RUN_OPTIONS[k] for k in given if k in _RUN_OPTIONS})
+    return cfg
+
+
+def _spec_or_name(name, scale, edgefactor, seed1, seed2):
+    from dbfs.spec import GraphSpec
+
+    if name:
+        return name
+    return GraphSpec.make(scale=scale, edgefactor=edgefactor, seed1=seed1, seed2=seed2)
+
+
+_run_common = [
+    click.option("--scale", type=int, default=16, help="Kronecker SCALE when no NAME is given."),
+    click.option("--edgefactor", type=int, default=16, help="Kronecker edgefactor when no NAME is given."),
+    click.option("--seed1", type=int, default=2, help="First seed (generation and search keys)."),
+    click.option("--seed2", type=int, default=3, help="Second seed."),
+    click.option("--algorithm", "-a", default="do", help="BFS algorithm (see `dbfs algorithms`)."),
+    click.option("--backend", type=click.Choice(["cpu", "gpu", "dask"]), default="cpu",
+                 help="Where Kernel 2 runs: this process (cpu), one GPU (gpu), or Dask workers (dask)."),
+    click.option("--partitions", "-P", type=int, default=1, help="CSR partitions (dask backend: one per worker slot)."),
+    click.option("--partitioning", type=click.Choice(["block", "cyclic"]), default="block",
+                 help="Vertex ownership of the CSR variant to search (dask backend for P > 1)."),
+    click.option("--keep-duplicates", is_flag=True, help="Search the CSR variant built with duplicate edges kept."),
+    click.option("--relabel", type=click.Choice(["none", "degree"]), default="none", help="CSR variant to search."),
+    click.option("--device-memory-limit", default=None, metavar="SIZE",
+                 help="GPU backend: keep the CSR in pinned host memory when it exceeds SIZE (auto when it does not fit)."),
+    datasets_opt, scheduler_opt, workers_opt,
+]
+
+
+def _apply(opts):
+    def deco(f):
+        for o in reversed(opts):
+            f = o(f)
+        return f
+
+    return deco
+
+
+def _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg):
+    """``scheduler``, or "threads" (no cluster): for a backend that never uses
+    one, and for one that uses it only for generation and Kernel 1 when the
+    dataset and CSR variant are already stored and no scheduler or cluster
+    profile was asked for (a LocalCluster would have nothing to do)."""
+    from dbfs.backends import get_backend
+    from dbfs.pipeline import stored_for_run
+
+    mode = get_backend(cfg.backend).cluster
+    if mode == "never":
+        return "threads"
+    if mode == "stages" and not scheduler and not cluster_profile and stored_for_run(target, datasets, cfg):
+        click.echo("dbfs: dataset and CSR already stored: no cluster to start, the searches run in this process",
+                   err=True)
+        return "threads"
+    return scheduler
+
+
+@cli.command()
+@click.argument("name", required=False)
+@_apply(_run_common)
+@click.option("--roots", "n_roots", type=int, default=64, help="Number of search keys.")
+@click.option("--json", "json_path", default=None, metavar="FILE", help="Write the full result as JSON.")
+@click.option("--plot", "plot_path", default=None, metavar="FILE.png", help="Write per-level and TEPS plots.")
+@click.option("--no-validate", is_flag=True, help="Skip validation (results marked unvalidated).")
+@click.option("--energy", is_flag=True,
+              help="GPU backend: sample GPU power (NVML) during the timed searches; report MTEPS/W.")
+def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, partitioning, keep_duplicates, relabel,
+        device_memory_limit, datasets, scheduler, workers, cluster_profile, n_roots, json_path, plot_path, no_validate,
+        energy):
+    """Graph500 end to end: generate and build if needed, search from the keys, validate, report.
+
+    NAME is a stored dataset; without it a Kronecker graph of --scale is used.
+    Graph500 output goes to stdout, progress to stderr.
+    """
+    from dbfs.cluster import client_for
+    from dbfs.pipeline import run_graph500
+
+    given = _given()
+    cfg = _run_config(name, given, scheduler, cluster_profile, algorithm=algorithm, backend=backend,
+                      partitions=partitions, partitioning=partitioning, keep_duplicates=keep_duplicates,
+                      relabel=relabel, device_memory_limit=device_memory_limit, n_roots=n_roots,
+                      no_validate=no_validate, energy=energy)
+    _check_writable(json_path, "--json")
+    _check_writable(plot_path, "--plot")
+    target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
+    scheduler = _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg)
+    with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
+        res = run_graph500(target, datasets, cfg, client)
+    _print_run(res, cfg, datasets, json_path, plot_path)
+
+
+def _check_writable(path, flag) -> None:
+    """A one-line error before any work when ``path``'s folder cannot take the file."""
+    import os
+    from pathlib import Path
+
+    if not path:
+        return
+    d = Path(path).expanduser().resolve().parent
+    if not d.is_dir() or not os.access(d, os.W_OK):
+        raise DbfsError(f"{flag} {path}: folder {d} does not exist or is not writable: pass a writable path")
+
+
+def _print_run(res, cfg, datasets, json_path=None, plot_path=None) -> None:
+    """The Graph500 block on stdout (or the invalid-run line and exit 1), then the JSON and plot files."""
+    from dbfs.pipeline import run_fields
+    from dbfs.report import render_graph500
+
+    if res.validated and not res.ok:
+        for f in res.failures:
+            click.echo(f"dbfs: root {f['root']}: validation failed: {f['summary']}", err=True)
+        click.echo("No results printed for invalid run.")
+        sys.exit(1)
+    fields = run_fields(res)
+    click.echo(render_graph500(fields), nl=False)
+    if json_path:
+        from dbfs.report import write_json
+
+        click.echo(f"dbfs: wrote {write_json(json_path, res, {k: v for k, v, _ in fields})}", err=True)
+    if plot_path:
+        from dbfs.pipeline import per_level_comparison
+        from dbfs.report import plot_run
+
+        click.echo(f"dbfs: wrote {plot_run(plot_path, res, per_level_comparison(res, datasets, cfg))}", err=True)
+
+
+@cli.command("bfs")
+@click.argument("name", required=False)
+@click.option("--root", "root", type=int, required=True, help="Search key (original vertex id).")
+@click.option("--out", default=None, metavar="FILE.npy",
+              help="Also write the parent array (int64, original ids, -1 unreached); see `dbfs validate`.")
+@_apply(_run_common)
+def bfs_cmd(name, root, out, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, partitioning,
+            keep_duplicates, relabel, device_memory_limit, datasets, scheduler, workers, cluster_profile):
+    """One search from --root on dataset NAME: levels and per-level statistics.
+
+    NAME must already have the CSR variant (`dbfs build NAME`); without NAME a
+    Kronecker graph of --scale is generated and built if needed.
+    """
+    import contextlib
+
+    from dbfs import kernel1, store
+    from dbfs.cluster import client_for
+    from dbfs.pipeline import check_root, open_backend
+
+    given = _given()
+    cfg = _run_config(name, given, scheduler, cluster_profile, algorithm=algorithm, backend=backend,
+                      partitions=partitions, partitioning=partitioning, keep_duplicates=keep_duplicates,
+                      relabel=relabel, device_memory_limit=device_memory_limit, quiet=True)
+    _check_writable(out, "--out")
+    ds = store.open_dataset(name, datasets) if name else None
+    if ds is not None:
+        check_root(ds, root)
+        if kernel1.reusable_variant(ds.path, cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel) is None:
+            variant = kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
+            raise DbfsError(f"dataset {ds.name} has no CSR variant {variant}: build it with "
+                            f"`{_build_command(ds.name, cfg)}`")
+        target = ds.name
+        needs = get_backend_cluster(cfg) == "always"
+    else:
+        target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
+        scheduler = _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg)
+        needs = scheduler != "threads"
+    ctx = client_for(scheduler, n_workers=workers, profile=cluster_profile) if needs else contextlib.nullcontext()
+    with ctx as client:
+        b, ds, variant, _ = open_backend(target, datasets, cfg, client)
+        try:
+            if name is None:
+                check_root(ds, root)
+            b.search(root)  # warm-up
+            t = b.search(root)
+            levels = b.level_stats
+            if out:
+                _save_parents(out, b.parents())
+        finally:
+            b.close()
+    click.echo(f"dataset {ds.name}  root {root}  algorithm {algorithm}  backend {backend}")
+    click.echo(f"{'level':>5}  {'dir':>3}  {'frontier':>12}  {'edges examined':>15}  {'time ms':>9}")
+    for d in levels:
+        click.echo(f"{d['level']:>5}  {d['direction']:>3}  {d['frontier']:>12,}  {d['edges']:>15,}  {d['time'] * 1e3:>9.3f}")
+    reached = sum(d.get("discovered", 0) for d in levels) + 1
+    click.echo(f"levels {len(levels)}  reached {reached:,} of {ds.n_vertices:,}  time {t * 1e3:.3f} ms")
+    if out:
+        click.echo(f"dbfs: wrote the parent array to {out}", err=True)
+
+
+def _build_command(name, cfg) -> str:
+    """The `dbfs build` line that makes the CSR variant ``cfg`` searches."""
+    cmd = f"dbfs build {name}"
+    if cfg.partitions > 1:
+        cmd += f" --partitions {cfg.partitions}"
+    if cfg.partitioning != "block":
+        cmd += f" --partitioning {cfg.partitioning}"
+    if not cfg.dedupe:
+        cmd += " --keep-duplicates"
+    if cfg.relabel != "none":
+        cmd += f" --relabel {cfg.relabel}"
+    return cmd
+
+
+def get_backend_cluster(cfg) -> str:
+    from dbfs.backends import get_backend
+
+    return get_backend(cfg.backend).cluster
+
+
+def _save_parents(out, parent) -> None:
+    import numpy as np
+
+    try:
+        np.save(out, np.asarray(parent, dtype=np.int64))
+    except OSError as e:
+        raise DbfsError(f"cannot write the parent array to {out} ({e.strerror}): pass a writable --out path") from None
