@@ -145,7 +145,19 @@ class Backend:
         raise NotImplementedError
 
     def prepare(self) -> float:
-        return 0.0
+        """Build the per-graph search structures of an in-memory graph (``self.graph``) with the
+        backend's kernel module; returns (and keeps as ``prepare_time``) the seconds it took."""
+        import time
+
+        from dbfs.bfs import prepare
+
+        graph = getattr(self, "graph", None)
+        if graph is None:
+            return 0.0
+        t0 = time.perf_counter()
+        prepare(graph, self.kernels)
+        self.prepare_time = time.perf_counter() - t0
+        return self.prepare_time
 
     def roots(self, n: int):
         """The Graph500 search keys (section 6), eligibility tested on the stored input edges."""

@@ -74,14 +74,6 @@ class CpuBackend(Backend):
         self.parent = None
         return self.load_time
 
-    def prepare(self):
-        from dbfs.bfs import prepare
-
-        t0 = time.perf_counter()
-        prepare(self.graph, "cpu")
-        self.prepare_time = time.perf_counter() - t0
-        return self.prepare_time
-
     def roots(self, n):
         from dbfs.roots import eligible, select_roots
 

@@ -111,14 +111,6 @@ class GpuBackend(Backend):
             opts["device_memory_limit"] = self.cfg.device_memory_limit
         return opts
 
-    def prepare(self):
-        from dbfs.bfs import prepare
-
-        t0 = time.perf_counter()
-        prepare(self.graph, "gpu")
-        self.prepare_time = time.perf_counter() - t0
-        return self.prepare_time
-
     def roots(self, n):
         from dbfs.roots import eligible, select_roots
         from dbfs.store.gpu import eligible_gpu, search_edges
