@@ -68,3 +68,16 @@ def test_every_built_variant_can_be_searched(variant, tmp_path, dbfs_cli):
     missing = dbfs_cli("bfs", name, "--root", 1, "--partitioning", "cyclic", "--keep-duplicates",
                        "--datasets", ds, ok=False)
     assert missing.exit_code == 2 and "dbfs build" in missing.stderr
+
+
+def test_more_roots_than_eligible_is_said_and_recorded(tmp_path, dbfs_cli):
+    """--roots beyond the eligible vertices: every eligible one is searched, said on stderr and kept in the JSON."""
+    import json
+
+    js = tmp_path / "r.json"
+    res = dbfs_cli("run", "--scale", 6, "--roots", 100000, "--datasets", tmp_path / "ds", "--scheduler", "threads",
+                   "--json", js)
+    nbfs = int(next(line for line in res.stdout.splitlines() if line.startswith("NBFS:")).split()[1])
+    assert 0 < nbfs < 64 and f"searching all {nbfs} of them" in res.stderr
+    notes = json.loads(js.read_text())["config"]["notes"]
+    assert len(notes) == 1 and "--roots 100000" in notes[0]
