@@ -36,8 +36,19 @@ Two parts, both in one JSON record (``benchmarks/results/dask_bfs-<stamp>.json``
    search per config is validated with ``validate_distributed`` and must
    agree with the serial nedge.
 
+3. ``stalls`` (``--stalls N``): the first run on a fresh clone, as a new
+   user makes it: a child process with an EMPTY Numba cache directory
+   (``NUMBA_CACHE_DIR``; a fresh clone has no ``.nbi``/``.nbc`` files)
+   starts a LocalCluster of P workers (``--stall-config PxW``) and drives
+   the dask backend as ``dbfs run`` does (load, one untimed warm-up
+   search, then N searches from the Graph500 keys, each followed by its
+   nedge count), per SCALE in ``--scales``. Recorded per search: the
+   Graph500 seconds (measured on the workers) and the client's wall time
+   around the search call; summarised as median, max and max / median.
+
     python benchmarks/dask_bfs.py --scales 18
     python benchmarks/dask_bfs.py --scales 24 26 --configs 1x1 4x4 8x8 16x16 --roots 16
+    python benchmarks/dask_bfs.py --scales 16 --no-exchange --no-bfs --stalls 100
 
 Top-level imports stay light: Dask's worker processes re-import this script.
 """
@@ -238,6 +249,66 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport):
     return rec
 
 
+# ------------------------------------------------------------------- stalls
+def _stall_child(scale, n_roots, config, datasets):
+    """(child process, fresh Numba cache) the searches of a dask run; prints one JSON line."""
+    import json
+
+    from dbfs.backends import RunConfig
+    from dbfs.cluster import client_for
+    from dbfs.pipeline import open_backend
+    from dbfs.spec import GraphSpec
+
+    P, W = (int(x) for x in config.split("x"))
+    cfg = RunConfig(backend="dask", partitions=P, n_roots=n_roots, validate=False, quiet=True)
+    with client_for(n_workers=W, threads_per_worker=max(1, _cores() // W), quiet=True) as client:
+        b, ds, variant, _ = open_backend(GraphSpec.make("kronecker", scale), datasets, cfg, client)
+        try:
+            roots = [int(r) for r in b.roots(n_roots)]
+            b.search(roots[0])                                            # the run's untimed warm-up search
+            seconds, walls, nedges = [], [], []
+            for r in roots:
+                t0 = time.perf_counter()
+                seconds.append(b.search(r))
+                walls.append(time.perf_counter() - t0)
+                nedges.append(b.nedge(r))
+            load = b.load_time
+        finally:
+            b.close()
+    print(json.dumps({"roots": roots, "seconds": seconds, "wall": walls, "nedge": nedges, "load_time_s": load}))
+
+
+def _spread(xs) -> dict:
+    med = statistics.median(xs)
+    return {"median_ms": 1e3 * med, "max_ms": 1e3 * max(xs), "max_over_median": max(xs) / med,
+            "argmax": int(np.argmax(xs))}
+
+
+def bench_stalls(scales, n_roots, config, datasets):
+    """Per SCALE: a child process with an empty Numba cache runs the searches (see the module docstring)."""
+    import json
+    import subprocess
+
+    out = []
+    for scale in scales:
+        with tempfile.TemporaryDirectory(prefix="dbfs-numba-") as cache:
+            env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+            p = subprocess.run([sys.executable, __file__, "--stall-child", str(scale), str(n_roots), config,
+                                datasets], env=env, capture_output=True, text=True, check=False)
+        if p.returncode:
+            raise SystemExit(f"stall child failed:\n{p.stderr[-3000:]}")
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+        row = {"scale": scale, "config": config, "searches": len(r["seconds"]), "numba_cache": "empty",
+               "load_time_s": r.pop("load_time_s"), "seconds": _spread(r["seconds"]), "wall": _spread(r["wall"]),
+               "per_search": r}
+        out.append(row)
+        print(f"SCALE {scale} {config}: {row['searches']} searches, median {row['seconds']['median_ms']:.2f} ms, "
+              f"max {row['seconds']['max_ms']:.2f} ms ({row['seconds']['max_over_median']:.1f}x); wall median "
+              f"{row['wall']['median_ms']:.2f} ms, max {row['wall']['max_ms']:.2f} ms "
+              f"({row['wall']['max_over_median']:.1f}x)", file=sys.stderr)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -252,9 +323,17 @@ def main(argv=None):
     ap.add_argument("--exchange-workers", type=int, nargs="*", default=[2, 4], help="W values of the exchange part")
     ap.add_argument("--levels", type=int, default=50, help="levels per exchange measurement")
     ap.add_argument("--no-exchange", action="store_true", help="skip the exchange part")
+    ap.add_argument("--no-bfs", action="store_true", help="skip the bfs part")
+    ap.add_argument("--stalls", type=int, default=0, metavar="N",
+                    help="stalls part: N searches per SCALE on a fresh Numba cache (0: skip)")
+    ap.add_argument("--stall-config", default="2x2", help="PxW of the stalls part")
+    ap.add_argument("--stall-child", nargs=4, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--datasets", default=None, help="dataset root (default $DBFS_DATASETS or a temp dir)")
     ap.add_argument("--out", default=None, help="results directory (default benchmarks/results)")
     args = ap.parse_args(argv)
+    if args.stall_child:
+        scale, n_roots, config, datasets = args.stall_child
+        return _stall_child(int(scale), int(n_roots), config, datasets)
 
     from benchmarks.common import write_record
 
@@ -267,7 +346,10 @@ def main(argv=None):
     if not datasets and args.scales:
         tmp = tempfile.TemporaryDirectory(prefix="dbfs-bench-")
         datasets = tmp.name
-    record["bfs"] = [bench_scale(s, args.configs, args.roots, args.reps, datasets, args.transport) for s in args.scales]
+    record["bfs"] = [] if args.no_bfs else [bench_scale(s, args.configs, args.roots, args.reps, datasets,
+                                                        args.transport) for s in args.scales]
+    if args.stalls:
+        record["stalls"] = bench_stalls(args.scales, args.stalls, args.stall_config, datasets)
     record["loadavg_end"] = os.getloadavg()
     write_record("dask_bfs", record, args.out)
 

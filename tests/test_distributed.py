@@ -328,6 +328,7 @@ def test_worker_death_is_recovered(kron16, golden16):
             assert res.attempts == 2 and len(res.events) == 1
             ev = res.events[0]
             assert ev["event"] == "worker-lost" and before[1] in ev["workers_lost"] and 1 in ev["ranks_reloaded"]
+            assert ev["stage"] == "search"
             assert dg.events == res.events
             assert dg.rank_worker[1] != before[1]
             parent = D.gather_parent(res)

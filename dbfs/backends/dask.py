@@ -8,6 +8,13 @@ partition); validation runs as Dask tasks over the stored edge chunks, so
 no N-sized array reaches the client (:func:`dbfs.bfs.dask.validate_distributed`).
 The timed seconds are measured on the workers from a start barrier to the
 last count exchange (Graph500 3.0.1 section 7).
+
+Failures: every wait (load, search, nedge, validation) is bounded and
+reacts to a lost worker within seconds (:mod:`dbfs.bfs.dask.waits`): the
+partitions it held are reloaded on live workers and the step redone
+(a search rerun; a validation or nedge after rerunning, untimed, the
+search whose parents were lost), each said on stderr and recorded in
+``events``; past the retries, one DbfsError naming what was lost.
 """
 from __future__ import annotations
 
@@ -44,6 +51,7 @@ class DaskBackend(Backend):
         self.dg = dbfs_dask.load_distributed(self.client, ds.path, variant)
         self.load_time = self.dg.load_time
         self.result = None
+        self._say_events(self.dg.events, f"the load of {variant}")
         return self.load_time
 
     @property
@@ -59,18 +67,34 @@ class DaskBackend(Backend):
             self.result.release()
         self.result, seconds, self.level_stats = self.mod.search(self.dg, root, algorithm=self.cfg.algorithm,
                                                                  stats=True, **self.cfg.opts)
-        for ev in self.result.events:
-            say(f"worker lost during the search from {root}: {ev}; partitions reloaded, search rerun", self.cfg.quiet)
+        self._say_events(self.result.events, f"the search from root {root}")
         return seconds
 
+    def _say_events(self, events, during) -> None:
+        for ev in events:
+            if ev.get("event") != "worker-lost":
+                continue
+            redo = "search rerun (untimed), step redone" if ev.get("stage") == "validation" else "search rerun"
+            say(f"worker {', '.join(ev['workers_lost']) or '?'} lost during {during}: partition(s) "
+                f"{ev['ranks_reloaded']} reloaded on live workers in {ev['reload_time']:.1f} s, {redo}",
+                self.cfg.quiet)
+
+    def _check_parents(self, root, during):
+        """Validation of the last search (its parents re-searched, untimed, if lost with a worker)."""
+        seen = len(self.result.events)
+        try:
+            return self.mod.validate_distributed(self.client, self.ds.path, self.dg, self.result, root)
+        finally:
+            self._say_events(self.result.events[seen:], during)
+
     def validate(self, root):
-        return self.mod.validate_distributed(self.client, self.ds.path, self.dg, self.result, root)
+        return self._check_parents(root, f"the validation of root {root}")
 
     def nedge(self, root):
-        return int(self.validate(root).nedge)
+        return int(self._check_parents(root, f"the nedge count of root {root}").nedge)
 
     def parents(self):
-        return self.mod.gather_parent(self.result, self.client)
+        return self.mod.gather_parent(self.result, self.client, self.dg)
 
     def close(self):
         if getattr(self, "result", None) is not None:

@@ -128,7 +128,7 @@ def _row_ranges(m: int, zchunk: int, chunk_edges: int | None):
 
 
 def validate_partitioned(client, dataset_path, parent_slices, partitioning: Partitioning, root, workers=None,
-                         chunk_edges: int | None = None) -> ValidationResult:
+                         chunk_edges: int | None = None, gather=None) -> ValidationResult:
     """Validate a partitioned parent array against ``<dataset_path>/edges`` (method in the module docstring).
 
     Parameters
@@ -147,6 +147,11 @@ def validate_partitioned(client, dataset_path, parent_slices, partitioning: Part
         ``workers[r]`` holds slice ``r``; its vertex-rule task is placed there.
     chunk_edges : int, optional
         Input rows per edge task (rounded to whole zarr chunks).
+    gather : callable, optional
+        ``gather(futures, what) -> list`` of their results, for the two
+        waits of the validation; default ``client.gather``. The dask
+        backend passes one that is bounded and reacts to a lost worker
+        (:func:`dbfs.bfs.dask.validate_distributed`).
 
     Returns
     -------
@@ -163,10 +168,13 @@ def validate_partitioned(client, dataset_path, parent_slices, partitioning: Part
         return ValidationResult(False, 0, [_fail("length", f"{len(parent_slices)} parent slices for "
                                                             f"{P} partitions", [], 1)])
     pin = (lambda rk: {"workers": [workers[rk]], "allow_other_workers": True}) if workers else (lambda rk: {})
+    if gather is None:
+        def gather(futs, what):
+            return client.gather(futs)
 
     # ---- vertex rules, per slice on its worker
-    checks = client.gather([client.submit(_slice_check, parent_slices[rk], rk, part, root, pure=False, **pin(rk))
-                            for rk in range(P)])
+    checks = gather([client.submit(_slice_check, parent_slices[rk], rk, part, root, pure=False, **pin(rk))
+                     for rk in range(P)], "the vertex rules")
     total = sum(c["len"] for c in checks)
     if total != n or any(c["len"] != c["expected"] for c in checks):
         return ValidationResult(False, 0, [_fail("length", f"parent has {total} entries, graph has {n} vertices",
@@ -204,7 +212,7 @@ def validate_partitioned(client, dataset_path, parent_slices, partitioning: Part
     else:
         tree_f = client.submit(_tree_failure, pl, np.zeros((n + 7) // 8, np.uint8), root, pure=False)
     del eres
-    chain_failures, summaries, tree = client.gather([chain_f, summ, tree_f])
+    chain_failures, tree, *summaries = gather([chain_f, tree_f, *summ], "the edge rules")
 
     failures = list(chain_failures)
     nedge = sum(s["nedge"] for s in summaries)

@@ -16,11 +16,13 @@ Modules, in import order (each imports only those above it)::
     shm         shared frontier bitmap in /dev/shm
     plugin      MeshPlugin: every piece of worker-side state
     exchange    Numba kernels: bucket / absorb pairs, OR slices
+    warmup      every kernel of the level loop loaded at load time
     worker      partitions on their workers, per-search partition state
     bsp         the level loop (one task per worker)
+    waits       bounded client waits that notice a lost worker
     mesh        opening / closing meshes from the client
     placement   DistributedGraph, loading partitions onto workers
-    recovery    reload after a lost worker
+    recovery    placing partitions on live workers, again after a lost worker
     client      load_distributed, search, gather_parent, validate_distributed
 """
 from dbfs.bfs.dask.client import ALGORITHMS, DistributedResult, gather_parent, load_distributed, search, \

@@ -5,12 +5,13 @@ Contract
 :func:`_bsp_search` runs as ONE task per mesh worker (pinned), serving all
 of that worker's partitions one after the other on its Numba threads, and
 returns ``{"parents": {rank: int64 slice, local order}, "seconds",
-"records" (mesh worker 0 only), "kernel_total", "levels"}``. ``seconds`` is
+"records" (mesh worker 0 only), "kernel_total", "levels"}``, or ``{"lost":
+why}`` when a peer was lost. ``seconds`` is
 Graph500 Kernel 2 time on this worker: from the start barrier, just before
 the root is visited, to the last count exchange (every worker then knows
 that every partition has written its parents). A failure closes this
 worker's end of the mesh first, so its peers stop waiting at once (they
-raise ``_PeerLost``) instead of timing out.
+see a lost peer) instead of timing out.
 
 Method (per level; the steps are :mod:`dbfs.bfs.cpu`'s, called once per
 partition with its local rows; after Beamer, Buluc, Asanovic and
@@ -63,9 +64,11 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_t
     """(task pinned to mesh worker ``widx``) one search on this worker's partitions ``parts``;
     ``pol_opts``: the keyword options of :func:`dbfs.bfs.policy.policy_from`.
 
-    Returns {"parents": {rank: parent slice}, "seconds", "records" (widx 0 only), "kernel_total", "levels"}.
+    Returns {"parents": {rank: parent slice}, "seconds", "records" (widx 0 only), "kernel_total", "levels"},
+    or ``{"lost": why}`` when a peer was lost (the client reloads and reruns;
+    an expected event, so no failed task and no traceback in the worker's log).
     Any failure closes this worker's end of the mesh first, so the peers
-    stop waiting at once (they raise ``_PeerLost``) instead of timing out.
+    stop waiting at once (they see a lost peer) instead of timing out.
     """
     plugin = get_plugin()
     if len(ranks_of) == 1:
@@ -73,10 +76,14 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_t
     else:
         mesh = plugin.meshes.get((mesh_id, widx))
         if mesh is None:
-            raise _PeerLost(f"no mesh {mesh_id[:8]} on this worker (restarted?)")
+            return {"lost": f"no mesh {mesh_id[:8]} on this worker (restarted?)"}
     try:
         return _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, plugin,
                            plugin.shms.get(mesh_id))
+    except _PeerLost as exc:
+        mesh.close()
+        plugin.drop_mesh(mesh_id, widx)
+        return {"lost": str(exc)}
     except BaseException:
         mesh.close()
         plugin.drop_mesh(mesh_id, widx)

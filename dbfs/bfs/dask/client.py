@@ -28,12 +28,18 @@ edge chunks without bringing any N-sized array to the client.
 Method: the client only starts the search and collects counts; one
 long-running task per worker (:func:`dbfs.bfs.dask.bsp._bsp_search`) runs
 the whole level loop and exchanges frontier data directly with its peers.
-Failures: every wait has a timeout; a lost worker (its peers fail at once
-with ``_PeerLost``; the client also polls the scheduler) triggers reload and
-rerun (:mod:`dbfs.bfs.dask.recovery`, at most ``retries`` times, recorded in
-``result.events`` and ``dgraph.events``); any other error in a search task
-closes that worker's end of the mesh, the client gives the graph a fresh
-mesh and raises the error unchanged, without retry.
+Failures: every wait is bounded and watches the workers it depends on
+(:mod:`dbfs.bfs.dask.waits`). A worker lost during the load moves its
+partitions to live workers (:func:`dbfs.bfs.dask.recovery.place`); during
+a search (its peers see the mesh break at once; the client sees the
+worker leave the cluster) the lost partitions are reloaded and the search
+rerun; during a validation or a gather of the parents, whose parents were
+lost with it, the search is rerun (untimed) and the step redone; each at
+most ``retries`` times, recorded in ``result.events`` and ``dgraph.events``
+(:mod:`dbfs.bfs.dask.recovery`), then one DbfsError naming what was lost.
+Any other error in a search task closes that worker's end of the mesh,
+the client gives the graph a fresh mesh and raises the error unchanged,
+without retry.
 """
 from __future__ import annotations
 
@@ -45,9 +51,10 @@ import numpy as np
 
 from dbfs.bfs.dask.bsp import _bsp_search
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _alive, _close_mesh, _open_mesh
-from dbfs.bfs.dask.placement import DistributedGraph, _submit_loads, _variant_attrs
-from dbfs.bfs.dask.recovery import _is_peer_loss, _recover
+from dbfs.bfs.dask.placement import DistributedGraph, _variant_attrs
+from dbfs.bfs.dask.recovery import _is_peer_loss, _recover, place
 from dbfs.bfs.dask.transport import TRANSPORTS, _PeerLost
+from dbfs.bfs.dask.waits import gather_watched, wait_watched
 from dbfs.bfs.dask.worker import _pick_parent, _search_summary
 from dbfs.bfs.policy import policy_from
 from dbfs.errors import DbfsError
@@ -129,65 +136,64 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
                           nnz_total=int(attrs["nnz_total"]), rank_worker=rank_worker, part_futures={},
                           transport=transport, timeout=float(timeout), attrs=attrs,
                           shared_memory=False if shared_memory is False else None)
-    _submit_loads(dg, list(range(part.P)))
-    _open_mesh(dg)
+    try:
+        place(dg, list(range(part.P)))
+    except BaseException:
+        dg.close()
+        raise
     dg.load_time = time.perf_counter() - t0
     return dg
 
 
-def _wait_search(dg: DistributedGraph, futs) -> None:
+def _wait_search(dg: DistributedGraph, futs, root) -> None:
     """Wait for the search tasks; a vanished worker or a failed task ends the wait (see the module docstring)."""
-    from distributed import wait
-
-    watched = set(dg.mesh_workers)
-    pending = list(futs)
-    while pending:
+    what = f"the search from root {root}"
+    try:
+        wait_watched(dg.client, futs, dg.mesh_workers, what, dg.timeout)
+    except BaseException:
+        for f in futs:
+            f.cancel()
+        raise
+    if any(f.status == "error" for f in futs):
+        # let the others finish (a failing worker closes its mesh end, so they stop at once)
         try:
-            pending = list(wait(pending, timeout=1.0, return_when="FIRST_COMPLETED").not_done)
-        except TimeoutError:
-            gone = watched - _alive(dg.client)
-            if gone:
-                for f in futs:
-                    f.cancel()
-                raise _PeerLost(f"worker(s) {sorted(gone)} left the cluster during the search") from None
-            continue
-        if any(f.status == "error" for f in futs):
-            # let the others finish (a failing worker closes its mesh end, so they stop at once)
-            try:
-                wait(futs, timeout=2.0)
-            except TimeoutError:
-                pass
-            excs = [f.exception() for f in futs if f.status == "error"]
-            for f in futs:
-                f.cancel()
-            real = [e for e in excs if not _is_peer_loss(e)]
-            if real:
-                # a genuine error (not a lost worker): no retry; give the graph a fresh mesh, re-raise
-                _close_mesh(dg)
-                _open_mesh(dg)
-                raise real[0]
-            raise _PeerLost("; ".join(f"{type(e).__name__}: {e}" for e in excs[:3]))
+            wait_watched(dg.client, futs, dg.mesh_workers, what, 2.0, stop_on_error=False)
+        except (_PeerLost, DbfsError):
+            pass
+        excs = [f.exception() for f in futs if f.status == "error"]
+        for f in futs:
+            f.cancel()
+        real = [e for e in excs if not _is_peer_loss(e)]
+        if real:
+            # a genuine error (not a lost worker): no retry; give the graph a fresh mesh, re-raise
+            _close_mesh(dg)
+            _open_mesh(dg)
+            raise real[0]
+        raise _PeerLost("; ".join(f"{type(e).__name__}: {e}" for e in excs[:3]))
 
 
 def _run_once(dg: DistributedGraph, root, algorithm, pol, stats):
     client = dg.client
     ranks_of = dg.ranks_of()
+    pin = {"allow_other_workers": False, "pure": False}
     t0 = time.perf_counter()
     futs = []
     for i, w in enumerate(dg.mesh_workers):
         parts = [dg.part_futures[rk] for rk in ranks_of[i]]
         futs.append(client.submit(_bsp_search, dg.mesh_id, i, ranks_of, parts, int(root), algorithm,
-                                  pol, dg.nnz_total,
-                                  workers=[w], allow_other_workers=False, pure=False))
-    _wait_search(dg, futs)
+                                  pol, dg.nnz_total, workers=[w], **pin))
+    _wait_search(dg, futs, root)
     wall = time.perf_counter() - t0
-    summaries = client.gather([client.submit(_search_summary, f, workers=[w], allow_other_workers=False,
-                                             pure=False) for f, w in zip(futs, dg.mesh_workers)])
+    summaries = gather_watched(client, [client.submit(_search_summary, f, workers=[w], **pin)
+                                        for f, w in zip(futs, dg.mesh_workers)],
+                               dg.mesh_workers, f"the search from root {root}", dg.timeout)
+    lost = [s["lost"] for s in summaries if "lost" in s]
+    if lost:
+        raise _PeerLost("; ".join(lost[:3]))
     parents = {}
     for i, (f, w) in enumerate(zip(futs, dg.mesh_workers)):
         for rk in ranks_of[i]:
-            parents[rk] = client.submit(_pick_parent, f, rk, workers=[w], allow_other_workers=False,
-                                        pure=False)
+            parents[rk] = client.submit(_pick_parent, f, rk, workers=[w], **pin)
     seconds = max(s["seconds"] for s in summaries)
     records = summaries[0]["records"] if stats else None
     return parents, seconds, wall, records
@@ -235,14 +241,45 @@ def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: s
                 raise DbfsError(f"distributed search from root {r} failed {attempt + 1} time(s), last: {exc}; "
                                 f"check the workers' logs") from None
             attempt += 1
-            events.append(_recover(dgraph, str(exc), attempt))
+            events.append(_recover(dgraph, f"{type(exc).__name__}: {exc}", attempt, "search"))
     res = DistributedResult(root=r, parents=parents, partitioning=dgraph.partitioning,
                             rank_worker=dict(dgraph.rank_worker), seconds=seconds, wall=wall, level_stats=rec,
                             algorithm=algorithm, opts=dict(pol), events=events, attempts=attempt + 1)
     return res, seconds, rec
 
 
-def gather_parent(result: DistributedResult, client=None) -> np.ndarray:
+def _rerun(dg: DistributedGraph, result: DistributedResult, error: str, stage: str, attempt: int) -> dict:
+    """After a worker holding ``result``'s parents was lost: reload the lost partitions, search from
+    ``result.root`` again (same algorithm and policy) and put the new parents into ``result``; returns the event."""
+    ev = _recover(dg, error, attempt, stage)
+    new, seconds, _ = search(dg, result.root, result.algorithm, stats=False, **result.opts)
+    result.parents, result.rank_worker = new.parents, new.rank_worker
+    ev["rerun_seconds"] = seconds
+    result.events += [ev] + new.events
+    return ev
+
+
+def _with_parents(dg, result: DistributedResult, step, what: str, retries: int):
+    """``step()`` (which reads ``result``'s parents on the workers); after a lost worker the parents are
+    recomputed (:func:`_rerun`) and ``step`` redone, at most ``retries`` times, else one DbfsError."""
+    attempt = 0
+    while True:
+        try:
+            return step()
+        except _PeerLost as exc:
+            err = f"{type(exc).__name__}: {exc}"
+        if dg is None:
+            raise DbfsError(f"{what}: the parents of the search from root {result.root} were lost with their worker "
+                            f"({err}): search again")
+        if attempt >= retries:
+            raise DbfsError(f"{what} failed {attempt + 1} time(s) after losing a worker, last: {err}: check the "
+                            f"workers' logs (memory limit?) and rerun")
+        attempt += 1
+        _rerun(dg, result, err, "validation", attempt)
+
+
+def gather_parent(result: DistributedResult, client=None, dgraph: DistributedGraph | None = None,
+                  retries: int = 2) -> np.ndarray:
     """The whole parent array on the client (small graphs and tests only).
 
     Parameters
@@ -250,6 +287,11 @@ def gather_parent(result: DistributedResult, client=None) -> np.ndarray:
     result : DistributedResult
     client : distributed.Client, optional
         Default: the client of the parent futures.
+    dgraph : DistributedGraph, optional
+        The searched graph: with it, parents lost with a worker are
+        recomputed (partitions reloaded, search rerun) instead of a DbfsError.
+    retries : int
+        Lost workers survived (with ``dgraph``).
 
     Returns
     -------
@@ -257,10 +299,16 @@ def gather_parent(result: DistributedResult, client=None) -> np.ndarray:
         int64, one entry per vertex in global ids, -1 for unreached.
     """
     part = result.partitioning
-    futs = [result.parents[rk] for rk in range(part.P)]
     if client is None:
-        client = futs[0].client
-    slices = client.gather(futs)
+        client = result.parents[0].client
+    timeout = dgraph.timeout if dgraph is not None else DEFAULT_TIMEOUT
+
+    def step():
+        futs = [result.parents[rk] for rk in range(part.P)]
+        return gather_watched(client, futs, set(result.rank_worker.values()),
+                              f"gathering the parents of the search from root {result.root}", timeout)
+
+    slices = _with_parents(dgraph, result, step, "gathering the parents", retries)
     parent = np.empty(part.n_vertices, np.int64)
     for rk, s in enumerate(slices):
         rg = part.vertex_range(rk)
@@ -269,8 +317,14 @@ def gather_parent(result: DistributedResult, client=None) -> np.ndarray:
 
 
 def validate_distributed(client, dataset_path, dgraph: DistributedGraph, result: DistributedResult, root,
-                         chunk_edges: int | None = None):
+                         chunk_edges: int | None = None, retries: int = 2):
     """Graph500 validation of ``result`` as Dask tasks (:mod:`dbfs.validate.dask`).
+
+    Every wait is bounded and watches the workers holding the parents; when
+    one is lost, its partitions are reloaded on live workers, the search
+    from ``result.root`` is rerun (untimed; ``result``'s parents replaced,
+    the event appended to ``result.events`` with ``stage`` "validation")
+    and the validation redone.
 
     Parameters
     ----------
@@ -283,6 +337,8 @@ def validate_distributed(client, dataset_path, dgraph: DistributedGraph, result:
     root : int
     chunk_edges : int, optional
         Edges per validation task (default: the stored chunks).
+    retries : int
+        Lost workers survived before a one-line DbfsError.
 
     Returns
     -------
@@ -291,7 +347,15 @@ def validate_distributed(client, dataset_path, dgraph: DistributedGraph, result:
     """
     from dbfs.validate.dask import validate_partitioned
 
-    return validate_partitioned(client, Path(dataset_path), [result.parents[rk] for rk in range(dgraph.P)],
-                                result.partitioning, int(root), workers=[result.rank_worker[rk]
-                                                                         for rk in range(dgraph.P)],
-                                chunk_edges=chunk_edges)
+    def step():
+        watch = set(result.rank_worker.values())
+
+        def gather(futs, what):
+            return gather_watched(client, futs, watch, f"{what} of the search from root {root}", dgraph.timeout)
+
+        return validate_partitioned(client, Path(dataset_path), [result.parents[rk] for rk in range(dgraph.P)],
+                                    result.partitioning, int(root),
+                                    workers=[result.rank_worker[rk] for rk in range(dgraph.P)],
+                                    chunk_edges=chunk_edges, gather=gather)
+
+    return _with_parents(dgraph, result, step, f"the validation of the search from root {root}", retries)

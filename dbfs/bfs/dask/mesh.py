@@ -15,10 +15,12 @@ mesh id; each worker opens its endpoint (TCP: a listener on its own
 contact interface, served for the mesh's lifetime; ``"dask"``: the plugin's
 handler) and returns its address; then one pinned task per worker connects
 to its peers (TCP: authenticated with the key, :mod:`dbfs.bfs.dask.listener`);
-all of them must run at once. On a cluster configured for TLS the TCP
-transports would be plaintext, so :func:`choose_transport` falls back to
-``"dask"`` (distributed's comm layer, TLS included) and :func:`open_mesh`
-refuses them.
+all of them must run at once. Every wait is bounded and watches the
+mesh's workers (:mod:`dbfs.bfs.dask.waits`): a worker lost during set-up
+raises :class:`dbfs.bfs.dask.waits.WorkerLost`. On a cluster configured
+for TLS the TCP transports would be plaintext, so :func:`choose_transport`
+falls back to ``"dask"`` (distributed's comm layer, TLS included) and
+:func:`open_mesh` refuses them.
 
 For a :class:`dbfs.bfs.dask.placement.DistributedGraph` (duck-typed here),
 :func:`_open_mesh` also gives the mesh a shared frontier in ``/dev/shm``
@@ -36,15 +38,16 @@ from dbfs.bfs.dask.plugin import (NAME, MeshPlugin, _mesh_close, _mesh_connect, 
                                   _uses_tls)
 from dbfs.bfs.dask.shm import _shm_path, _unlink
 from dbfs.bfs.dask.transport import TRANSPORTS, _host_of
+from dbfs.bfs.dask.waits import WorkerLost, alive_workers, gather_watched, is_peer_loss, run_within
 from dbfs.errors import DbfsError
 
 __all__ = ["DEFAULT_TIMEOUT", "open_mesh", "close_mesh", "choose_transport", "ensure_plugin"]
 
 DEFAULT_TIMEOUT = 300.0          # seconds any single wait may take before the search is declared failed
+RUN_TIMEOUT = 30.0               # seconds a set-up call on the workers (client.run) may take
+CLOSE_TIMEOUT = 5.0              # seconds closing a mesh may take (best effort: a dead worker closed it already)
 
-
-def _alive(client) -> set:
-    return set(client.scheduler_info(n_workers=-1)["workers"])
+_alive = alive_workers
 
 
 def ensure_plugin(client) -> None:
@@ -65,7 +68,18 @@ def _has_plugin(name, dask_scheduler=None) -> bool:
 def _on_tls(client, workers) -> bool:
     if any(str(w).startswith("tls://") for w in workers):
         return True
-    return any(client.run(_uses_tls, workers=list(workers)).values())
+    res = run_within(client, _uses_tls, workers=list(workers), timeout=RUN_TIMEOUT, what="the TLS check of the workers")
+    _raise_lost(res, "the TLS check of the mesh's workers")
+    return any(res.values())
+
+
+def _raise_lost(res: dict, what: str) -> None:
+    """WorkerLost for a worker whose ``client.run`` failed because it is gone; re-raise any other error."""
+    for w, v in res.items():
+        if isinstance(v, BaseException):
+            if is_peer_loss(v) or isinstance(v, OSError):
+                raise WorkerLost(f"worker {w} was lost during {what}: {type(v).__name__}: {v}", [w])
+            raise v
 
 
 def choose_transport(client, workers: list, transport: str) -> tuple:
@@ -120,12 +134,14 @@ def open_mesh(client, workers: list, transport: str = "tcp", timeout: float = DE
     mesh_id = uuid.uuid4().hex
     if W > 1:
         widx_of = {w: i for i, w in enumerate(workers)}
-        eps = client.run(_mesh_listen, mesh_id, widx_of, transport, new_key(), workers=list(workers))
-        addrs = [eps[w] for w in workers]
-        futs = [client.submit(_mesh_connect, mesh_id, i, addrs, transport, timeout, limits, workers=[w],
-                              allow_other_workers=False, pure=False) for i, w in enumerate(workers)]
         try:
-            client.gather(futs)
+            eps = run_within(client, _mesh_listen, mesh_id, widx_of, transport, new_key(), workers=list(workers),
+                             timeout=min(timeout, RUN_TIMEOUT), what="opening the mesh's listeners")
+            _raise_lost(eps, "opening the mesh's listeners")
+            addrs = [eps[w] for w in workers]
+            futs = [client.submit(_mesh_connect, mesh_id, i, addrs, transport, timeout, limits, workers=[w],
+                                  allow_other_workers=False, pure=False) for i, w in enumerate(workers)]
+            gather_watched(client, futs, workers, "the mesh set-up", timeout + RUN_TIMEOUT)
         except BaseException:
             close_mesh(client, mesh_id, workers)
             raise
@@ -145,13 +161,13 @@ def close_mesh(client, mesh_id: str, workers: list) -> None:
     """
     if len(workers) < 2:
         return
-    alive = _alive(client)
-    ws = [w for w in workers if w in alive]
-    if ws:
-        try:
-            client.run(_mesh_close, mesh_id, workers=ws, on_error="return")
-        except OSError:
-            pass
+    try:
+        alive = _alive(client)
+        ws = [w for w in workers if w in alive]
+        if ws:
+            run_within(client, _mesh_close, mesh_id, workers=ws, timeout=CLOSE_TIMEOUT, what="closing the mesh")
+    except (OSError, DbfsError):
+        pass                      # best effort: a worker that is gone took its end of the mesh with it
 
 
 def _open_mesh(dg) -> None:
@@ -189,17 +205,25 @@ def _open_shm(dg) -> str:
         return "/dev/shm missing or too small"
     c = dg.client
     why = ""
+    what = "mapping the shared frontier"
     try:
-        r0 = c.run(_shm_open, dg.mesh_id, path, gwords, dg.P, True, workers=ws[:1])[ws[0]]
-        if r0 is not True:
-            return f"cannot create {path}: {r0}"
-        res = c.run(_shm_open, dg.mesh_id, path, gwords, dg.P, False, workers=ws[1:], on_error="return")
+        r0 = run_within(c, _shm_open, dg.mesh_id, path, gwords, dg.P, True, workers=ws[:1], timeout=RUN_TIMEOUT,
+                        what=what)
+        _raise_lost(r0, what)
+        if r0[ws[0]] is not True:
+            return f"cannot create {path}: {r0[ws[0]]}"
+        res = run_within(c, _shm_open, dg.mesh_id, path, gwords, dg.P, False, workers=ws[1:], timeout=RUN_TIMEOUT,
+                         what=what)
+        _raise_lost(res, what)
         bad = {w: v for w, v in res.items() if v is not True}
         if bad:
             why = f"a worker cannot map {path}: {next(iter(bad.values()))}"
-            c.run(_shm_drop, dg.mesh_id, workers=ws, on_error="return")
+            run_within(c, _shm_drop, dg.mesh_id, workers=ws, timeout=RUN_TIMEOUT, what=what)
     finally:   # every mapping is made: the name can go (the memory lives while mapped)
-        c.run(_unlink, path, workers=ws[:1], on_error="return")
+        try:
+            run_within(c, _unlink, path, workers=ws[:1], timeout=CLOSE_TIMEOUT, what=what)
+        except DbfsError:
+            pass
     return why
 
 

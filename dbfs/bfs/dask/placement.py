@@ -11,7 +11,9 @@ mesh index of a worker is its position there). :func:`_submit_loads` loads
 partitions onto their workers and gives them the whole-graph data they need
 (hub neighbours by GLOBAL degree: every partition's degrees are joined on a
 worker and copied worker to worker); it runs at load time and after a lost
-worker (:mod:`dbfs.bfs.dask.recovery`).
+worker (:mod:`dbfs.bfs.dask.recovery`). Its wait is bounded and watches the
+partitions' workers (:func:`dbfs.bfs.dask.waits.gather_watched`): a lost one
+raises :class:`dbfs.bfs.dask.waits.WorkerLost`.
 """
 from __future__ import annotations
 
@@ -19,13 +21,14 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _alive, _close_mesh
+from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _close_mesh
+from dbfs.bfs.dask.waits import gather_watched
 from dbfs.bfs.dask.worker import _global_degrees, _load_part, _local_degrees, _part_info, _prepare_part
 from dbfs.errors import DbfsError
 from dbfs.partition import Partitioning
 from dbfs.zattrs import read_attrs
 
-__all__ = ["DistributedGraph", "_submit_loads", "_variant_attrs", "_alive"]
+__all__ = ["DistributedGraph", "_submit_loads", "_variant_attrs"]
 
 
 @dataclass
@@ -93,7 +96,10 @@ def _variant_attrs(dataset_path: Path, variant: str) -> dict:
 def _submit_loads(dg: DistributedGraph, ranks) -> None:
     """Load partitions ``ranks`` onto their workers, then give them the
     whole-graph data they need (hub neighbours by global degree: every
-    partition's degrees are joined on a worker and copied worker to worker)."""
+    partition's degrees are joined on a worker and copied worker to worker).
+    Raises WorkerLost when one of the graph's workers is lost meanwhile."""
+    if not ranks:
+        return
     client = dg.client
     pin = {"allow_other_workers": False, "pure": False}
     loaded = {}
@@ -106,8 +112,10 @@ def _submit_loads(dg: DistributedGraph, ranks) -> None:
     for rk in ranks:
         dg.part_futures[rk] = client.submit(_prepare_part, loaded[rk], deg, workers=[dg.rank_worker[rk]],
                                             key=f"dbfs-prepared-{uuid.uuid4().hex[:12]}-{rk}", **pin)
-    infos = client.gather([client.submit(_part_info, dg.part_futures[rk], workers=[dg.rank_worker[rk]], **pin)
-                           for rk in ranks])
+    infos = gather_watched(client, [client.submit(_part_info, dg.part_futures[rk], workers=[dg.rank_worker[rk]],
+                                                  **pin) for rk in ranks],
+                           set(dg.rank_worker.values()), f"the load of partition(s) {list(ranks)} of {dg.variant}",
+                           dg.timeout)
     del degs, deg, loaded
     for rk, info in zip(ranks, infos):
         dg.part_load_times[rk] = info["load_time"] + info["prepare_time"]

@@ -34,6 +34,7 @@ import numpy as np
 
 from dbfs.bfs.cpu import _fill_parent, _no_edge_bitmap, degree_over_bitmap, hub_by_degree, reused_int64, warm_kernels
 from dbfs.bfs.dask.exchange import _base_of
+from dbfs.bfs.dask.warmup import warm_level_kernels
 from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 
@@ -106,9 +107,12 @@ def _global_degrees(part: Partitioning, *degs):
 
 def _prepare_part(p, deg):
     """Kernel-1-like data a partition needs from the whole graph: the hub
-    neighbours of bu_step (built at load time, outside any search)."""
+    neighbours of bu_step (built at load time, outside any search); and
+    every kernel a search on this worker calls, loaded now
+    (:func:`dbfs.bfs.cpu.warm_kernels`, :func:`dbfs.bfs.dask.warmup.warm_level_kernels`)."""
     t0 = time.perf_counter()
     warm_kernels(p.indptr, p.indices)
+    warm_level_kernels(p, id_dtype(p.n))
     p.hub = hub_by_degree(p.indptr, p.indices, deg)
     p.prepare_time = time.perf_counter() - t0
     return p
