@@ -167,6 +167,25 @@ def _check_schema(prof: dict, p) -> None:
         raise DbfsError(f"cluster profile {p}: type scheduler needs an address (e.g. tcp://host:8786)")
 
 
+@contextlib.contextmanager
+def _workers_ignore_sigint():
+    """SIGINT ignored while the LocalCluster spawns its worker processes (an ignored
+    signal stays ignored in a spawned Python), so a terminal's Ctrl-C, which reaches the
+    whole process group, stops the run through this process alone and the workers print
+    no tracebacks of their own; this process's handler is restored after."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 def worker_env(threads: int) -> dict:
     """Environment of every worker process: thread pools sized to the
     worker's threads, so Numba kernels in concurrent tasks do not
@@ -489,9 +508,10 @@ def client_for(scheduler: str | None = None, n_workers: int | None = None,
         _STARTED[id(client)] = ("SLURMCluster", jobs.close)
     else:
         n = n_workers or default_workers()
-        cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
-                               memory_limit=memory_limit, dashboard_address="127.0.0.1:0", host="127.0.0.1", env=worker_env(threads_per_worker),
-                               silence_logs=40)
+        with _workers_ignore_sigint():
+            cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
+                                   memory_limit=memory_limit, dashboard_address="127.0.0.1:0", host="127.0.0.1",
+                                   env=worker_env(threads_per_worker), silence_logs=40)
         client = Client(cluster)
         if not quiet:
             say(f"started LocalCluster ({n} worker processes x {threads_per_worker} thread); "

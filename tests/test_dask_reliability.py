@@ -238,15 +238,15 @@ def _children(pid) -> list:
         return []
 
 
-def _start_run(droot, *extra):
+def _start_run(droot, *extra, session=False):
     env = dict(os.environ, DBFS_DATASETS=str(droot))
     cmd = [sys.executable, "-m", "dbfs.cli", "run", "--scale", "16", "--backend", "dask", "--partitions", "2",
            *extra]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=Path(__file__).resolve().parents[1])
+                            cwd=Path(__file__).resolve().parents[1], start_new_session=session)
 
 
-def _interrupt_when(p, marker, delay=0.0, limit=120.0):
+def _interrupt_when(p, marker, delay=0.0, limit=120.0, group=False):
     """Read stderr until a line holds ``marker``, wait ``delay``, send SIGINT; returns (seconds to exit, stderr)."""
     lines = []
     deadline = time.monotonic() + limit
@@ -259,7 +259,10 @@ def _interrupt_when(p, marker, delay=0.0, limit=120.0):
     kids = _children(p.pid)
     assert p.poll() is None, "".join(lines)
     t0 = time.monotonic()
-    p.send_signal(signal.SIGINT)
+    if group:
+        os.killpg(p.pid, signal.SIGINT)       # a terminal's Ctrl-C: the whole process group
+    else:
+        p.send_signal(signal.SIGINT)
     try:
         out, err = p.communicate(timeout=60)
     except subprocess.TimeoutExpired:
@@ -283,6 +286,16 @@ def test_sigint_stops_a_run_and_its_cluster(kron16):
         time.sleep(0.1)
     left = [k.pid for k in kids if k.is_running() and k.status() != "zombie"]
     assert not left, f"worker processes left after SIGINT: {left}"
+
+
+def test_terminal_ctrl_c_reaches_no_worker(kron16):
+    """Ctrl-C as a terminal sends it (SIGINT to the process group, workers included): the run
+    stops within seconds, non-zero, and no worker process prints a traceback of its own."""
+    p = _start_run(kron16.path.parent, "--roots", "64", session=True)
+    took, err, _ = _interrupt_when(p, "search 2/", delay=0.2, group=True)
+    assert took < SIGINT_BOUND_S, err
+    assert p.returncode != 0, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
 
 
 def test_sigint_mid_search_on_a_joined_cluster(kron16):
