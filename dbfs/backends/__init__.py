@@ -160,13 +160,19 @@ class Backend:
         return self.prepare_time
 
     def roots(self, n: int):
-        """The Graph500 search keys (section 6), eligibility tested on the stored input edges."""
-        from dbfs.roots import eligible, select_roots
+        """The Graph500 search keys (section 6), eligibility tested by :meth:`eligible`."""
+        from dbfs.roots import select_roots
 
         spec = self.ds.attrs["spec"]
+        return select_roots(self.ds.n_vertices, spec.get("seed1", 2), spec.get("seed2", 3), n, self.eligible())
+
+    def eligible(self):
+        """``test(candidates) -> bool mask``: which candidate roots have a non-self-loop input edge
+        (here streamed over the stored edges; a backend holding them closer overrides this)."""
+        from dbfs.roots import eligible
+
         edges = self.ds.edges()
-        return select_roots(self.ds.n_vertices, spec.get("seed1", 2), spec.get("seed2", 3), n,
-                            lambda cands: eligible(edges, cands))
+        return lambda cands: eligible(edges, cands)
 
     def search(self, root: int) -> float:
         raise NotImplementedError

@@ -111,17 +111,14 @@ class GpuBackend(Backend):
             opts["device_memory_limit"] = self.cfg.device_memory_limit
         return opts
 
-    def roots(self, n):
-        from dbfs.roots import eligible, select_roots
+    def eligible(self):
+        from dbfs.roots import eligible
         from dbfs.store.gpu import eligible_gpu, search_edges
 
-        spec = self.ds.attrs["spec"]
         edges = search_edges(self.ds)
         if type(edges).__module__.startswith("cupy"):
-            test = lambda cands: eligible_gpu(edges, cands)  # noqa: E731
-        else:
-            test = lambda cands: eligible(edges, cands)  # noqa: E731
-        return select_roots(self.n, spec.get("seed1", 2), spec.get("seed2", 3), n, test)
+            return lambda cands: eligible_gpu(edges, cands)   # on the device copy of the edges
+        return lambda cands: eligible(edges, cands)
 
     def search(self, root):
         from dbfs.bfs import gpu
