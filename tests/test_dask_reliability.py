@@ -98,7 +98,7 @@ def _add_slow_levels(delay, dask_worker=None):
     """(client.run) every level of a search on this worker takes ``delay`` seconds more."""
     from dbfs.bfs.dask.plugin import get_plugin
 
-    get_plugin(dask_worker).level_listeners.append(lambda level, ranks: time.sleep(delay))
+    get_plugin(dask_worker).level_listeners.append(lambda level, ranks, record: time.sleep(delay))
     return True
 
 

@@ -143,7 +143,7 @@ def _install_fault(level, how, dask_worker=None):
 
     listeners = get_plugin(dask_worker).level_listeners
 
-    def fault(lv, ranks):
+    def fault(lv, ranks, record):
         if lv != level:
             return
         listeners.remove(fault)

@@ -35,7 +35,8 @@ Bottom-Up Search", IPDPS Workshops 2013):
 
 Directions, frontier sizes and edge counts equal the single-process ``do``
 level for level. After each level the plugin's ``level_listeners`` are
-called with ``(level, this worker's ranks)``.
+called with ``(level, this worker's ranks, record)``: the level's global
+counts and this worker's kernel and exchange seconds.
 
 Message layouts are :mod:`dbfs.bfs.dask.frames`'s kinds; what a frame
 carries beyond its layout (the ranks it names, the bitmap slice lengths,
@@ -348,14 +349,16 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
         k_max = max(x[3] for x in totals)
         kernel_total += kt
         t_end = time.perf_counter()
+        lt = t_end - t_lv
         if widx == 0:
-            lt = t_end - t_lv
             rec.append({"level": level, "direction": d, "frontier": int(n_f), "edges": int(g_ex),
                         "discovered": int(g_new), "time": lt, "kernel": k_max, "overhead": max(0.0, lt - k_max),
                         "rounds": mesh.rounds - x_n0, "exchange": mesh.seconds - x_t0})
         if s.listeners:
+            mine = {"level": level, "worker": widx, "direction": d, "frontier": int(n_f), "edges": int(g_ex),
+                    "discovered": int(g_new), "time": lt, "kernel": kt, "exchange": mesh.seconds - x_t0}
             for fn in tuple(s.listeners):
-                fn(level, ranks)
+                fn(level, ranks, mine)
         n_f, m_f = g_new, g_m
         m_u -= g_m
         level += 1

@@ -13,9 +13,10 @@ take ``dask_worker``) and pinned tasks (:func:`_mesh_connect`).
 Refused connections and messages are logged on logger ``dbfs.mesh``
 (warning) and counted per reason in ``rejected`` (see :meth:`MeshPlugin.status`).
 
-``level_listeners``: callables ``fn(level, ranks)`` the level loop calls on
-this worker after each level with the level number and this worker's
-ranks (monitoring publishes level records through it; tests inject
+``level_listeners``: callables ``fn(level, ranks, record)`` the level loop
+calls on this worker after each level with the level number, this
+worker's ranks and the level's record (global counts; this worker's
+``kernel`` and ``exchange`` seconds) (monitoring publishes level records through it; tests inject
 faults through it).
 
 The ``"dask"`` transport's messages arrive at :meth:`MeshPlugin.on_message`
@@ -70,7 +71,7 @@ class MeshPlugin(WorkerPlugin):
         self.shms = {}              # mesh_id -> _ShmFront
         self.scratch = {}           # N -> td claim array, kept across searches
         self.grown = {}             # key -> reusable int64 work array
-        self.level_listeners = []   # fn(level, ranks) after each level of a search
+        self.level_listeners = []   # fn(level, ranks, record) after each level of a search
         self.rejected = collections.Counter()   # reason -> refused connections / messages
         self.recent = collections.deque(maxlen=64)
         worker.handlers[HANDLER] = self.on_message
