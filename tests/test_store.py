@@ -145,10 +145,10 @@ def test_list_info_rm(tmp_path):
     gen(tmp_path, "--scale", 4, "--kind", "grid2d")
     res = run("datasets", "list", "--datasets", tmp_path)
     lines = res.stdout.splitlines()
-    assert lines[0].split() == ["NAME", "KIND", "SCALE", "EDGES", "SIZE", "STAGES", "COMPLETE"]
+    assert lines[0].split() == ["NAME", "KIND", "SCALE", "EDGES", "STORAGE", "SIZE", "STAGES", "COMPLETE"]
     assert any(l.startswith("grid2d-s4 ") for l in lines) and any(l.startswith(NAME10) and "16,384" in l for l in lines)
     info = json.loads(run("datasets", "info", NAME10, "--datasets", tmp_path).stdout)
-    assert info["complete"] and info["stages"] == ["edges"] and info["size_bytes"] > 0
+    assert info["complete"] and info["stages"] == ["edges"] and info["size_bytes"] > 0 and info["edges"] == "stored"
     run("datasets", "rm", NAME10, "--datasets", tmp_path)
     assert not (tmp_path / NAME10).exists()
     res = run("datasets", "rm", NAME10, "--datasets", tmp_path, ok=False)
@@ -226,7 +226,7 @@ def test_unwritable_and_too_small_dir(tmp_path, monkeypatch):
     assert res.exit_code == 2 and "--datasets" in res.stderr
     # a disk with too little room: the size estimate is checked before any write
     monkeypatch.setattr(store_write.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**12, 10**12 - 1000, 1000))
-    res = gen(tmp_path / "small", "--scale", 20, ok=False)
+    res = gen(tmp_path / "small", "--scale", 20, "--edges", "stored", ok=False)
     assert res.exit_code == 2 and "GiB free" in res.stderr
     assert not (tmp_path / "small" / "kron-s20-ef16-s2-3").exists()
 

@@ -34,10 +34,13 @@ from dbfs.cli.common import (_check_cluster_flags, _CLUSTER_FLAGS, _given, _Grou
 @click.option("--force", is_flag=True, help="Rebuild even if a complete dataset exists (old copy kept until done).")
 @click.option("--backend", type=click.Choice(["cpu", "gpu"]), default="cpu",
               help="Generate on Dask workers (cpu) or on the GPU (gpu, Kronecker only; same bytes).")
+@click.option("--edges", "edges", type=click.Choice(["stored", "virtual", "auto"]), default="auto", show_default=True,
+              help="Store the edge list, or keep only the spec and regenerate edges on demand (virtual); auto: "
+                   "stored when the disk has room with a margin ($DBFS_DISK_BUDGET caps it), else virtual.")
 @scheduler_opt
 @workers_opt
 def generate(scale, edgefactor, seed1, seed2, kind, a, b, c, input_, compact_ids, datasets, chunk_edges, force, backend,
-             scheduler, workers, cluster_profile):
+             edges, scheduler, workers, cluster_profile):
     """Generate a graph's edge list into the dataset store (zarr)."""
     from dbfs import store
     from dbfs.cluster import client_for
@@ -52,19 +55,23 @@ def generate(scale, edgefactor, seed1, seed2, kind, a, b, c, input_, compact_ids
     if chunk_edges < 1:
         raise DbfsError(f"--chunk-edges {chunk_edges} is invalid: use a positive number of edges per chunk")
     root = store.datasets_root(datasets)
-    if store.status(root / spec.name)[0] == "complete" and not force:
-        store.generate(spec, root, chunk_edges=chunk_edges)  # reuse (a damaged copy is rebuilt): no cluster needed
+    if spec.kind == "import" and edges == "virtual":
+        store.resolve_edges(spec, root, edges)  # the one-line refusal
+    complete = store.status(root / spec.name)[0] == "complete"
+    if complete and not force and edges in ("auto", store.info(spec.name, root)["edges"]):
+        store.generate(spec, root, chunk_edges=chunk_edges, edges=edges)  # reuse (damage is rebuilt): no cluster
     else:
-        store._check_room(root, store.estimate_bytes(spec))  # fail before starting a cluster
+        edges = store.resolve_edges(spec, root, edges)
+        store.check_room_for(spec, root, edges)  # fail before starting a cluster
         if backend == "gpu":
             if spec.kind != "kronecker":
                 raise DbfsError(f"GPU generation makes Graph500 Kronecker graphs only, not {spec.kind}: "
                                 f"drop --backend gpu for this kind")
             _need_gpu()
-            store.generate(spec, root, chunk_edges=chunk_edges, force=force, backend="gpu")
+            store.generate(spec, root, chunk_edges=chunk_edges, force=force, backend="gpu", edges=edges)
         else:
             with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
-                store.generate(spec, root, chunk_edges=chunk_edges, force=force, client=client)
+                store.generate(spec, root, chunk_edges=chunk_edges, force=force, client=client, edges=edges)
     click.echo(spec.name)
 
 
@@ -78,7 +85,7 @@ def datasets():
 @datasets_opt
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def datasets_list(datasets, as_json):
-    """Table of datasets: name, kind, SCALE, edges, size, stages, complete."""
+    """Table of datasets: name, kind, SCALE, edges, storage (stored or virtual), size, stages, complete."""
     from dbfs import store
 
     rows = store.list_datasets(datasets)
@@ -88,9 +95,9 @@ def datasets_list(datasets, as_json):
     if not rows:
         click.echo(f"no datasets under {store.datasets_root(datasets)}")
         return
-    head = ("NAME", "KIND", "SCALE", "EDGES", "SIZE", "STAGES", "COMPLETE")
+    head = ("NAME", "KIND", "SCALE", "EDGES", "STORAGE", "SIZE", "STAGES", "COMPLETE")
     table = [head] + [(r["name"], r["kind"], str(r["scale"]), f"{r['n_edges']:,}" if r["n_edges"] is not None else "?",
-                       human(r["size_bytes"]), ",".join(r["stages"]) or "-", "yes" if r["complete"] else f"no ({r['status']})")
+                       r["edges"], human(r["size_bytes"]), ",".join(r["stages"]) or "-", "yes" if r["complete"] else f"no ({r['status']})")
                       for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(head))]
     for row in table:

@@ -4,6 +4,8 @@
 dask array int64 ``(M, 2)`` with one block per ``chunk_edges`` rows, each block
 ``spec.edges(lo, hi)``. Because every kind computes any row range alone, the
 array's values do not depend on ``chunk_edges``, the scheduler or the workers.
+Its blocks are keyed ``generate-chunk-<token>`` (``generate-import-<token>`` for
+an import's parsed rows), which the Dask dashboard shows as the stage's name.
 """
 from __future__ import annotations
 
@@ -33,12 +35,15 @@ def edges_dask(spec, chunk_edges: int = DEFAULT_CHUNK_EDGES):
 
     if chunk_edges < 1:
         raise DbfsError(f"--chunk-edges {chunk_edges} is invalid: use a positive number of edges per chunk")
+    from dask.base import tokenize
+
     chunks = (row_chunks(spec.n_edges, int(chunk_edges)), (2,))
+    tok = tokenize(spec.to_dict(), int(chunk_edges))
     if spec.kind == "import":  # already parsed in memory: ship the rows, not the parser
         edges, _ = spec._load_import()
-        return da.from_array(np.asarray(edges, dtype=np.int64), chunks=chunks, name=f"edges-{spec.name}")
+        return da.from_array(np.asarray(edges, dtype=np.int64), chunks=chunks, name=f"generate-import-{tok}")
     return da.map_blocks(_block, dtype=np.int64, chunks=chunks, spec=spec,
-                         meta=np.empty((0, 2), np.int64), name=f"edges-{spec.name}-{chunk_edges}")
+                         meta=np.empty((0, 2), np.int64), name=f"generate-chunk-{tok}")
 
 
 def kronecker_edges(scale, edgefactor=16, seed1=2, seed2=3, start=0, stop=None):

@@ -11,8 +11,11 @@ variant with the same value-affecting options is reused. ``memory_budget``,
 the client, its workers and the edge chunking change only how the work is
 cut, never the result.
 
-Input: a zarr v3 group with array ``edges`` (M, 2) chunked along rows and
-attributes ``n_vertices``, ``n_edges``, ``complete``. The variant is written
+Input: a dataset (zarr v3 group) with attributes ``n_vertices``,
+``n_edges``, ``complete`` whose edges :func:`dbfs.store.open_edges` reads:
+the stored ``edges`` array (M, 2) chunked along rows, or a virtual
+dataset's regenerated rows (:mod:`dbfs.store.virtual`, same bytes, chunked
+by ``chunk_edges``). The variant is written
 to ``csr/.<variant>.tmp-<uuid>/`` and renamed to ``csr/<variant>/`` after its
 ``complete`` attribute is written (last).
 
@@ -27,7 +30,11 @@ temporary directory is removed.
 
 Method
 ------
-Phases, each a set of dask tasks with a barrier on the driver:
+Phases, each a set of dask tasks with a barrier on the driver; tasks are
+keyed ``kernel1-<phase>-<index>-<build id>`` (``kernel1-degree``,
+``kernel1-degree-sum``, ``kernel1-bucket``, ``kernel1-rows``,
+``kernel1-write``; ``kernel1-iperm`` for the shared relabelling) so the
+dashboard's task stream and progress bars name the stage:
 
 R. (``relabel="degree"`` only) per edge slice, raw degree counts (int64, N);
    pairwise tree sum; the driver derives ``perm``/``iperm``.
@@ -78,32 +85,32 @@ __all__ = ["build_partitioned"]
 
 
 def _open_dataset(dataset_path):
-    """(group, edges array, attributes) of a complete dataset, else a DbfsError naming the fix."""
-    import zarr
+    """(edges array, attributes) of a complete dataset, stored or virtual, else a DbfsError naming the fix."""
+    from dbfs.store.datasets import open_edges
 
     path = Path(dataset_path)
     name = path.name
     attrs = read_attrs(path, missing=f"dataset {name} not found at {path}: generate it first with `dbfs generate`",
                        fix="regenerate it with `dbfs generate`")
-    g = zarr.open_group(str(path), mode="r")
     if not attrs.get("complete", False):
         raise DbfsError(f"dataset {name} is incomplete (no complete marker): regenerate it with `dbfs generate`")
     if attrs.get("corrupt"):
         from dbfs.store.datasets import damage_text, edges_fix
 
         raise DbfsError(f"dataset {name} is corrupt ({damage_text(attrs['corrupt'])}): {edges_fix(path, attrs)}")
-    if "edges" not in g:
-        raise DbfsError(f"dataset {name} has no edges array: regenerate it with `dbfs generate`")
-    edges = g["edges"]
-    if len(edges.shape) != 2 or edges.shape[1] != 2:
-        raise DbfsError(f"dataset {name}: edges has shape {edges.shape}, expected (M, 2): regenerate it")
     for k in ("n_vertices", "n_edges"):
         if k not in attrs:
             raise DbfsError(f"dataset {name} lacks attribute {k}: regenerate it with `dbfs generate`")
+    try:
+        edges = open_edges(path, attrs, verify_sum=False)
+    except (FileNotFoundError, KeyError):
+        raise DbfsError(f"dataset {name} has no edges array: regenerate it with `dbfs generate`") from None
+    if len(edges.shape) != 2 or edges.shape[1] != 2:
+        raise DbfsError(f"dataset {name}: edges has shape {edges.shape}, expected (M, 2): regenerate it")
     if int(attrs["n_edges"]) != edges.shape[0]:
         raise DbfsError(f"dataset {name}: n_edges={attrs['n_edges']} but edges has {edges.shape[0]} rows: "
                         "regenerate it")
-    return g, edges, attrs
+    return edges, attrs
 
 
 def _run(tasks, client, progress: bool, label: str = "Kernel 1"):
@@ -120,6 +127,11 @@ def _share(obj, client, name):
     if client is not None:
         return client.scatter(obj, broadcast=True, hash=False)
     return dask.delayed(obj, name=f"{name}-{uuid.uuid4().hex}")
+
+
+def _key(phase: str, i: int, run: str) -> str:
+    """The task key ``kernel1-<phase>-<i>-<run>`` (dask's ``key_split`` shows ``kernel1-<phase>``)."""
+    return f"kernel1-{phase}-{i:06d}-{run}"
 
 
 def _read_into(path, dtype, out, offset_entries):
@@ -268,7 +280,7 @@ def _fresh_tmp(csr_root: Path, name: str):
     return tmp, scratch, vg
 
 
-def _phase_degree(edges_path, slices, N, budget, threads, client, progress):
+def _phase_degree(edges_path, slices, N, budget, threads, client, progress, run):
     """Phase R: raw degrees summed over all slices -> (perm, iperm, degree in new ids)."""
     import dask
 
@@ -276,10 +288,16 @@ def _phase_degree(edges_path, slices, N, budget, threads, client, progress):
         raise DbfsError(f"degree relabelling of {N} vertices needs {24 * N} B per task, over the memory "
                         f"budget {budget} B: raise memory_budget or build without relabel")
     nt = max(1, threads // max(1, len(slices)))
-    parts = [dask.delayed(_task_degree, pure=False)(edges_path, r0, r1, N, nt) for r0, r1 in slices]
+    parts = [dask.delayed(_task_degree, pure=False)(edges_path, r0, r1, N, nt,
+                                                    dask_key_name=_key("degree", i, run))
+             for i, (r0, r1) in enumerate(slices)]
+    k = 0
     while len(parts) > 1:
-        nxt = [dask.delayed(_task_add, pure=False)(parts[i], parts[i + 1])
-               for i in range(0, len(parts) - 1, 2)]
+        nxt = []
+        for i in range(0, len(parts) - 1, 2):
+            nxt.append(dask.delayed(_task_add, pure=False)(parts[i], parts[i + 1],
+                                                           dask_key_name=_key("degree-sum", k, run)))
+            k += 1
         if len(parts) % 2:
             nxt.append(parts[-1])
         parts = nxt
@@ -290,31 +308,33 @@ def _phase_degree(edges_path, slices, N, budget, threads, client, progress):
     return perm, iperm, deg_new
 
 
-def _phase_bucket(edges_path, slices, spec, iperm, scratch, threads, client, progress):
+def _phase_bucket(edges_path, slices, spec, iperm, scratch, threads, client, progress, run):
     """Phase 1: bucket files per edge slice -> (their path prefixes, key counts per slice, checksum parts)."""
     import dask
 
-    ip = _share(iperm, client, "iperm") if iperm is not None else None
+    ip = _share(iperm, client, "kernel1-iperm") if iperm is not None else None
     nt = max(1, threads // max(1, len(slices)))
     prefixes = [str(scratch / f"e{i:06d}") for i in range(len(slices))]
-    tasks = [dask.delayed(_task_bucket, pure=False)(edges_path, r0, r1, spec, ip, prefixes[i], nt)
+    tasks = [dask.delayed(_task_bucket, pure=False)(edges_path, r0, r1, spec, ip, prefixes[i], nt,
+                                                    dask_key_name=_key("bucket", i, run))
              for i, (r0, r1) in enumerate(slices)]
     res = _run(tasks, client, progress, "Kernel 1: bucketing edges by owner")
     return prefixes, [r[0] for r in res], [r[1] for r in res]
 
 
-def _phase_rows(plan, spec, dedupe, scratch, threads, client, progress):
+def _phase_rows(plan, spec, dedupe, scratch, threads, client, progress, run):
     """Phase 2: rows of every (partition, sub-range) unit -> per-unit nnz and degree stats."""
     import dask
 
     nt = max(1, threads // max(1, len(plan)))
     tasks = [dask.delayed(_task_rows, pure=False)(pieces, ne, l0, l1 - l0, spec, bool(dedupe),
-                                                   str(scratch / f"r{j:04d}-{s:05d}"), nt)
-             for j, s, l0, l1, ne, pieces in plan]
+                                                   str(scratch / f"r{j:04d}-{s:05d}"), nt,
+                                                   dask_key_name=_key("rows", i, run))
+             for i, (j, s, l0, l1, ne, pieces) in enumerate(plan)]
     return _run(tasks, client, progress, "Kernel 1: sorting rows")
 
 
-def _phase_write(tmp, scratch, part, plan, row_res, idt, out_chunk, per_task, compressors, client, progress):
+def _phase_write(tmp, scratch, part, plan, row_res, idt, out_chunk, per_task, compressors, client, progress, run):
     """Phase 3: create each partition's arrays and write every chunk once -> (nnz per part, checksums, tasks)."""
     import dask
     import zarr
@@ -343,14 +363,16 @@ def _phase_write(tmp, scratch, part, plan, row_res, idt, out_chunk, per_task, co
             b = min(a + per_task, nnz_j)
             pieces = [(pre + ".idx", max(a, x0) - x0, min(b, x1) - max(a, x0), 0)
                       for _, _, x0, x1, pre in ext if x0 < b and x1 > a]
-            wtasks.append(dask.delayed(_task_write, pure=False)(ix_path, a, b, pieces, idt, False, 1))
+            wtasks.append(dask.delayed(_task_write, pure=False)(ix_path, a, b, pieces, idt, False, 1,
+                                                                dask_key_name=_key("write", len(wtasks), run)))
             wkeys.append((j, "indices"))
         for a in range(0, n_j + 1, per_task):
             b = min(a + per_task, n_j + 1)
             ra, rb = max(a, 1) - 1, b - 1                  # rows whose end lands in [a, b)
             pieces = [(pre + ".ptr", max(ra, l0) - l0, min(rb, l1) - max(ra, l0), x0)
                       for l0, l1, x0, _, pre in ext if l0 < rb and l1 > ra]
-            wtasks.append(dask.delayed(_task_write, pure=False)(ip_path, a, b, pieces, np.int64, a == 0, 1))
+            wtasks.append(dask.delayed(_task_write, pure=False)(ip_path, a, b, pieces, np.int64, a == 0, 1,
+                                                                dask_key_name=_key("write", len(wtasks), run)))
             wkeys.append((j, "indptr"))
     sums = _run(wtasks, client, progress, "Kernel 1: writing CSR")
     checks = [{"nnz": nnz_parts[j], "indices_sum": 0, "indptr_sum": 0} for j in range(P)]
@@ -466,7 +488,7 @@ def _build(dataset_path: Path, name: str, P, partitioning, dedupe, relabel, memo
     csr_root = dataset_path / "csr"
     final = csr_root / name
     t_start = time.perf_counter()
-    _, edges, dattrs = _open_dataset(dataset_path)
+    edges, dattrs = _open_dataset(dataset_path)
     N = int(dattrs["n_vertices"])
     M = int(edges.shape[0])
     part = Partitioning(N, P, partitioning)
@@ -487,6 +509,7 @@ def _build(dataset_path: Path, name: str, P, partitioning, dedupe, relabel, memo
                            f"{dataset_path.name}") from None
         raise
     phase_times = {}
+    run = tmp.name.rsplit("-", 1)[-1]  # this build's id (its temp directory's), unique per build
 
     try:
         # ---- budget arithmetic (plan module docstring, memory model)
@@ -497,7 +520,7 @@ def _build(dataset_path: Path, name: str, P, partitioning, dedupe, relabel, memo
         iperm = perm = deg_new = None
         if relabel == "degree":
             t0 = time.perf_counter()
-            perm, iperm, deg_new = _phase_degree(edges_path, slices, N, budget, threads, client, progress)
+            perm, iperm, deg_new = _phase_degree(edges_path, slices, N, budget, threads, client, progress, run)
             phase_times["degree"] = time.perf_counter() - t0
 
         # ---- phase 1: bucket by (owner, fine block)
@@ -505,7 +528,7 @@ def _build(dataset_path: Path, name: str, P, partitioning, dedupe, relabel, memo
         nfb, fshift, fbounds = _fine_blocks(part, deg_new)
         spec = {"N": N, "code": part.code, "P": part.P, "q": part.q, "r": part.r, "nfb": nfb, "fshift": fshift,
                 "fbounds": fbounds, "sdt": sdt, "idt": idt}
-        prefixes, Hs, parts = _phase_bucket(edges_path, slices, spec, iperm, scratch, threads, client, progress)
+        prefixes, Hs, parts = _phase_bucket(edges_path, slices, spec, iperm, scratch, threads, client, progress, run)
         _check_sum(dataset_path, dattrs, parts)
         phase_times["bucket"] = time.perf_counter() - t0
 
@@ -513,7 +536,7 @@ def _build(dataset_path: Path, name: str, P, partitioning, dedupe, relabel, memo
         t0 = time.perf_counter()
         plan, n_subs = _row_plan(Hs, prefixes, P, nfb, fbounds, s_isz, d_isz, budget)
         del Hs
-        row_res = _phase_rows(plan, spec, dedupe, scratch, threads, client, progress)
+        row_res = _phase_rows(plan, spec, dedupe, scratch, threads, client, progress, run)
         phase_times["rows"] = time.perf_counter() - t0
 
         # ---- phase 3: write zarr chunks (one writer per chunk)
@@ -521,7 +544,7 @@ def _build(dataset_path: Path, name: str, P, partitioning, dedupe, relabel, memo
         out_chunk, per_task = _write_chunking(budget, d_isz)
         compressors = codecs(_ZSTD_LEVEL)
         nnz_parts, checks, n_write = _phase_write(tmp, scratch, part, plan, row_res, idt, out_chunk, per_task,
-                                                  compressors, client, progress)
+                                                  compressors, client, progress, run)
         if perm is not None:
             zp = vg.create_array("perm", shape=perm.shape, dtype=np.int64, chunks=(out_chunk,),
                                  compressors=compressors, fill_value=0, dimension_names=["new_id"])

@@ -6,16 +6,20 @@ A dataset ``<root>/<name>/`` is usable only when :func:`status` says
 ``complete``: its ``complete`` attribute is true, no ``corrupt`` attribute
 was recorded (:mod:`.integrity`), and its ``edges`` array (and
 ``original_ids`` of an id-compacted import) has the recorded shape and
-dtype and every chunk on disk. Anything else is reported (``missing``,
+dtype and every chunk on disk (a *virtual* dataset, :mod:`.virtual`, has
+no ``edges`` array: its defining attributes must pass
+:func:`.virtual.virtual_problem` instead). Anything else is reported (``missing``,
 ``incomplete``, ``corrupt``) and never used; :func:`open_dataset` raises a
 :class:`DbfsError` naming the fix. The root is ``--datasets DIR``, else
 ``$DBFS_DATASETS``, else ``./datasets``. A dataset name is one path
 component: not empty, no ``/``, not ``.`` or ``..``, no leading dot.
 
 Encoding: the layout and attributes are listed in :mod:`dbfs.store`. Edges
-are read through :func:`open_edges`, a :class:`.integrity.CheckedArray`:
-every chunk's crc32c is checked by zarr, a damaged chunk is a one-line
-error naming the chunk and the fix, and a whole read verifies the
+are read through :func:`open_edges` (the one interface, stored or virtual):
+a :class:`.integrity.CheckedArray` for stored edges (every chunk's crc32c
+is checked by zarr, a damaged chunk is a one-line error naming the chunk
+and the fix) or a :class:`.virtual.VirtualEdges` that regenerates the rows
+with the same read API and bytes; a whole read of either verifies the
 ``edges_checksum`` (:mod:`dbfs.checksum`). Attributes are read only
 through :func:`dbfs.zattrs.read_attrs`.
 """
@@ -34,6 +38,7 @@ from dbfs.errors import DbfsError
 from dbfs.spec import GraphSpec
 from dbfs.store.integrity import CheckedArray
 from dbfs.store.locks import dataset_lock, writer_lock
+from dbfs.store.virtual import VIRTUAL, VirtualEdges, storage_of, virtual_problem
 from dbfs.zattrs import read_attrs
 
 __all__ = ["ENV_ROOT", "Dataset", "datasets_root", "check_name", "status", "stored", "open_dataset", "open_edges",
@@ -72,7 +77,7 @@ def check_name(name: str, root: Path) -> None:
 _DEFAULTS = {"scale": 16, "edgefactor": 16, "seed1": 2, "seed2": 3}
 
 
-def generate_command(spec: dict, path=None) -> str:
+def generate_command(spec: dict, path=None, virtual: bool = False) -> str:
     """The ``dbfs generate`` command line that (re)makes a stored spec, ``--force`` included.
 
     Parameters
@@ -82,6 +87,8 @@ def generate_command(spec: dict, path=None) -> str:
     path : path-like, optional
         The dataset's directory; its root is named with ``--datasets`` when
         it is not the default one.
+    virtual : bool
+        Add ``--edges virtual`` (the dataset stores its spec, not its edges).
 
     Returns
     -------
@@ -100,6 +107,8 @@ def generate_command(spec: dict, path=None) -> str:
                      if k in spec and spec[k] != _DEFAULTS[k]]
         if kind == "rmat" and spec.get("initiator"):
             args += [f"--{k} {v / 10000:g}" for k, v in zip("abc", spec["initiator"])]
+    if virtual:
+        args.append("--edges virtual")
     if path is not None and Path(path).parent != datasets_root():
         args.append(f"--datasets {shlex.quote(str(Path(path).parent))}")
     return "dbfs generate " + " ".join(args + ["--force"])
@@ -110,12 +119,13 @@ def edges_fix(path, attrs: dict) -> str:
     name = Path(path).name
     spec = attrs.get("spec")
     if isinstance(spec, dict) and spec.get("kind"):
-        return f"regenerate it with `{generate_command(spec, path)}` or remove it with `dbfs datasets rm {name}`"
+        cmd = generate_command(spec, path, storage_of(attrs) == VIRTUAL)
+        return f"regenerate it with `{cmd}` or remove it with `dbfs datasets rm {name}`"
     return _fix_rm(name)
 
 
-def open_edges(path, attrs: dict | None = None, verify_sum: bool = True) -> CheckedArray:
-    """The stored edge array of the dataset at ``path``, read-only and checked.
+def open_edges(path, attrs: dict | None = None, verify_sum: bool = True) -> CheckedArray | VirtualEdges:
+    """The edge array of the dataset at ``path``, stored or virtual, read-only and checked.
 
     Parameters
     ----------
@@ -129,16 +139,23 @@ def open_edges(path, attrs: dict | None = None, verify_sum: bool = True) -> Chec
 
     Returns
     -------
-    CheckedArray
+    CheckedArray or VirtualEdges
         (M, 2) uint32 or int64 rows; a damaged chunk raises a one-line
         DbfsError naming it and marks the dataset corrupt; a whole read
-        verifies ``edges_checksum``.
+        verifies ``edges_checksum``. A virtual dataset's rows are
+        regenerated (:mod:`.virtual`); its attributes are checked first.
     """
     import zarr
 
     path = Path(path)
     if attrs is None:
         attrs = _read_attrs(path)
+    if storage_of(attrs) == VIRTUAL:
+        why = virtual_problem(attrs)
+        if why:
+            raise DbfsError(f"dataset {path.name} is corrupt ({why}): {edges_fix(path, attrs)}")
+        return VirtualEdges(path, attrs, f"dataset {path.name}", edges_fix(path, attrs),
+                            checksum=attrs.get("edges_checksum") if verify_sum else None)
     arr = zarr.open_array(str(path / "edges"), mode="r")
     return CheckedArray(arr, path, "edges", f"dataset {path.name}", edges_fix(path, attrs),
                         checksum=attrs.get("edges_checksum") if verify_sum else None)
@@ -174,12 +191,18 @@ class Dataset:
     def scale(self) -> int:
         return int(self.attrs["spec"]["scale"])
 
-    def edges(self) -> CheckedArray:
-        """The stored edge array, read-only and checked (:func:`open_edges`); rows are uint32 or int64."""
+    @property
+    def storage(self) -> str:
+        """``"stored"`` (edges in zarr) or ``"virtual"`` (regenerated from the spec, :mod:`.virtual`)."""
+        return storage_of(self.attrs)
+
+    def edges(self) -> CheckedArray | VirtualEdges:
+        """The edge array, stored or virtual, read-only and checked (:func:`open_edges`); rows are
+        uint32 or int64."""
         return open_edges(self.path, self.attrs)
 
     def edges_dask(self):
-        """The stored edge list as an int64 dask array, one block per zarr chunk (checked reads)."""
+        """The edge list as an int64 dask array, one block per (stored or virtual) chunk, checked reads."""
         import dask.array as da
 
         arr = self.edges()
@@ -225,6 +248,9 @@ def status(path: Path) -> tuple[str, str]:
         return "incomplete", "no complete marker (interrupted or half-written)"
     if attrs.get("corrupt"):
         return "corrupt", damage_text(attrs["corrupt"])
+    if storage_of(attrs) == VIRTUAL:
+        why = virtual_problem(attrs)
+        return ("corrupt", why) if why else ("complete", "ok")
     want = {"edges": ((int(attrs["n_edges"]), 2), attrs.get("edge_dtype"))}
     if attrs.get("original_ids"):
         want["original_ids"] = ((int(attrs["n_vertices"]),), "int64")
@@ -341,11 +367,11 @@ def stages(path: Path) -> list[str]:
     Returns
     -------
     list of str
-        ``'edges'`` and ``'csr:<variant>'`` entries.
+        ``'edges'`` (``'edges(virtual)'`` for a virtual dataset) and ``'csr:<variant>'`` entries.
     """
     out = []
     if status(path)[0] == "complete":
-        out.append("edges")
+        out.append("edges(virtual)" if storage_of(_read_attrs(path)) == VIRTUAL else "edges")
     csr = path / "csr"
     if csr.is_dir():
         for v in sorted(csr.iterdir()):
@@ -374,7 +400,7 @@ def info(name: str, root=None) -> dict:
     -------
     dict
         name, path, status, reason, kind, scale, n_vertices, n_edges,
-        size_bytes, stages (``csr:<variant>(corrupt)`` for a damaged
+        edges (``"stored"`` or ``"virtual"``), size_bytes, stages (``csr:<variant>(corrupt)`` for a damaged
         variant), complete and the raw attrs.
     """
     root = datasets_root(root)
@@ -391,7 +417,7 @@ def info(name: str, root=None) -> dict:
     spec = attrs.get("spec", {})
     return {"name": name, "path": str(path), "status": st, "reason": why, "kind": spec.get("kind", "?"),
             "scale": spec.get("scale"), "n_vertices": attrs.get("n_vertices"), "n_edges": attrs.get("n_edges"),
-            "size_bytes": _du(path), "stages": stages(path), "complete": st == "complete", "attrs": attrs}
+            "edges": storage_of(attrs), "size_bytes": _du(path), "stages": stages(path), "complete": st == "complete", "attrs": attrs}
 
 
 def list_datasets(root=None) -> list[dict]:

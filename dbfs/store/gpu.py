@@ -12,6 +12,11 @@ Contracts (same stored bytes as the CPU paths; only the time differs):
   ``backend="gpu"``; it keeps the whole edge list on the device, in the
   stored dtype, as ``memo["device_edges"]`` when it takes at most a quarter
   of the free device memory (Kernel 1 and validation then skip the read).
+  With ``edges_path=None`` (a virtual dataset, :mod:`.virtual`) it only
+  makes the chunks and their checksums; nothing is written.
+- :func:`device_edges` of a virtual Kronecker dataset regenerates the rows on
+  the device chunk by chunk (:func:`.virtual.device_rows`) and checks them
+  against ``edges_checksum`` there: no host copy, no read.
 - :func:`build_gpu` is Kernel 1 on the GPU (:func:`dbfs.kernel1.gpu.build_csr_gpu`)
   into variant ``p1-block[-dup]`` (:func:`dbfs.kernel1.store_csr`): the edges
   come from ``ds.memo`` or the zarr store, the CSR is copied to the host and
@@ -92,15 +97,16 @@ def _free_device_bytes() -> int:
     return int(free + cp.get_default_memory_pool().free_bytes())
 
 
-def write_edges_gpu(spec, edges_path: str, chunk: int, quiet: bool = False, threads: int | None = None):
+def write_edges_gpu(spec, edges_path: str | None, chunk: int, quiet: bool = False, threads: int | None = None):
     """Generate a Kronecker spec on the GPU into an existing zarr edges array.
 
     Parameters
     ----------
     spec : GraphSpec
         A ``kronecker`` spec.
-    edges_path : str
-        The dataset's (temp) ``edges`` array, already created.
+    edges_path : str or None
+        The dataset's (temp) ``edges`` array, already created; None: a
+        virtual dataset, only the checksums are made.
     chunk : int
         Rows per zarr chunk.
     quiet : bool
@@ -123,7 +129,8 @@ def write_edges_gpu(spec, edges_path: str, chunk: int, quiet: bool = False, thre
     dtype = np.dtype(spec.stored_dtype)
     keep = m * 2 * dtype.itemsize <= _free_device_bytes() // 4
     full = cp.empty((m, 2), dtype=dtype) if keep else None
-    arr = zarr.open_array(edges_path, mode="r+").with_config({"write_empty_chunks": True})
+    arr = None if edges_path is None else zarr.open_array(edges_path, mode="r+").with_config(
+        {"write_empty_chunks": True})
     parts = []
     threads = threads or os.cpu_count() or 1
     starts = list(range(0, m, chunk))
@@ -137,6 +144,9 @@ def write_edges_gpu(spec, edges_path: str, chunk: int, quiet: bool = False, thre
             dev = dev.astype(dtype, copy=False)
             if full is not None:
                 full[a:b] = dev
+            if arr is None:
+                progress.update(1)
+                continue
             host = cp.asnumpy(dev)
 
             def put(host=host, a=a, b=b):
@@ -209,8 +219,44 @@ def device_edges(ds):
 
     e = ds.memo.get("device_edges")
     if e is None:
-        e = ds.memo["device_edges"] = cp.asarray(read_edges(ds))
+        e = ds.memo["device_edges"] = (regenerate_device(ds) if ds.storage == "virtual" and ds.spec.kind == "kronecker"
+                                       else cp.asarray(read_edges(ds)))
     return e
+
+
+def regenerate_device(ds, chunk: int | None = None):
+    """A virtual Kronecker dataset's edges made on the device, checked against ``edges_checksum``.
+
+    Parameters
+    ----------
+    ds : Dataset
+        Virtual, kind ``kronecker``.
+    chunk : int, optional
+        Rows made at once (None: the dataset's ``chunk_edges``).
+
+    Returns
+    -------
+    cupy.ndarray
+        (M, 2) in the stored dtype; the same bytes as the CPU's regeneration.
+    """
+    import cupy as cp
+
+    from dbfs.checksum import combine
+    from dbfs.store.datasets import open_edges
+    from dbfs.store.virtual import device_rows
+
+    arr = open_edges(ds.path, ds.attrs, verify_sum=False)  # checks the attributes
+    m = int(arr.shape[0])
+    step = int(chunk or arr.chunks[0])
+    out = cp.empty((m, 2), dtype=arr.dtype)
+    parts = []
+    for a in range(0, m, step):
+        b = min(a + step, m)
+        out[a:b] = device_rows(arr.spec, a, b, arr.dtype)
+        parts.append(checksum_gpu(out[a:b], a))
+    if ds.attrs.get("edges_checksum") and combine(parts) != ds.attrs["edges_checksum"]:
+        raise arr.error(None, "regenerated rows differ from the edges_checksum recorded at generation")
+    return out
 
 
 def kernel1_device_bytes(n_edges: int, n_vertices: int) -> int:

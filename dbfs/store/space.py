@@ -9,6 +9,16 @@ target's filesystem. :func:`no_space` turns an ``OSError`` with errno
 :class:`~dbfs.errors.DbfsError` naming the path, the bytes the stage needs
 and the bytes free; the callers remove their temporaries first, so the
 free figure is what the user can work with and stored data is as it was.
+
+:func:`choose_edges` decides where ``dbfs generate --edges auto`` puts an edge
+list: ``stored`` when the free space holds the raw edge bytes plus a quarter
+of them plus the 64 MiB margin (room left for what the next stages write),
+``virtual`` (:mod:`.virtual`) otherwise, with the reason as a sentence.
+
+Free space is the filesystem's (``shutil.disk_usage``), capped by
+``$DBFS_DISK_BUDGET`` (a size such as ``8MiB``) when set: a documented way
+to run with less room than the disk has, e.g. to keep a shared disk free
+or to exercise the short-space paths in tests. Every check here honours it.
 """
 from __future__ import annotations
 
@@ -21,20 +31,32 @@ from pathlib import Path
 from dbfs.errors import DbfsError
 from dbfs.units import human
 
-__all__ = ["check_room", "is_no_space", "no_space", "free_bytes"]
+__all__ = ["check_room", "is_no_space", "no_space", "free_bytes", "choose_edges", "ENV_BUDGET"]
 
 MARGIN = 64 << 20
+ENV_BUDGET = "DBFS_DISK_BUDGET"
+
+
+def _budget() -> int | None:
+    """``$DBFS_DISK_BUDGET`` in bytes, or None when unset (a bad value is a one-line DbfsError)."""
+    from dbfs.units import parse_size
+
+    text = os.environ.get(ENV_BUDGET, "").strip()
+    return parse_size(text, f"${ENV_BUDGET}") if text else None
 
 
 def free_bytes(path) -> int:
-    """Free bytes of the filesystem holding ``path`` (its nearest existing ancestor)."""
+    """Free bytes of the filesystem holding ``path`` (its nearest existing ancestor), capped by
+    ``$DBFS_DISK_BUDGET`` when set."""
     p = Path(path)
     while not p.exists() and p != p.parent:
         p = p.parent
     try:
-        return int(shutil.disk_usage(p).free)
+        free = int(shutil.disk_usage(p).free)
     except OSError:
-        return 0
+        free = 0
+    cap = _budget()
+    return free if cap is None else min(free, cap)
 
 
 def is_no_space(exc: BaseException) -> bool:
@@ -74,7 +96,7 @@ def no_space(exc: OSError, path, need: int, what: str, fix: str = "free space or
                      f"({need:,} B), {human(free)} ({free:,} B) are free; temporary files were removed: {fix}")
 
 
-def check_room(root: Path, need: int) -> None:
+def check_room(root: Path, need: int, margin: int = MARGIN) -> None:
     """Create ``root`` and refuse, before any write, when it cannot take ``need`` bytes.
 
     Parameters
@@ -83,6 +105,9 @@ def check_room(root: Path, need: int) -> None:
         The datasets root.
     need : int
         Upper bound of the bytes to be written.
+    margin : int
+        Room kept free beyond ``need`` (64 MiB; a virtual dataset, which
+        writes only its attributes, passes 0).
 
     Raises
     ------
@@ -95,7 +120,31 @@ def check_room(root: Path, need: int) -> None:
         raise DbfsError(f"cannot create datasets directory {root} ({e.strerror}): pass --datasets DIR on a writable disk") from None
     if not os.access(root, os.W_OK | os.X_OK):
         raise DbfsError(f"datasets directory {root} is not writable: pass --datasets DIR on a writable disk")
-    free = shutil.disk_usage(root).free
-    if free < need + MARGIN:
-        raise DbfsError(f"datasets directory {root} has {free / 2**30:.2f} GiB free but this dataset needs up to "
-                        f"{(need + MARGIN) / 2**30:.2f} GiB: free space or pass --datasets DIR on a larger disk")
+    free = free_bytes(root)
+    if free < need + margin:
+        raise DbfsError(f"datasets directory {root} has {free / 2**30:.2f} GiB free ({human(free)}) but this dataset "
+                        f"needs up to {(need + margin) / 2**30:.2f} GiB ({human(need + margin)}): free space or pass "
+                        f"--datasets DIR on a larger disk")
+
+
+def choose_edges(root: Path, need: int) -> tuple[str, str]:
+    """Where ``--edges auto`` puts an edge list of ``need`` raw bytes under ``root``.
+
+    Parameters
+    ----------
+    root : pathlib.Path
+        The datasets root.
+    need : int
+        Upper bound of the stored edge bytes.
+
+    Returns
+    -------
+    (str, str)
+        ``"stored"`` or ``"virtual"``, and the reason (free and needed bytes).
+    """
+    free = free_bytes(root)
+    want = need + need // 4 + MARGIN
+    verdict = "stored" if free >= want else "virtual"
+    capped = f" (capped by ${ENV_BUDGET})" if _budget() is not None else ""
+    return verdict, (f"{human(free)} free{capped}, the edges need {human(need)} + 25% + {human(MARGIN)} margin "
+                     f"= {human(want)}")

@@ -18,12 +18,24 @@ temporaries left by an interrupted generation, so a live writer's temporary
 directory is never touched. A full disk is one line (:mod:`.space`) and the
 temporary directory is removed.
 
-Method: one Dask task per zarr chunk generates its rows and writes them
-(:func:`_write_block`), returning that chunk's :mod:`dbfs.checksum` part; the
-parts add up to ``edges_checksum``. ``backend="gpu"`` uses
-:func:`dbfs.store.gpu.write_edges_gpu` (imported on demand). Every chunk is
-written, zeros included, so a missing chunk means damage. An id-compacted
-import also stores ``original_ids`` (int64, N).
+Stored or virtual (``edges=``): a *virtual* dataset (:mod:`.virtual`) keeps
+its spec instead of its edges; generation then makes every chunk once only
+to record ``edges_checksum`` (and the generation time) and writes nothing
+but the attributes, under the same lock, temporary directory and atomic
+publish. ``edges="auto"`` stores the edges when the disk has room with a
+margin and makes the dataset virtual otherwise (:func:`.space.choose_edges`,
+said on stderr). Imported graphs are always stored. A complete dataset is
+reused whatever its storage when ``auto`` is asked, and rebuilt in the asked
+storage when ``stored`` or ``virtual`` differs from it.
+
+Method: one Dask task per chunk, keyed ``generate-chunk-<token>-<i>`` (so
+the dashboard's task stream and progress pages name the stage), generates
+its rows and writes them (:func:`_gen_block`, :func:`_write_block`; a
+virtual dataset's task only hashes them), returning that chunk's
+:mod:`dbfs.checksum` part; the parts add up to ``edges_checksum``.
+``backend="gpu"`` uses :func:`dbfs.store.gpu.write_edges_gpu` (imported on
+demand). Every chunk is written, zeros included, so a missing chunk means
+damage. An id-compacted import also stores ``original_ids`` (int64, N).
 """
 from __future__ import annotations
 
@@ -43,9 +55,13 @@ from dbfs.spec import GraphSpec
 from dbfs.store.datasets import Dataset, _read_attrs, datasets_root, status
 from dbfs.store.integrity import compressors, crc_scan, mark_corrupt
 from dbfs.store.locks import dataset_lock, writer_lock
-from dbfs.store.space import check_room, is_no_space, no_space
+from dbfs.store.space import MARGIN, check_room, choose_edges, is_no_space, no_space
+from dbfs.store.virtual import STORED, VIRTUAL, digest, storage_of
 
-__all__ = ["generate", "estimate_bytes"]
+__all__ = ["generate", "estimate_bytes", "resolve_edges", "need_bytes", "check_room_for", "EDGES_CHOICES"]
+
+EDGES_CHOICES = ("stored", "virtual", "auto")
+_VIRTUAL_BYTES = 1 << 16  # a virtual dataset writes its attributes only
 
 _WRITE_CONFIG = {"write_empty_chunks": True}  # every chunk on disk, so a missing one means damage
 _check_room = check_room  # the old private name (dbfs.cli)
@@ -67,6 +83,64 @@ def estimate_bytes(spec: GraphSpec) -> int:
     return spec.n_edges * 2 * spec.stored_dtype.itemsize + ids
 
 
+def resolve_edges(spec: GraphSpec, root, edges: str = "auto", quiet: bool = False) -> str:
+    """The storage a new dataset of ``spec`` gets: ``"stored"`` or ``"virtual"``.
+
+    Parameters
+    ----------
+    spec : GraphSpec
+    root : path-like
+        The datasets root (its free space decides ``auto``).
+    edges : {"stored", "virtual", "auto"}
+        What was asked; ``auto`` is decided by :func:`.space.choose_edges` and said on stderr.
+    quiet : bool
+        No status line.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    DbfsError
+        An unknown choice, or ``virtual`` for an imported graph.
+    """
+    if edges not in EDGES_CHOICES:
+        raise DbfsError(f"--edges {edges!r} is unknown: use stored, virtual or auto")
+    if spec.kind == "import":
+        if edges == VIRTUAL:
+            raise DbfsError("--edges virtual does not apply to imported graphs (their edges exist only in the "
+                            "input file, so they are always stored): drop --edges virtual")
+        return STORED
+    if edges != "auto":
+        return edges
+    mode, why = choose_edges(datasets_root(root), estimate_bytes(spec))
+    say(f"--edges auto: {mode} edges for {spec.name} ({why})", quiet)
+    return mode
+
+
+def need_bytes(spec: GraphSpec, storage: str) -> int:
+    """Upper bound of the bytes a new dataset writes: :func:`estimate_bytes`, or 64 KiB when virtual."""
+    return _VIRTUAL_BYTES if storage == VIRTUAL else estimate_bytes(spec)
+
+
+def check_room_for(spec: GraphSpec, root, storage: str) -> None:
+    """Refuse, before any write, a new dataset the disk cannot take (:func:`.space.check_room`; a
+    virtual one needs only room for its attributes, no margin)."""
+    check_room(datasets_root(root), need_bytes(spec, storage), 0 if storage == VIRTUAL else MARGIN)
+
+
+def _gen_block(spec, edges_path: str | None, start: int, stop: int) -> int:
+    """Generate rows [start, stop), store them unless ``edges_path`` is None (virtual), return their
+    checksum part."""
+    from dbfs.checksum import partial_checksum
+
+    block = spec.edges(start, stop)
+    if edges_path is None:
+        return partial_checksum(block, start)
+    return _write_block(edges_path, block, start)
+
+
 def _write_block(edges_path: str, block: np.ndarray, start: int) -> int:
     """Store rows [start, start+len) and return their checksum contribution."""
     import zarr
@@ -85,25 +159,39 @@ def _remove_stale(root: Path, name: str, quiet: bool) -> None:
         shutil.rmtree(p, ignore_errors=True)
 
 
-def _write_edges_dask(spec, edges_path: str, chunk: int, client, quiet: bool):
-    """Generate ``spec``'s edges as Dask tasks, one zarr chunk per task;
-    returns (the per-chunk checksum parts, an empty memo)."""
+def generation_tasks(spec, edges_path: str | None, chunk: int) -> list:
+    """One ``dask.delayed`` per chunk, keyed ``generate-chunk-<token>-<i>``, each returning the chunk's
+    checksum part (``edges_path`` None: virtual, nothing written)."""
     import dask
+    from dask.base import tokenize
 
-    from dbfs.generate import edges_dask
+    m = int(spec.n_edges)
+    tok = tokenize(spec.to_dict(), chunk, edges_path)
+    starts = list(range(0, m, chunk))
+    if spec.kind == "import":  # parsed in memory already: ship the rows, not the parser
+        from dbfs.generate import edges_dask
 
-    edges = edges_dask(spec, chunk)
-    offsets = np.concatenate([[0], np.cumsum(edges.chunks[0])[:-1]]).tolist()
-    write = dask.delayed(_write_block, pure=True)
-    blocks = edges.to_delayed().ravel().tolist()
-    tasks = [write(edges_path, b, off) for b, off in zip(blocks, offsets)]
-    return compute(tasks, client, f"generating {spec.name}: {spec.n_edges:,} edges in "
+        blocks = edges_dask(spec, chunk).to_delayed().ravel().tolist()
+        write = dask.delayed(_write_block, pure=True)
+        return [write(edges_path, b, lo, dask_key_name=f"generate-chunk-{tok}-{i}")
+                for i, (b, lo) in enumerate(zip(blocks, starts))]
+    gen = dask.delayed(_gen_block, pure=True)
+    return [gen(spec, edges_path, lo, min(lo + chunk, m), dask_key_name=f"generate-chunk-{tok}-{i}")
+            for i, lo in enumerate(starts)]
+
+
+def _write_edges_dask(spec, edges_path: str | None, chunk: int, client, quiet: bool):
+    """Generate ``spec``'s edges as Dask tasks, one chunk per task (``edges_path`` None: virtual,
+    checksums only); returns (the per-chunk checksum parts, an empty memo)."""
+    tasks = generation_tasks(spec, edges_path, chunk)
+    what = "hashing (virtual: nothing stored)" if edges_path is None else "generating"
+    return compute(tasks, client, f"{what} {spec.name}: {spec.n_edges:,} edges in "
                                   f"{len(tasks)} chunks", quiet=quiet), {}
 
 
-def _reusable(final: Path, spec: GraphSpec, strict: bool = True) -> Dataset | None:
-    """The complete dataset at ``final`` when it holds ``spec`` and its chunk files pass their CRCs
-    (another spec under the name: a DbfsError when ``strict``, else None)."""
+def _reusable(final: Path, spec: GraphSpec, strict: bool = True, edges: str = "auto") -> Dataset | None:
+    """The complete dataset at ``final`` when it holds ``spec`` in the storage asked (``auto``: either)
+    and its chunk files pass their CRCs (another spec under the name: a DbfsError when ``strict``, else None)."""
     import zarr
 
     if status(final)[0] != "complete":
@@ -114,6 +202,10 @@ def _reusable(final: Path, spec: GraphSpec, strict: bool = True) -> Dataset | No
             return None
         raise DbfsError(f"dataset {spec.name} holds a different spec than requested: remove it with "
                         f"`dbfs datasets rm {spec.name}` and generate it again")
+    if edges != "auto" and ds.storage != edges:
+        return None
+    if ds.storage == VIRTUAL:
+        return ds  # no chunks: status() checked its defining attributes
     bad = crc_scan(zarr.open_array(str(final / "edges"), mode="r"))
     if bad:
         i, why = bad[0]
@@ -122,8 +214,8 @@ def _reusable(final: Path, spec: GraphSpec, strict: bool = True) -> Dataset | No
     return ds
 
 
-def _write_tmp(spec, tmp: Path, chunk: int, client, quiet: bool, backend: str):
-    """Create the dataset group in ``tmp`` and write its arrays; (attributes, memo)."""
+def _write_tmp(spec, tmp: Path, chunk: int, client, quiet: bool, backend: str, storage: str = STORED):
+    """Create the dataset group in ``tmp`` and write its arrays (none when virtual); (attributes, memo)."""
     import zarr
 
     from dbfs.checksum import combine
@@ -131,20 +223,25 @@ def _write_tmp(spec, tmp: Path, chunk: int, client, quiet: bool, backend: str):
     n_vertices, n_edges = spec.counts()
     group = zarr.open_group(tmp, mode="w")
     dtype = spec.stored_dtype
-    group.create_array("edges", shape=(n_edges, 2), chunks=(min(chunk, max(n_edges, 1)), 2), dtype=dtype,
-                       compressors=compressors(), fill_value=0, config=_WRITE_CONFIG)
+    edges_path = None
+    if storage == STORED:
+        edges_path = str(tmp / "edges")
+        group.create_array("edges", shape=(n_edges, 2), chunks=(min(chunk, max(n_edges, 1)), 2), dtype=dtype,
+                           compressors=compressors(), fill_value=0, config=_WRITE_CONFIG)
     t0 = time.perf_counter()
     if backend == "gpu":
         from dbfs.store.gpu import write_edges_gpu
 
-        parts, memo = write_edges_gpu(spec, str(tmp / "edges"), chunk, quiet)
+        parts, memo = write_edges_gpu(spec, edges_path, chunk, quiet)
     else:
-        parts, memo = _write_edges_dask(spec, str(tmp / "edges"), chunk, client, quiet)
+        parts, memo = _write_edges_dask(spec, edges_path, chunk, client, quiet)
     gen_time = time.perf_counter() - t0
     attrs = {"name": spec.name, "spec": spec.to_dict(), "n_vertices": int(n_vertices), "n_edges": int(n_edges),
              "edge_dtype": dtype.name, "chunk_edges": chunk, "generation_time": gen_time, "generated_on": backend,
              "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-             "dbfs_version": __version__, "edges_checksum": combine(parts)}
+             "dbfs_version": __version__, "edges_checksum": combine(parts), "edges_storage": storage}
+    if storage == VIRTUAL:
+        attrs["virtual_digest"] = digest(attrs)
     ids = spec.original_ids() if spec.kind == "import" else None
     if ids is not None:
         z = group.create_array("original_ids", shape=ids.shape, chunks=(min(1 << 20, max(ids.shape[0], 1)),),
@@ -168,24 +265,24 @@ def _publish(root: Path, name: str, tmp: Path, final: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _write_new(spec, root: Path, chunk: int, client, quiet: bool, backend: str):
+def _write_new(spec, root: Path, chunk: int, client, quiet: bool, backend: str, storage: str = STORED):
     """Write ``spec`` into a temporary directory and publish it (call holding the lock); (attrs, memo)."""
     name, final = spec.name, root / spec.name
     _remove_stale(root, name, quiet)
     tmp = root / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
-        attrs, memo = _write_tmp(spec, tmp, chunk, client, quiet, backend)
+        attrs, memo = _write_tmp(spec, tmp, chunk, client, quiet, backend, storage)
         _publish(root, name, tmp, final)
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
         if is_no_space(e):
-            raise no_space(e, root, estimate_bytes(spec), f"dataset {name}") from None
+            raise no_space(e, root, need_bytes(spec, storage), f"dataset {name}") from None
         raise
     return attrs, memo
 
 
 def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: bool = False,
-             client=None, quiet: bool = False, backend: str = "cpu") -> tuple[Dataset, str]:
+             client=None, quiet: bool = False, backend: str = "cpu", edges: str = "stored") -> tuple[Dataset, str]:
     """Generate a spec's edge list into the store (see the module docstring).
 
     Parameters
@@ -207,6 +304,9 @@ def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: 
     backend : {"cpu", "gpu"}
         ``"gpu"`` generates on the GPU (Kronecker only; same bytes) and leaves
         the device copy of the edges in ``dataset.memo["device_edges"]``.
+    edges : {"stored", "virtual", "auto"}
+        Store the edges, keep only the spec (:mod:`.virtual`), or decide by
+        the free space (:func:`resolve_edges`; the CLI's default).
 
     Returns
     -------
@@ -221,22 +321,29 @@ def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: 
         raise DbfsError(f"GPU generation makes Graph500 Kronecker graphs only, not {spec.kind}: "
                         f"drop --backend gpu for this kind")
 
+    if edges not in EDGES_CHOICES:
+        raise DbfsError(f"--edges {edges!r} is unknown: use stored, virtual or auto")
     root = datasets_root(root)
     name = spec.name
     final = root / name
+    if spec.kind == "import":
+        edges = resolve_edges(spec, root, edges, quiet)  # refuses virtual
     if not force:
-        ds = _reusable(final, spec)
+        ds = _reusable(final, spec, edges=edges)
         if ds is not None:
             say(f"reusing complete dataset {name} ({ds.n_edges:,} edges) at {final}", quiet)
             return ds, "reused"
     chunk = int(chunk_edges or DEFAULT_CHUNK_EDGES)
     if chunk < 1:
         raise DbfsError(f"--chunk-edges {chunk} is invalid: use a positive number of edges per chunk")
-    before = (_read_attrs(final) if final.is_dir() and status(final)[0] == "complete" else {}).get("generated_at")
-    check_room(root, estimate_bytes(spec))
+    old = _read_attrs(final) if final.is_dir() and status(final)[0] == "complete" else {}
+    before = old.get("generated_at")
+    want = edges
+    storage = resolve_edges(spec, root, edges, quiet)
+    check_room_for(spec, root, storage)
     with writer_lock(dataset_lock(root, name), f"dataset {name}", quiet=quiet) as waited:
         if waited:  # another writer held it: reuse what it completed
-            ds = _reusable(final, spec, strict=not force)
+            ds = _reusable(final, spec, strict=not force, edges=want)
             if ds is not None and (not force or ds.attrs.get("generated_at") != before):
                 say(f"reusing dataset {name}, completed by the writer this one waited for", quiet)
                 return ds, "reused"
@@ -246,12 +353,17 @@ def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: 
             say(f"dataset {name} is {st} ({why}); rebuilding it", quiet)
             action = "rebuilt"
         elif st == "complete":
-            say(f"--force: rebuilding {name}; the old copy stays until the new one is complete" if force else
-                f"dataset {name} has chunk files that fail their crc32c; rebuilding it", quiet)
+            if force:
+                why = f"--force: rebuilding {name}; the old copy stays until the new one is complete"
+            elif old and storage_of(old) != storage:
+                why = f"dataset {name} is {storage_of(old)}; making it {storage} (--edges {storage})"
+            else:
+                why = f"dataset {name} has chunk files that fail their crc32c; rebuilding it"
+            say(why, quiet)
             action = "rebuilt"
-        attrs, memo = _write_new(spec, root, chunk, client, quiet, backend)
+        attrs, memo = _write_new(spec, root, chunk, client, quiet, backend, storage)
     ds = Dataset(final, _read_attrs(final), memo)
     gen_time, n_edges = attrs["generation_time"], attrs["n_edges"]
-    say(f"{action} {name}: {n_edges:,} edges, {gen_time:.2f} s ({n_edges / max(gen_time, 1e-9) / 1e6:.1f} M edges/s) "
+    say(f"{action} {name} ({storage} edges): {n_edges:,} edges, {gen_time:.2f} s ({n_edges / max(gen_time, 1e-9) / 1e6:.1f} M edges/s) "
         f"-> {final}", quiet)
     return ds, action
