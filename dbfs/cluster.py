@@ -133,10 +133,15 @@ _STR = ("a string", lambda v: isinstance(v, str))
 _SIZE = ("a size such as 4GiB or a number of bytes", lambda v: isinstance(v, (str, int)) and not isinstance(v, bool))
 _LIST = ("a list of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v))
 _NUM = ("a positive number of seconds", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)
+_NONNEG = ("a non-negative integer", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+_GPUS = ("a list of device numbers or a string such as \"0,1\"",
+         lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, int) for x in v)))
 
 #: the keys of each profile type and what each value must be (null is always allowed: the default)
 SCHEMA = {
     "local": {"workers": _POS, "threads_per_worker": _POS, "memory_limit": _SIZE},
+    "local-gpu": {"gpus": _GPUS, "threads_per_gpu_worker": _POS, "cpu_workers": _NONNEG, "cpu_threads": _POS,
+                  "memory_limit": _SIZE, "wait": _NUM},
     "scheduler": {"address": _STR},
     "slurm": {"jobs": _POS, "cores": _POS, "memory": _SIZE, "processes": _POS, "queue": _STR, "account": _STR,
               "walltime": _STR, "interface": _STR, "local_directory": _STR, "log_directory": _STR,
@@ -150,7 +155,7 @@ def _check_schema(prof: dict, p) -> None:
 
     kind = prof.get("type")
     if kind not in SCHEMA:
-        raise DbfsError(f"cluster profile {p}: type is {kind!r}: use type: local, type: slurm or type: scheduler")
+        raise DbfsError(f"cluster profile {p}: type is {kind!r}: use type: local, local-gpu, slurm or scheduler")
     keys = SCHEMA[kind]
     for k in prof:
         if k == "type":
@@ -506,6 +511,11 @@ def client_for(scheduler: str | None = None, n_workers: int | None = None,
     if prof.get("type") == "slurm":
         client, jobs = _start_slurm(prof, quiet)
         _STARTED[id(client)] = ("SLURMCluster", jobs.close)
+    elif prof.get("type") == "local-gpu":
+        from dbfs.cluster_gpu import start_local_gpu
+
+        client, close = start_local_gpu(prof, quiet, profile)
+        _STARTED[id(client)] = ("LocalCUDACluster", close)
     else:
         n = n_workers or default_workers()
         with _workers_ignore_sigint():

@@ -46,7 +46,10 @@ COMMON_OPTIONS = frozenset({"algorithm", "backend", "n_roots", "validate", "dedu
 #: how each option is spelled on the command line (for error messages)
 FLAGS = {"partitions": "--partitions", "partitioning": "--partitioning", "relabel": "--relabel",
          "dedupe": "--keep-duplicates", "device_memory_limit": "--device-memory-limit", "energy": "--energy",
-         "n_roots": "--roots", "transport": "--transport"}
+         "n_roots": "--roots", "transport": "--transport", "placement": "--placement"}
+
+#: why an option of one backend does not apply to the others (unless a backend says more)
+_WHY = {"placement": "it places partitions on Dask workers: add --backend dask or drop it"}
 
 
 @dataclass
@@ -64,6 +67,7 @@ class RunConfig:
     quiet: bool = False
     energy: bool = False
     device_memory_limit: int | None = None
+    placement: str = "block"
 
 
 class Backend:
@@ -102,7 +106,7 @@ class Backend:
         for opt in sorted(set(given) - COMMON_OPTIONS - set(cls.options)):
             if getattr(cfg, opt, None) == getattr(default, opt, object()):
                 continue          # e.g. --partitions 1 with the cpu backend: what it does anyway
-            why = cls.refusals.get(opt, f"the {cls.name} backend has no such option")
+            why = cls.refusals.get(opt, _WHY.get(opt, f"the {cls.name} backend has no such option"))
             raise DbfsError(f"{FLAGS.get(opt, '--' + opt.replace('_', '-'))} does not apply to --backend {cls.name}: "
                             f"{why}")
         if cfg.n_roots < 1:
@@ -116,6 +120,10 @@ class Backend:
         if cfg.algorithm not in names:
             raise DbfsError(f"unknown BFS algorithm {cfg.algorithm!r} for backend {cls.name}: use one of "
                             f"{', '.join(names)}")
+
+    def describe(self) -> dict:
+        """What the run's JSON records about where the searches ran (per worker for dask); {} here."""
+        return {}
 
     # ---- the stages before the searches
     @classmethod

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dbfs.backends import Backend
 from dbfs.errors import DbfsError
 from dbfs.progress import say
+from dbfs.units import human
 
 __all__ = ["DaskBackend"]
 
@@ -29,10 +30,9 @@ class DaskBackend(Backend):
     name = "dask"
     kernels = "cpu"
     cluster = "always"
-    options = frozenset({"partitions", "partitioning"})
+    options = frozenset({"partitions", "partitioning", "placement", "device_memory_limit"})
     refusals = {
         "relabel": "the distributed search keeps original ids (no relabelled variants): drop --relabel",
-        "device_memory_limit": "it applies to the GPU backend only: add --backend gpu or drop it",
         "energy": "it measures GPU power: add --backend gpu or drop --energy",
     }
 
@@ -48,7 +48,12 @@ class DaskBackend(Backend):
         if self.client is None:
             raise DbfsError("--backend dask needs a Dask cluster: drop --scheduler threads")
         self.mod, self.ds = dbfs_dask, ds
-        self.dg = dbfs_dask.load_distributed(self.client, ds.path, variant)
+        self.dg = dbfs_dask.load_distributed(self.client, ds.path, variant, placement=self.cfg.placement,
+                                             device_memory_limit=self.cfg.device_memory_limit)
+        for w in self.dg.workers_table():
+            if w["kind"] == "gpu":
+                say(f"GPU worker {w['worker']}: partition(s) {w['partitions']} in device memory "
+                    f"({human(w['device_bytes'])})", self.cfg.quiet)
         self.load_time = self.dg.load_time
         self.result = None
         self._say_events(self.dg.events, f"the load of {variant}")
@@ -95,6 +100,12 @@ class DaskBackend(Backend):
 
     def parents(self):
         return self.mod.gather_parent(self.result, self.client, self.dg)
+
+    def describe(self) -> dict:
+        """Per worker: kind (cpu/gpu), partitions, device and host bytes; the placement policy."""
+        if not hasattr(self, "dg"):
+            return {}
+        return {"placement": self.dg.placement, "workers": self.dg.workers_table()}
 
     def close(self):
         if getattr(self, "result", None) is not None:

@@ -71,11 +71,11 @@ import cupy as cp
 import numpy as np
 
 from dbfs.bfs.timing import collector_paused
-from dbfs.bfs.policy import BU, TD, policy_from
+from dbfs.bfs.policy import BU, GPU_BEAMER_ALPHA, TD, policy_from
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph
 
-__all__ = ["DeviceGraph", "device_graph", "search_device", "search_timed", "count_nedge", "ALGORITHMS"]
+__all__ = ["DeviceGraph", "device_graph", "search_device", "search_timed", "count_nedge", "expand", "ALGORITHMS"]
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 
@@ -85,11 +85,7 @@ _BU_SERIAL = 8        # neighbours a lane scans alone in bu_step
 _TD_SMALL = 2048      # frontiers up to this size take the one-launch top-down kernel
 _COUNTER_ROWS = 4096  # per-level counter rows zeroed at once
 _VID = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
-# Beamer's alpha for the GPU ``do`` (the CPU keeps GAP's 15): a GPU bottom-up
-# level (hub first, warp per word) costs far less than a top-down level over
-# the same edges, so the switch comes earlier (m_f > edges/50); the choice's
-# measurements are in docs/GPU.md.
-GPU_BEAMER_ALPHA = 50.0
+
 
 
 # ------------------------------------------------------------------ kernels
@@ -102,7 +98,8 @@ def _module(vid: str):
 
 
 _KERNEL_NAMES = ("base_visited", "start_search", "queue_to_bitmap", "bitmap_to_queue", "frontier_degrees",
-                 "td_expand", "td_expand_small", "bu_step", "harish_step", "harish_start", "count_nedge", "hub_of")
+                 "td_expand", "td_expand_small", "absorb", "bu_step", "harish_step", "harish_start", "count_nedge",
+                 "hub_of")
 
 
 @lru_cache(maxsize=None)
@@ -298,22 +295,28 @@ def _record(level, direction, n_f, edges, discovered, t0):
             "discovered": int(discovered), "time": time.perf_counter() - t0}
 
 
-def _td_step(k, dg, st, n_f, m_f, row):
-    """Top-down step from st.queue[:n_f] (m_f frontier edges) into st.queue2.
+def expand(k, indptr, indices, queue, n_f, m_f, visited, parent, next_q, row, gadd=0, count_deg=1):
+    """One top-down expansion of ``queue[:n_f]`` (``m_f`` frontier edges) into ``next_q``
+    (``td_expand``'s contract in bfs.cu: ``gadd``, ``count_deg``).
 
     Small frontiers: one launch that scans the degrees in shared memory;
     large ones: degrees, ``cupy.cumsum``, then the load-balanced expansion."""
     if 0 < m_f and n_f <= _TD_SMALL:
         k["td_expand_small"](_grid(m_f, _BLOCK * _TD_ITEMS), (_BLOCK,),
-                             (st.queue, _i64(n_f), _i64(m_f), dg.indptr, dg.indices, st.visited, st.parent,
-                              st.queue2, row))
+                             (queue, _i64(n_f), _i64(m_f), indptr, indices, visited, parent, next_q, row,
+                              _i64(gadd), np.int32(count_deg)))
     elif m_f > 0:
         deg = cp.empty(n_f, cp.int64)
-        k["frontier_degrees"](_grid(n_f), (_BLOCK,), (st.queue, _i64(n_f), dg.indptr, deg))
+        k["frontier_degrees"](_grid(n_f), (_BLOCK,), (queue, _i64(n_f), indptr, deg))
         offs = cp.cumsum(deg)
         k["td_expand"](_grid(m_f, _BLOCK * _TD_ITEMS), (_BLOCK,),
-                       (st.queue, _i64(n_f), offs, _i64(m_f), dg.indptr, dg.indices, st.visited, st.parent,
-                        st.queue2, row))
+                       (queue, _i64(n_f), offs, _i64(m_f), indptr, indices, visited, parent, next_q, row,
+                        _i64(gadd), np.int32(count_deg)))
+
+
+def _td_step(k, dg, st, n_f, m_f, row):
+    """Top-down step from st.queue[:n_f] (m_f frontier edges) into st.queue2 (then swapped)."""
+    expand(k, dg.indptr, dg.indices, st.queue, n_f, m_f, st.visited, st.parent, st.queue2, row)
     st.queue, st.queue2 = st.queue2, st.queue
 
 

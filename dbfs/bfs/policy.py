@@ -78,6 +78,13 @@ from dbfs.errors import DbfsError
 TD = "td"
 BU = "bu"
 
+# Beamer's alpha for the GPU ``do`` (the CPU keeps GAP's 15), used by every
+# search on GPU kernels (``--backend gpu`` and a dask mesh with GPU workers):
+# a GPU bottom-up level (hub first, warp per word) costs far less than a
+# top-down level over the same edges, so the switch comes earlier
+# (m_f > edges/50); the choice's measurements are in docs/GPU.md.
+GPU_BEAMER_ALPHA = 50.0
+
 
 class BeamerPolicy:
     """Beamer's alpha/beta rule (edges-based switch to bottom-up)."""

@@ -5,7 +5,8 @@ Contract
 :func:`_bsp_search` runs as ONE task per mesh worker (pinned), serving all
 of that worker's partitions one after the other on its Numba threads, and
 returns ``{"parents": {rank: int64 slice, local order}, "seconds",
-"records" (mesh worker 0 only), "kernel_total", "levels"}``, or ``{"lost":
+"records" (mesh worker 0 only), "kernel_total", "levels", "own" (this
+worker's (kernel, exchange) seconds per level)}``, or ``{"lost":
 why}`` when a peer was lost. ``seconds`` is
 Graph500 Kernel 2 time on this worker: from the start barrier, just before
 the root is visited, to the last count exchange (every worker then knows
@@ -156,6 +157,10 @@ class _Search:
             out.append((dst, arrs))
         return out
 
+    def parents(self):
+        """This worker's parent slices (local order, pad rows cut off)."""
+        return {rk: st.parent[st.p.pad:] for rk, st in self.states.items()}
+
     # ------------------------------------------------------------- steps
     def start(self, root):
         """Start barrier (shares the root's degree); returns it."""
@@ -305,7 +310,12 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
     """The level loop of :func:`_bsp_search` (see the module docstring); ``plugin``: this
     worker's :class:`dbfs.bfs.dask.plugin.MeshPlugin`; ``shm``: its
     :class:`dbfs.bfs.dask.shm._ShmFront` of the mesh, or None (frontier slices go by the mesh)."""
-    s = _Search(mesh, widx, ranks_of, parts, plugin, shm)
+    if getattr(parts[0], "on_device", False):       # a GPU worker: the same steps on the device
+        from dbfs.bfs.dask.gpu_search import _GpuSearch
+
+        s = _GpuSearch(mesh, widx, ranks_of, parts, plugin)
+    else:
+        s = _Search(mesh, widx, ranks_of, parts, plugin, shm)
     N = s.N
     ranks = tuple(s.states)
     deg_root = s.start(root)
@@ -319,6 +329,7 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
     have_queue = True
     front_ready = False
     rec = []
+    own = []            # this worker's (kernel, exchange) seconds per level
     level = 0
     kernel_total = 0.0
     mesh = s.mesh
@@ -350,18 +361,20 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
         kernel_total += kt
         t_end = time.perf_counter()
         lt = t_end - t_lv
+        x_lv = mesh.seconds - x_t0
+        own.append((kt, x_lv))
         if widx == 0:
             rec.append({"level": level, "direction": d, "frontier": int(n_f), "edges": int(g_ex),
                         "discovered": int(g_new), "time": lt, "kernel": k_max, "overhead": max(0.0, lt - k_max),
-                        "rounds": mesh.rounds - x_n0, "exchange": mesh.seconds - x_t0})
+                        "rounds": mesh.rounds - x_n0, "exchange": x_lv})
         if s.listeners:
             mine = {"level": level, "worker": widx, "direction": d, "frontier": int(n_f), "edges": int(g_ex),
-                    "discovered": int(g_new), "time": lt, "kernel": kt, "exchange": mesh.seconds - x_t0}
+                    "discovered": int(g_new), "time": lt, "kernel": kt, "exchange": x_lv}
             for fn in tuple(s.listeners):
                 fn(level, ranks, mine)
         n_f, m_f = g_new, g_m
         m_u -= g_m
         level += 1
     seconds = time.perf_counter() - t0
-    return {"parents": {rk: st.parent[st.p.pad:] for rk, st in s.states.items()}, "seconds": seconds,
-            "records": rec, "kernel_total": kernel_total, "levels": level}
+    return {"parents": s.parents(), "seconds": seconds,
+            "records": rec, "kernel_total": kernel_total, "levels": level, "own": own}

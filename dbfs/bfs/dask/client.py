@@ -49,14 +49,17 @@ from pathlib import Path
 
 import numpy as np
 
+from dbfs.bfs.dask.assign import assign
 from dbfs.bfs.dask.bsp import _bsp_search
+from dbfs.bfs.dask.exchange import _base_of
+from dbfs.bfs.dask.gpu_part import device_bytes
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _alive, _close_mesh, _open_mesh
-from dbfs.bfs.dask.placement import DistributedGraph, _variant_attrs
+from dbfs.bfs.dask.placement import DistributedGraph, _variant_attrs, gpu_budgets, worker_kinds
 from dbfs.bfs.dask.recovery import _is_peer_loss, _recover, place
 from dbfs.bfs.dask.transport import TRANSPORTS, _PeerLost
 from dbfs.bfs.dask.waits import gather_watched, wait_watched
 from dbfs.bfs.dask.worker import _pick_parent, _search_summary
-from dbfs.bfs.policy import policy_from
+from dbfs.bfs.policy import GPU_BEAMER_ALPHA, policy_from
 from dbfs.errors import DbfsError
 from dbfs.graph import check_root_id
 from dbfs.partition import Partitioning
@@ -88,7 +91,8 @@ class DistributedResult:
 
 
 def load_distributed(client, dataset_path, variant: str, workers=None, transport: str = "tcp",
-                     timeout: float = DEFAULT_TIMEOUT, shared_memory: bool | None = None) -> DistributedGraph:
+                     timeout: float = DEFAULT_TIMEOUT, shared_memory: bool | None = None, placement: str = "block",
+                     device_memory_limit: int | None = None, seed: int = 0) -> DistributedGraph:
     """Pin every partition of CSR ``variant`` onto a worker and open the exchange mesh.
 
     Parameters
@@ -99,7 +103,7 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
     variant : str
         A partitioned CSR variant (``p<P>-<block|cyclic>``), not relabelled.
     workers : list of str, optional
-        Addresses to use (default: all, sorted); rank r goes to ``workers[r % len(workers)]``.
+        Addresses to use (default: all, sorted).
     transport : {"tcp", "tcp-threads", "dask"}
         The mesh; on a TLS cluster the TCP ones become ``"dask"`` (``dg.transport``
         says which one runs, ``dg.events`` why).
@@ -107,9 +111,17 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
         Seconds any single wait may take before a search is declared failed.
     shared_memory : bool, optional
         None (default): a shared frontier bitmap in /dev/shm when every worker is
-        on one host and the partitions are blocks (bottom-up levels then exchange
-        only counts); False: frontier slices always go through the mesh.
-        ``dg.shm`` says why it is off ('' when on).
+        on one host, the partitions are blocks and no worker is a GPU worker
+        (bottom-up levels then exchange only counts); False: frontier slices
+        always go through the mesh. ``dg.shm`` says why it is off ('' when on).
+    placement : {"block", "random"}
+        Which ranks GPU workers (Dask resource ``GPU``) hold: :mod:`dbfs.bfs.dask.assign`.
+        Without GPU workers rank r goes to worker ``r % W`` (in the policy's order).
+    device_memory_limit : int, optional
+        Device bytes each GPU worker may give to partitions (default: 85% of its free
+        device memory); what does not fit goes to CPU workers.
+    seed : int
+        The ``random`` placement's seed.
 
     Returns
     -------
@@ -131,11 +143,24 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
     ws = sorted(workers) if workers else sorted(_alive(client))
     if not ws:
         raise DbfsError("the Dask cluster has no workers: start some (dbfs cluster ...) and retry")
-    rank_worker = {rk: ws[rk % len(ws)] for rk in range(part.P)}
+    kinds = worker_kinds(client, ws)
+    if device_memory_limit is not None and "gpu" not in kinds.values():
+        raise DbfsError("--device-memory-limit does not apply: the cluster has no GPU worker (a worker with the "
+                        "Dask resource GPU, e.g. `dbfs cluster local-gpu`); drop it or join a GPU cluster")
+    if "gpu" in kinds.values() and part.code != 0:
+        raise DbfsError(f"{variant} is cyclic: GPU workers hold block partitions only; build the variant with "
+                        f"--partitioning block")
+    nnz = [int(x) for x in attrs["nnz"]]
+    part_bytes = [device_bytes(part.vertex_range(rk).stop - _base_of(part, rk), nnz[rk], part.n_vertices)
+                  for rk in range(part.P)]
+    budgets = gpu_budgets(client, kinds, part.n_vertices, device_memory_limit)
+    rank_worker, rank_kind = assign(placement, part.P, kinds, part_bytes, budgets, seed)
     dg = DistributedGraph(client=client, dataset_path=dataset_path, variant=variant, partitioning=part,
                           nnz_total=int(attrs["nnz_total"]), rank_worker=rank_worker, part_futures={},
                           transport=transport, timeout=float(timeout), attrs=attrs,
-                          shared_memory=False if shared_memory is False else None)
+                          shared_memory=False if shared_memory is False else None, placement=placement,
+                          rank_kind=rank_kind, worker_kinds=kinds, budgets=budgets, part_bytes=part_bytes,
+                          device_memory_limit=device_memory_limit)
     try:
         place(dg, list(range(part.P)))
     except BaseException:
@@ -196,6 +221,11 @@ def _run_once(dg: DistributedGraph, root, algorithm, pol, stats):
             parents[rk] = client.submit(_pick_parent, f, rk, workers=[w], **pin)
     seconds = max(s["seconds"] for s in summaries)
     records = summaries[0]["records"] if stats else None
+    if records:
+        for lv, r in enumerate(records):     # per worker: kernel vs exchange seconds of the level
+            r["workers"] = [{"worker": i, "kind": dg.worker_kinds.get(w, "cpu"),
+                             "kernel": s["own"][lv][0], "exchange": s["own"][lv][1]}
+                            for i, (w, s) in enumerate(zip(dg.mesh_workers, summaries)) if lv < len(s["own"])]
     return parents, seconds, wall, records
 
 
@@ -228,6 +258,8 @@ def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: s
     r = check_root_id(root, dgraph.n_vertices)
     if len(dgraph.part_futures) != dgraph.P:
         raise DbfsError("this DistributedGraph was closed: load it again with load_distributed(...)")
+    if alpha is None and policy == "beamer" and dgraph.has_gpu:
+        alpha = GPU_BEAMER_ALPHA        # the decisions --backend gpu makes (GPU kernels search here)
     pol = {"policy": policy, "alpha": alpha, "beta": beta, "unexplored": unexplored, "tail": tail}
     policy_from(**pol)  # check the parameters on the client
     events = []

@@ -197,6 +197,8 @@ def _open_shm(dg) -> str:
         return "one worker"
     if dg.partitioning.code != 0:
         return "cyclic partitions"
+    if dg.has_gpu:
+        return "GPU workers in the mesh (their frontier lives in device memory)"
     if len({_host_of(w) for w in ws}) > 1:
         return "workers on several hosts"
     gwords = (dg.n_vertices + 63) >> 6

@@ -28,7 +28,10 @@ from dbfs.errors import DbfsError
 from dbfs.partition import Partitioning
 from dbfs.zattrs import read_attrs
 
-__all__ = ["DistributedGraph", "_submit_loads", "_variant_attrs"]
+__all__ = ["DistributedGraph", "_submit_loads", "_variant_attrs", "worker_kinds", "gpu_budgets"]
+
+#: share of a GPU worker's free device memory partitions may take when no --device-memory-limit is given
+DEVICE_SHARE = 0.85
 
 
 @dataclass
@@ -59,6 +62,13 @@ class DistributedGraph:
     events: list = field(default_factory=list)
     attrs: dict = field(default_factory=dict)
     transport_requested: str = ""           # the transport asked for ('' = same as transport)
+    placement: str = "block"                # the policy that chose rank_worker (dbfs.bfs.dask.assign)
+    rank_kind: dict = field(default_factory=dict)      # rank -> "gpu" | "cpu"
+    worker_kinds: dict = field(default_factory=dict)   # worker address -> "gpu" | "cpu" (live at load)
+    budgets: dict = field(default_factory=dict)        # GPU worker -> device bytes for partitions
+    device_memory_limit: int | None = None             # --device-memory-limit (None: a share of the free memory)
+    part_bytes: list = field(default_factory=list)     # rank -> device bytes if held by a GPU worker
+    part_info: dict = field(default_factory=dict)      # rank -> the worker's info of its partition
 
     @property
     def P(self) -> int:
@@ -67,6 +77,20 @@ class DistributedGraph:
     @property
     def n_vertices(self) -> int:
         return self.partitioning.n_vertices
+
+    @property
+    def has_gpu(self) -> bool:
+        return any(k == "gpu" for k in self.rank_kind.values())
+
+    def workers_table(self) -> list:
+        """Per mesh worker: address, kind, ranks, device and host bytes of its partitions."""
+        out = []
+        for w, ranks in zip(self.mesh_workers, self.ranks_of()):
+            infos = [self.part_info.get(rk, {}) for rk in ranks]
+            out.append({"worker": w, "kind": self.worker_kinds.get(w, "cpu"), "partitions": ranks,
+                        "device_bytes": sum(int(i.get("device_bytes", 0)) for i in infos),
+                        "host_bytes": sum(int(i.get("host_bytes", 0)) for i in infos)})
+        return out
 
     def ranks_of(self) -> list:
         """Ranks held by each mesh worker, in mesh order."""
@@ -93,6 +117,30 @@ def _variant_attrs(dataset_path: Path, variant: str) -> dict:
     return attrs
 
 
+def worker_kinds(client, workers) -> dict:
+    """Worker address -> "gpu" (it declares the Dask resource ``GPU``) or "cpu"."""
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    return {w: "gpu" if float((info.get(w, {}).get("resources") or {}).get("GPU", 0)) > 0 else "cpu"
+            for w in workers}
+
+
+def gpu_budgets(client, kinds: dict, n: int, limit=None) -> dict:
+    """GPU worker -> device bytes its partitions may take: ``limit`` (or DEVICE_SHARE of the
+    free device memory, asked on the worker) less what the worker needs once per graph."""
+    from dbfs.bfs.dask.gpu_part import _device_info, worker_bytes
+    from dbfs.bfs.dask.mesh import RUN_TIMEOUT, _raise_lost
+    from dbfs.bfs.dask.waits import run_within
+
+    gpus = sorted(w for w, k in kinds.items() if k == "gpu")
+    if not gpus:
+        return {}
+    if limit is not None:
+        return {w: max(0, int(limit) - worker_bytes(n)) for w in gpus}
+    res = run_within(client, _device_info, workers=gpus, timeout=RUN_TIMEOUT, what="asking the GPU workers' memory")
+    _raise_lost(res, "asking the GPU workers' memory")
+    return {w: max(0, int(DEVICE_SHARE * res[w]["free"]) - worker_bytes(n)) for w in gpus}
+
+
 def _submit_loads(dg: DistributedGraph, ranks) -> None:
     """Load partitions ``ranks`` onto their workers, then give them the
     whole-graph data they need (hub neighbours by global degree: every
@@ -110,8 +158,15 @@ def _submit_loads(dg: DistributedGraph, ranks) -> None:
     degs = [client.submit(_local_degrees, allp[rk], workers=[dg.rank_worker[rk]], **pin) for rk in range(dg.P)]
     deg = client.submit(_global_degrees, dg.partitioning, *degs, pure=False)
     for rk in ranks:
-        dg.part_futures[rk] = client.submit(_prepare_part, loaded[rk], deg, workers=[dg.rank_worker[rk]],
-                                            key=f"dbfs-prepared-{uuid.uuid4().hex[:12]}-{rk}", **pin)
+        w = dg.rank_worker[rk]
+        prepared = client.submit(_prepare_part, loaded[rk], deg, workers=[w],
+                                 key=f"dbfs-prepared-{uuid.uuid4().hex[:12]}-{rk}", **pin)
+        if dg.rank_kind.get(rk) == "gpu":       # the partition moves to device memory (host adjacency dropped)
+            from dbfs.bfs.dask.gpu_part import _to_device
+
+            prepared = client.submit(_to_device, prepared, w, workers=[w],
+                                     key=f"dbfs-device-{uuid.uuid4().hex[:12]}-{rk}", **pin)
+        dg.part_futures[rk] = prepared
     infos = gather_watched(client, [client.submit(_part_info, dg.part_futures[rk], workers=[dg.rank_worker[rk]],
                                                   **pin) for rk in ranks],
                            set(dg.rank_worker.values()), f"the load of partition(s) {list(ranks)} of {dg.variant}",
@@ -119,3 +174,4 @@ def _submit_loads(dg: DistributedGraph, ranks) -> None:
     del degs, deg, loaded
     for rk, info in zip(ranks, infos):
         dg.part_load_times[rk] = info["load_time"] + info["prepare_time"]
+        dg.part_info[rk] = info

@@ -21,11 +21,13 @@ from __future__ import annotations
 import time
 
 from dbfs.bfs.dask.mesh import _close_mesh, _open_mesh
-from dbfs.bfs.dask.placement import DistributedGraph, _submit_loads
+from dbfs.bfs.dask.assign import move_lost
+from dbfs.bfs.dask.placement import DistributedGraph, _submit_loads, gpu_budgets, worker_kinds
 from dbfs.bfs.dask.transport import _PeerLost
 from dbfs.bfs.dask.waits import WorkerLost, alive_workers, is_peer_loss, run_within
 from dbfs.bfs.dask.worker import _noop
 from dbfs.errors import DbfsError
+from dbfs.progress import say
 
 __all__ = ["place", "_recover", "_is_peer_loss", "FIND_LOST_S", "REPLACE_S"]
 
@@ -74,26 +76,32 @@ def _live_workers(client, lost_w) -> set:
 
 
 def _move_lost(dg: DistributedGraph, error: str, stage: str, attempt: int) -> dict:
-    """Move the partitions of lost workers (and unfinished loads) to the least-loaded live workers."""
+    """Move the partitions of lost workers (and unfinished loads) to live workers
+    (:func:`dbfs.bfs.dask.assign.move_lost`: a GPU worker with room for a GPU partition, else a CPU worker)."""
     t0 = time.perf_counter()
     lost_w = _lost_workers(dg)
     alive = _live_workers(dg.client, lost_w)
     lost_ranks = [rk for rk in range(dg.P) if dg.rank_worker[rk] not in alive
                   or rk not in dg.part_futures or dg.part_futures[rk].status != "finished"]
-    load = {w: 0 for w in alive}
-    for rk in range(dg.P):
-        if rk not in lost_ranks and dg.rank_worker[rk] in load:
-            load[dg.rank_worker[rk]] += 1
-    moved = {}
+    kinds = worker_kinds(dg.client, sorted(alive))
+    fresh = {w: k for w, k in kinds.items() if k == "gpu" and w not in dg.budgets}
+    if fresh:       # a restarted GPU worker: ask its device
+        dg.budgets.update(gpu_budgets(dg.client, fresh, dg.n_vertices, dg.device_memory_limit))
+    dg.worker_kinds.update(kinds)
+    moved, kind = move_lost(lost_ranks, dg.rank_kind, dg.rank_worker, kinds, dg.part_bytes or [0] * dg.P,
+                            dg.budgets)
     for rk in lost_ranks:
-        w = min(sorted(load), key=lambda x: load[x])
-        load[w] += 1
-        dg.rank_worker[rk] = moved[rk] = w
+        dg.rank_worker[rk] = moved[rk]
+        if dg.rank_kind.get(rk, "cpu") == "gpu" and kind[rk] != "gpu":
+            say(f"partition {rk} was on a lost GPU worker and no GPU worker has room: it is reloaded on CPU "
+                f"worker {moved[rk]}")
+        dg.rank_kind[rk] = kind[rk]
         old = dg.part_futures.pop(rk, None)
         if old is not None:
             old.release()
     return {"event": "worker-lost", "stage": stage, "attempt": attempt, "error": error[:300],
             "workers_lost": sorted(lost_w), "ranks_reloaded": sorted(lost_ranks), "moved_to": moved,
+            "kinds": {rk: kind[rk] for rk in lost_ranks},
             "reload_time": time.perf_counter() - t0}
 
 

@@ -78,8 +78,9 @@ class _Part:
         self.meta = {k: meta[k] for k in ("variant", "rank", "P", "partitioning", "n_vertices", "nnz")}
 
     def info(self):
+        host = self.indptr.nbytes + self.indices.nbytes + (self.hub.nbytes if self.hub is not None else 0)
         return {**self.meta, "load_time": self.load_time, "prepare_time": self.prepare_time, "count": self.count,
-                "pid": os.getpid()}
+                "pid": os.getpid(), "kind": "cpu", "device_bytes": 0, "host_bytes": int(host)}
 
 
 def _load_part(dataset_path, variant, rank):

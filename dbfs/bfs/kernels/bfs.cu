@@ -172,9 +172,15 @@ __device__ __forceinline__ i64 upper_bound(const i64* offs, i64 nf, i64 x) {
 // is spread over many blocks and consecutive threads read consecutive
 // entries. A neighbour is claimed by atomicOr on `visited`; the winner
 // writes parent and appends to next_q (one atomic per warp).
+// Rows are LOCAL (queue entries index indptr), neighbours GLOBAL: the
+// winner writes parent[v] = u + gadd (the global id of row u; 0 for a whole
+// graph). count_deg = 1 (whole graph: v is also a row) adds v's degree to
+// cnt[1]; a partition's claim pass (count_deg = 0, `visited` and `parent`
+// over global ids, next_q the claimed global ids) leaves degrees to the
+// owner's absorb (dbfs/bfs/dask/gpu_search.py).
 extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs, i64 E,
                                      const i64* indptr, const vid_t* indices, u32* visited,
-                                     vid_t* parent, vid_t* next_q, u64* cnt) {
+                                     vid_t* parent, vid_t* next_q, u64* cnt, i64 gadd, int count_deg) {
     const i64 CH = (i64)TD_BLOCK * TD_ITEMS;
     const int lane = threadIdx.x & 31;
     __shared__ i64 s_lo, s_hi;
@@ -206,8 +212,8 @@ extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs
                     const u32 old = atomicOr(wp, bit);
                     if (!(old & bit)) {
                         won = true;
-                        parent[v] = (vid_t)u;
-                        acc_deg += indptr[v + 1] - indptr[v];
+                        parent[v] = (vid_t)(u + gadd);
+                        if (count_deg) acc_deg += indptr[v + 1] - indptr[v];
                     }
                 }
             }
@@ -231,7 +237,7 @@ extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs
 // expands its chunks of the E frontier edges exactly as td_expand does.
 extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, const i64* indptr,
                                            const vid_t* indices, u32* visited, vid_t* parent,
-                                           vid_t* next_q, u64* cnt) {
+                                           vid_t* next_q, u64* cnt, i64 gadd, int count_deg) {
     __shared__ i64 s_offs[TD_SMALL];    // inclusive scan of the degrees
     __shared__ i64 s_row[TD_SMALL];     // indptr[u] of frontier entry i
     __shared__ i64 s_part[TD_BLOCK];
@@ -287,8 +293,8 @@ extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, co
                     const u32 old = atomicOr(wp, bit);
                     if (!(old & bit)) {
                         won = true;
-                        parent[v] = (vid_t)u;
-                        acc_deg += indptr[v + 1] - indptr[v];
+                        parent[v] = (vid_t)(u + gadd);
+                        if (count_deg) acc_deg += indptr[v + 1] - indptr[v];
                     }
                 }
             }
@@ -300,6 +306,49 @@ extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, co
                 base = __shfl_sync(FULL_MASK, base, leader);
                 if (won) next_q[base + __popc(m & ((1u << lane) - 1u))] = (vid_t)v;
             }
+        }
+    }
+    block_add3(0, acc_deg, 0, cnt);
+}
+
+// ----------------------------------------------------- partition absorb
+// The owner's side of a distributed top-down level (dbfs/bfs/dask/gpu_search.py):
+// received pairs (L[k]: owner-local index, U[k]: global parent) claim row
+// i = L[k] + pad of this partition by atomicOr on the local `visited`; the
+// winner writes parent[i] = U[k], appends i to next_q (one atomic per warp),
+// sets the global id base + i in the worker's `visited_g` (so the worker
+// never claims it again) and adds its degree to cnt[1].
+extern "C" __global__ void absorb(const vid_t* L, const vid_t* U, i64 m, i64 pad, i64 base, const i64* indptr,
+                                  u32* visited, vid_t* parent, u32* visited_g, vid_t* next_q, u64* cnt) {
+    const int lane = threadIdx.x & 31;
+    i64 acc_deg = 0;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 k0 = blockIdx.x * (i64)blockDim.x; k0 < m; k0 += stride) {
+        const i64 k = k0 + threadIdx.x;
+        bool won = false;
+        i64 i = 0;
+        if (k < m) {
+            i = (i64)L[k] + pad;
+            const u32 bit = 1u << (i & 31);
+            u32* wp = visited + (i >> 5);
+            if (!(*wp & bit)) {
+                const u32 old = atomicOr(wp, bit);
+                if (!(old & bit)) {
+                    won = true;
+                    parent[i] = U[k];
+                    const i64 g = base + i;
+                    atomicOr(visited_g + (g >> 5), 1u << (g & 31));
+                    acc_deg += indptr[i + 1] - indptr[i];
+                }
+            }
+        }
+        const u32 msk = __ballot_sync(FULL_MASK, won);
+        if (msk) {
+            const int leader = __ffs(msk) - 1;
+            u64 b = 0;
+            if (lane == leader) b = atomicAdd(&cnt[0], (u64)__popc(msk));
+            b = __shfl_sync(FULL_MASK, b, leader);
+            if (won) next_q[b + __popc(msk & ((1u << lane) - 1u))] = (vid_t)i;
         }
     }
     block_add3(0, acc_deg, 0, cnt);

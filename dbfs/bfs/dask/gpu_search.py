@@ -1,0 +1,294 @@
+"""One search's level steps on a GPU worker's partitions (the device twin of :class:`dbfs.bfs.dask.bsp._Search`).
+
+Contract
+--------
+:class:`_GpuSearch` has :class:`dbfs.bfs.dask.bsp._Search`'s steps (``start``,
+``visit_root``, ``to_queues``, ``td_level``, ``to_bitmaps``, ``bu_level``,
+``parents``) and sends and receives the same messages, so GPU and CPU
+workers share one mesh and one level loop (:func:`dbfs.bfs.dask.bsp._bsp_levels`
+picks the class by the kind of the worker's partitions,
+:class:`dbfs.bfs.dask.gpu_part._GpuPart`). The frontier (queues, bitmaps),
+the visited bitmaps and the parents stay in device memory between levels;
+the host reads one row of counters per partition per level and copies to
+the host only what goes to another worker.
+
+Method (the kernels are ``dbfs/bfs/kernels/bfs.cu``'s, the ones ``--backend
+gpu`` runs; rows local, neighbour ids global):
+
+- top-down, one partition holding the whole graph (P = 1): ``td_expand``
+  exactly as the single-process backend calls it (:func:`dbfs.bfs.gpu.expand`);
+- top-down otherwise: ``td_expand``'s claim pass over the worker's GLOBAL
+  ``visited_g`` writes the claimed ids and their global parents (a scratch
+  over N); the claims are bucketed by owner on the device (``searchsorted``
+  of the block starts, ``argsort``); pairs for this worker's partitions never
+  leave the device, the rest is copied to the host once and sent (PAIRS);
+  ``absorb`` applies received pairs on the owner (first parent wins);
+- bottom-up: ``bu_step`` over each partition's rows against the GLOBAL
+  frontier bitmap on the device; this worker's new slices are OR-ed into the
+  next global frontier on the device, peers' slices arrive on the host and
+  are uploaded (host staging; COUNTS_FRONT).
+
+Directions, frontier sizes and edge counts equal the single-process level
+for level (the counts are the same sums; the policy is fed the same
+totals). Encoding: :mod:`dbfs.bfs.dask.gpu_part` (uint32 device words, sent
+as the int64 view of their host copy). After Merrill, Garland and
+Grimshaw, "Scalable GPU Graph Traversal" (PPoPP 2012) for the expansion and
+Beamer, Buluc, Asanovic and Patterson (IPDPS Workshops 2013) for the
+distributed bottom-up levels.
+"""
+from __future__ import annotations
+
+import time
+
+import cupy as cp
+import numpy as np
+
+from dbfs.bfs.dask.bsp import _counts_msg, _counts_of, _Search
+from dbfs.bfs.dask.frames import COUNTS, COUNTS_FRONT, FRONT, PAIRS, START
+from dbfs.bfs.dask.transport import _Timed
+from dbfs.bfs.gpu import _BLOCK, _grid, _i64, _kernels, _sm_count, expand
+from dbfs.graph import id_dtype
+from dbfs.partition import owner_local
+
+__all__ = ["_GpuSearch"]
+
+
+class _GpuState:
+    """One partition's per-search device arrays (CuPy's pool: no cudaMalloc after the first search)."""
+
+    def __init__(self, p, qdt):
+        self.p = p
+        nw32 = max(2 * p.words, 1)
+        self.parent = cp.empty(max(p.nloc, 1), qdt)
+        self.parent.fill(-1)
+        self.visited = p.base_visited.copy()
+        self.fbm = cp.zeros(nw32, cp.uint32)        # local frontier bitmap (after a bottom-up level)
+        self.nxt = cp.zeros(nw32, cp.uint32)
+        self.queue = cp.empty(max(p.nloc, 1), qdt)  # local rows
+        self.queue2 = cp.empty(max(p.nloc, 1), qdt)
+        self.nq = 0                                 # queue length
+        self.m = 0                                  # degree sum of the current frontier
+
+
+def _shared(store: dict, key, n: int, dtype):
+    """A device array kept in the worker plugin's ``store`` between searches (size and dtype keyed)."""
+    arr = store.get(key)
+    if arr is None or arr.shape[0] != n or arr.dtype != np.dtype(dtype):
+        arr = store[key] = cp.empty(n, dtype)
+    return arr
+
+
+class _GpuSearch(_Search):
+    """A GPU worker's search state and steps (see the module docstring)."""
+
+    def __init__(self, mesh, widx, ranks_of, parts, plugin, shm=None):
+        self.mesh = _Timed(mesh)
+        self.widx, self.ranks_of = widx, ranks_of
+        self.peers = [j for j in range(len(ranks_of)) if j != widx]
+        parts = sorted(parts, key=lambda p: p.rank)
+        p0 = parts[0]
+        self.N, self.P, self.code, self.q, self.r = p0.n, p0.P, p0.code, p0.q, p0.r
+        self.k = _kernels(p0.vid)
+        self.qdt = np.dtype(id_dtype(self.N))
+        self.starts = p0.starts
+        sh = p0.starts_host
+        self.bases = [(int(sh[rk]) >> 6) << 6 for rk in range(self.P)]
+        self.words = [(int(sh[rk + 1]) - self.bases[rk] + 63) >> 6 for rk in range(self.P)]
+        self.listeners = plugin.level_listeners
+        gw32 = 2 * ((self.N + 63) >> 6)
+        dev = plugin.scratch.setdefault("gpu", {})
+        self.scratch = _shared(dev, "scratch", max(self.N, 1), self.qdt)     # claims: global parent of v
+        self.claims = _shared(dev, "claims", max(self.N, 1), self.qdt)       # claimed global ids of a level
+        self.visited_g = cp.zeros(gw32, cp.uint32)
+        self.front = cp.zeros(gw32, cp.uint32)
+        self.front_next = cp.zeros(gw32, cp.uint32)
+        self.states = {p.rank: _GpuState(p, self.qdt) for p in parts}
+        self.my_ranks = tuple(self.states)
+        self.direct = self.P == 1                 # one partition = the whole graph: the single-process step
+        self.cnt = cp.zeros((len(self.states) + 1, 4), cp.uint64)
+        self.sh = None
+        cp.cuda.Device().synchronize()
+
+    # ------------------------------------------------------------- helpers
+    def _deg_of_root(self, st, i):
+        ip = st.p.indptr_host
+        return int(ip[i + 1] - ip[i])
+
+    def _or_slices(self, dst, ranks, slices):
+        """OR int64 host slices (one per rank, the CPU layout) into the global device bitmap ``dst``."""
+        for rk, sl in zip(ranks, slices):
+            if sl.shape[0]:
+                off = 2 * (self.bases[rk] >> 6)
+                d = cp.asarray(sl).view(cp.uint32)
+                seg = dst[off:off + d.shape[0]]
+                cp.bitwise_or(seg, d, out=seg)
+
+    def _or_own(self, dst):
+        for st in self.states.values():
+            off = 2 * (st.p.base >> 6)
+            seg = dst[off:off + st.fbm.shape[0]]
+            cp.bitwise_or(seg, st.fbm, out=seg)
+
+    def _host_slices(self):
+        return [st.fbm.get().view(np.int64) for st in self.states.values()]
+
+    # ------------------------------------------------------------- steps
+    def start(self, root):
+        o_root, l_root = owner_local(np.int64(root), self.code, self.P, self.q, self.r)
+        self.o_root, self.l_root = int(o_root), int(l_root)
+        deg_root = -1
+        if self.o_root in self.states:
+            st = self.states[self.o_root]
+            deg_root = self._deg_of_root(st, self.l_root + st.p.pad)
+        got = self.mesh.exchange(START, {j: [(deg_root,)] for j in self.peers})
+        for arrs in got.values():
+            deg_root = max(deg_root, int(arrs[0][0]))
+        return deg_root
+
+    def visit_root(self, root):
+        if self.o_root in self.states:
+            st = self.states[self.o_root]
+            i = self.l_root + st.p.pad
+            st.parent[i] = root
+            st.visited[i >> 5] |= np.uint32(1 << (i & 31))
+            st.queue[0] = i
+            st.nq, st.m = 1, self._deg_of_root(st, i)
+        self.visited_g[root >> 5] |= np.uint32(1 << (root & 31))
+
+    def to_queues(self):
+        t = time.perf_counter()
+        self.cnt.fill(0)
+        rows = list(self.states.values())
+        for r, st in enumerate(rows, 1):
+            nw = st.fbm.shape[0]
+            self.k["bitmap_to_queue"](_grid(nw), (_BLOCK,), (st.fbm, _i64(nw), st.queue, self.cnt[r, 3:]))
+        h = self.cnt.get()
+        for r, st in enumerate(rows, 1):
+            st.nq = int(h[r, 3])
+        return time.perf_counter() - t
+
+    def td_level(self, level, kt):
+        t = time.perf_counter()
+        self.cnt.fill(0)
+        if self.direct:
+            st = self.states[0]
+            examined = st.m
+            expand(self.k, st.p.indptr, st.p.indices, st.queue, st.nq, st.m, st.visited, st.parent, st.queue2,
+                   self.cnt[1], 0, 1)
+            st.queue, st.queue2 = st.queue2, st.queue
+            h = self.cnt.get()
+            st.nq, st.m = int(h[1, 0]), int(h[1, 1])
+            kt += time.perf_counter() - t
+            return [(st.nq, st.m, examined, kt)], kt
+        # claim pass: every partition's frontier claims into the worker's global visited_g
+        examined = 0
+        for st in self.states.values():
+            examined += st.m
+            expand(self.k, st.p.indptr, st.p.indices, st.queue, st.nq, st.m, self.visited_g, self.scratch,
+                   self.claims, self.cnt[0], st.p.base, 0)
+        nc = int(self.cnt[0, 0].get())
+        v = self.claims[:nc]
+        own = cp.searchsorted(self.starts, v, side="right") - 1
+        order = cp.argsort(own)
+        own_s = own[order]
+        v_s = v[order]
+        L = (v_s - self.starts[own_s]).astype(self.qdt)
+        U = self.scratch[v_s]
+        off = np.zeros(self.P + 1, np.int64)
+        off[1:] = np.cumsum(cp.bincount(own_s, minlength=self.P).get())
+        kt += time.perf_counter() - t
+        send = {}
+        remote = any(off[d + 1] > off[d] for j in self.peers for d in self.ranks_of[j])
+        if remote:
+            Lh, Uh = L.get(), U.get()
+        for j in self.peers:
+            dst, arrs = [], []
+            for d_rk in self.ranks_of[j]:
+                a, b = off[d_rk], off[d_rk + 1]
+                if b > a:
+                    dst.append(d_rk)
+                    arrs += [Lh[a:b], Uh[a:b]]
+            send[j] = [dst] + arrs
+        got = self._pairs(self.mesh.exchange(PAIRS, send)) if self.peers else []
+        t = time.perf_counter()
+        rows = list(self.states.items())
+        for r, (rk, st) in enumerate(rows, 1):
+            srcs = [(L[off[rk]:off[rk + 1]], U[off[rk]:off[rk + 1]])]
+            srcs += [(cp.asarray(arrs[1 + 2 * k]), cp.asarray(arrs[2 + 2 * k])) for dst, arrs in got
+                     for k, d_rk in enumerate(dst) if d_rk == rk]
+            for Ls, Us in srcs:
+                m = Ls.shape[0]
+                if m:
+                    self.k["absorb"](_grid(m), (_BLOCK,), (Ls, Us, _i64(m), _i64(st.p.pad), _i64(st.p.base),
+                                                           st.p.indptr, st.visited, st.parent, self.visited_g,
+                                                           st.queue2, self.cnt[r]))
+            st.queue, st.queue2 = st.queue2, st.queue
+        h = self.cnt.get()
+        new_n = new_m = 0
+        for r, (rk, st) in enumerate(rows, 1):
+            st.nq, st.m = int(h[r, 0]), int(h[r, 1])
+            new_n += st.nq
+            new_m += st.m
+        kt += time.perf_counter() - t
+        mine = (new_n, new_m, examined, kt)
+        got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in self.peers}) if self.peers else {}
+        return [mine] + [_counts_of(a) for a in got.values()], kt
+
+    def to_bitmaps(self):
+        t = time.perf_counter()
+        for st in self.states.values():
+            st.fbm.fill(0)
+            if st.nq:
+                self.k["queue_to_bitmap"](_grid(st.nq), (_BLOCK,), (st.queue, _i64(st.nq), st.fbm))
+        self.front.fill(0)
+        self._or_own(self.front)
+        msg = None
+        if self.peers:
+            msg = [self.my_ranks] + self._host_slices()
+        else:
+            cp.cuda.Device().synchronize()
+        kt = time.perf_counter() - t
+        got = self.mesh.exchange(FRONT, {j: msg for j in self.peers}) if self.peers else {}
+        for j, arrs in got.items():
+            self._or_slices(self.front, self._slices(j, arrs[0], arrs[1:]), arrs[1:])
+        if not self.direct:
+            cp.bitwise_or(self.visited_g, self.front, out=self.visited_g)
+        return kt
+
+    def bu_level(self, kt):
+        t = time.perf_counter()
+        self.cnt.fill(0)
+        rows = list(self.states.values())
+        for r, st in enumerate(rows, 1):
+            p = st.p
+            nw = st.fbm.shape[0]
+            self.k["bu_step"]((min(-(-nw * 32 // _BLOCK), 32 * _sm_count()),), (_BLOCK,),
+                              (p.indptr, p.indices, p.hub, self.front, st.visited, st.nxt, st.parent, _i64(nw),
+                               self.cnt[r]))
+            st.fbm, st.nxt = st.nxt, st.fbm
+        self.front_next.fill(0)
+        self._or_own(self.front_next)
+        h = self.cnt.get()
+        new_n = new_m = examined = 0
+        for r, st in enumerate(rows, 1):
+            st.nq, st.m = int(h[r, 0]), int(h[r, 1])
+            new_n += st.nq
+            new_m += st.m
+            examined += int(h[r, 2])
+        kt += time.perf_counter() - t
+        mine = (new_n, new_m, examined, kt)
+        totals = [mine]
+        if self.peers:
+            msg = _counts_msg(mine) + [self.my_ranks] + self._host_slices()
+            got = self.mesh.exchange(COUNTS_FRONT, {j: msg for j in self.peers})
+            for j, arrs in got.items():
+                totals.append(_counts_of(arrs))
+                self._or_slices(self.front_next, self._slices(j, arrs[2], arrs[3:]), arrs[3:])
+        if not self.direct:
+            cp.bitwise_or(self.visited_g, self.front_next, out=self.visited_g)
+        self.front, self.front_next = self.front_next, self.front
+        return totals, kt
+
+    def parents(self):
+        cp.cuda.Device().synchronize()
+        return {rk: st.parent[st.p.pad:st.p.nloc].get().astype(np.int64) for rk, st in self.states.items()}

@@ -1,0 +1,95 @@
+"""A GPU cluster on this host: dask-cuda's LocalCUDACluster plus optional CPU workers.
+
+Contract
+--------
+:func:`start_local_gpu` starts, for a ``type: local-gpu`` profile, one
+dask-cuda worker process per visible GPU (``gpus``: the devices, null for
+all; each worker sees its GPU as device 0 and declares the Dask resource
+``GPU=1``, which is how dbfs tells GPU workers from CPU workers,
+:func:`dbfs.bfs.dask.placement.worker_kinds`) and ``cpu_workers`` plain
+worker processes of ``cpu_threads`` threads each, which see no GPU
+(``CUDA_VISIBLE_DEVICES`` empty), all on one scheduler bound to 127.0.0.1.
+It returns ``(client, close)``. Without a GPU, or without dask-cuda (the
+``gpu`` extra), it fails in one line naming the extra and the CPU profile
+to use instead.
+
+Method: the CPU workers are added to the LocalCUDACluster's worker
+specification (distributed's ``SpecCluster``: one spec per worker, then
+``scale`` to the spec's size), so one cluster object owns and closes
+both kinds. dask-cuda's device spilling is off (``device_memory_limit=0``):
+dbfs keeps its partitions in device memory on purpose and bounds them
+itself (``--device-memory-limit``).
+
+Reference: dask-cuda ``LocalCUDACluster`` (docs.rapids.ai/api/dask-cuda).
+"""
+from __future__ import annotations
+
+from dbfs.errors import DbfsError
+from dbfs.progress import say
+
+__all__ = ["start_local_gpu", "gpu_count", "GPU_RESOURCE"]
+
+GPU_RESOURCE = "GPU"
+
+
+def gpu_count() -> int:
+    """CUDA devices this process sees (0 without CuPy or a driver)."""
+    try:
+        import cupy as cp
+
+        return int(cp.cuda.runtime.getDeviceCount())
+    except Exception:       # no CuPy, no driver, no device: all mean "no GPU here"
+        return 0
+
+
+def _need(prof_name: str) -> None:
+    n = gpu_count()
+    try:
+        import dask_cuda  # noqa: F401
+        has_cuda = True
+    except ImportError:
+        has_cuda = False
+    if n == 0:
+        raise DbfsError(f"cluster profile {prof_name} needs a GPU and dask-cuda (pip install -e '.[gpu]'): this "
+                        f"machine has no usable GPU; use --cluster local (CPU workers) instead")
+    if not has_cuda:
+        raise DbfsError(f"cluster profile {prof_name} needs dask-cuda: pip install -e '.[gpu]' (or use --cluster "
+                        f"local for CPU workers)")
+
+
+def _devices(gpus) -> str | None:
+    if gpus is None:
+        return None
+    return ",".join(str(g) for g in gpus) if isinstance(gpus, list) else str(gpus)
+
+
+def start_local_gpu(prof: dict, quiet: bool = False, name: str = "local-gpu"):
+    """(client, close) of a LocalCUDACluster with ``prof["cpu_workers"]`` CPU workers added (module docstring)."""
+    from dbfs.cluster import _workers_ignore_sigint, worker_env
+
+    _need(name)
+    from dask_cuda import LocalCUDACluster
+    from distributed import Client, Nanny
+
+    t_gpu = int(prof.get("threads_per_gpu_worker") or 1)
+    n_cpu = int(prof.get("cpu_workers") or 0)
+    t_cpu = int(prof.get("cpu_threads") or 1)
+    mem = prof.get("memory_limit") or "auto"
+    with _workers_ignore_sigint():
+        cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=_devices(prof.get("gpus")), threads_per_worker=t_gpu,
+                                   memory_limit=mem, device_memory_limit=0, host="127.0.0.1",
+                                   dashboard_address="127.0.0.1:0", resources={GPU_RESOURCE: 1}, silence_logs=40)
+        n_gpu = len(cluster.worker_spec)
+        env = {**worker_env(t_cpu), "CUDA_VISIBLE_DEVICES": ""}
+        for i in range(n_cpu):
+            cluster.worker_spec[f"cpu-{i}"] = {"cls": Nanny, "options": {
+                "nthreads": t_cpu, "memory_limit": mem, "host": "127.0.0.1", "env": env, "silence_logs": 40}}
+        if n_cpu:
+            cluster.scale(len(cluster.worker_spec))
+        client = Client(cluster)
+        client.wait_for_workers(n_gpu + n_cpu, timeout=float(prof.get("wait") or 120))
+    if not quiet:
+        say(f"started LocalCUDACluster ({n_gpu} GPU worker(s) x {t_gpu} thread, {n_cpu} CPU worker(s) x {t_cpu} "
+            f"thread{'s' if t_cpu > 1 else ''}); dashboard: {client.dashboard_link}")
+    return client, cluster.close
+

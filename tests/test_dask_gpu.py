@@ -1,0 +1,232 @@
+"""GPU workers in the dask backend, on the real GPU with a real dask-cuda cluster (marker ``gpu``).
+
+What is checked (invariants, never identical parent arrays): every search's
+parents gathered from the workers validate against the INPUT edge list;
+per level, the direction, the frontier size and the edges examined equal
+``--backend gpu``'s single-process search of the same graph and root
+(P = 1, 2, 4 on one GPU worker; two GPU workers on one GPU, the second
+started by hand as dask-cuda refuses two workers per device; GPU + CPU
+workers, where only directions and frontier sizes are compared: the CPU
+kernels count examined edges their own way). A GPU worker killed mid-search
+is replaced and the search rerun (an event recorded).
+Skipped without a GPU, CuPy or dask-cuda.
+"""
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.distributed]
+
+SCALE = 18
+ROOTS = 4
+
+
+@pytest.fixture(scope="module")
+def gds(cp, tmp_path_factory):
+    """A SCALE 18 Kronecker dataset with block variants P = 1, 2, 4, its edges and search keys."""
+    pytest.importorskip("dask_cuda")
+    from dbfs import kernel1, store
+    from dbfs.roots import graph500_roots
+    from dbfs.spec import GraphSpec
+
+    root = tmp_path_factory.mktemp("dgpu")
+    ds, _ = store.generate(GraphSpec.make("kronecker", SCALE), root=root, client=None, quiet=True)
+    for P in (1, 2, 4):
+        kernel1.build_partitioned(ds.path, P=P, client=None, progress=False)
+    edges = ds.edges()[:]
+    roots = [int(r) for r in graph500_roots(edges, SCALE, 2, 3, n=ROOTS, n_vertices=ds.n_vertices)]
+    return ds, edges, roots
+
+
+@pytest.fixture(scope="module")
+def single(gds):
+    """``--backend gpu``'s level stats per root (the reference of the invariants)."""
+    from dbfs import kernel1
+    from dbfs.bfs import get_algorithm
+
+    ds, edges, roots = gds
+    g = kernel1.load_csr(ds.path, kernel1.variant_name(1))
+    fn = get_algorithm("do", "gpu")
+    return {r: fn(g, r, stats=True)[1] for r in roots}
+
+
+def _profile(tmp_path, cpu_workers):
+    p = tmp_path / "gpu.yaml"
+    p.write_text(f"type: local-gpu\nthreads_per_gpu_worker: 2\ncpu_workers: {cpu_workers}\ncpu_threads: 2\n")
+    return str(p)
+
+
+@pytest.fixture(scope="module")
+def gclient(gds, tmp_path_factory):
+    """A LocalCUDACluster (one GPU worker) plus one CPU worker."""
+    from dbfs.cluster import client_for
+
+    with client_for(profile=_profile(tmp_path_factory.mktemp("prof"), 1), quiet=True) as client:
+        yield client
+
+
+def _kinds(client):
+    from dbfs.bfs.dask.placement import worker_kinds
+
+    ws = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    return worker_kinds(client, ws)
+
+
+def _check(client, dg, gds, single, full_levels=True):
+    import dbfs.bfs.dask as D
+    from dbfs.validate import validate
+
+    ds, edges, roots = gds
+    for r in roots:
+        res, _sec, lst = D.search(dg, r, stats=True)
+        parent = D.gather_parent(res, client, dg)
+        v = validate(edges, r, parent)
+        assert v.ok, v.summary()
+        ref = single[r]
+        assert [x["direction"] for x in lst] == [x["direction"] for x in ref]
+        assert [x["frontier"] for x in lst] == [x["frontier"] for x in ref]
+        if full_levels:
+            assert [x["edges"] for x in lst] == [x["edges"] for x in ref]
+        assert all("workers" in x for x in lst)
+        res.release()
+
+
+@pytest.mark.parametrize("P", [1, 2, 4])
+def test_gpu_worker_partitions_equal_gpu_backend(gclient, gds, single, P):
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+
+    ds = gds[0]
+    gpu_w = [w for w, k in _kinds(gclient).items() if k == "gpu"]
+    assert len(gpu_w) == 1
+    dg = D.load_distributed(gclient, ds.path, kernel1.variant_name(P), workers=gpu_w)
+    try:
+        assert set(dg.rank_kind.values()) == {"gpu"}
+        assert dg.shm                       # the shared /dev/shm frontier is off with GPU workers
+        table = dg.workers_table()
+        assert table[0]["kind"] == "gpu" and table[0]["device_bytes"] > 0
+        _check(gclient, dg, gds, single)
+    finally:
+        dg.close()
+
+
+def test_gpu_plus_cpu_workers(gclient, gds, single):
+    """P = 4 with the GPU worker's budget holding two partitions: the other two go to the CPU worker."""
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+    from dbfs.bfs.dask.gpu_part import worker_bytes
+
+    ds = gds[0]
+    dg0 = D.load_distributed(gclient, ds.path, kernel1.variant_name(4))
+    per = max(dg0.part_bytes)
+    dg0.close()
+    limit = worker_bytes(ds.n_vertices) + 2 * per + per // 2
+    for placement in ("block", "random"):
+        dg = D.load_distributed(gclient, ds.path, kernel1.variant_name(4), placement=placement,
+                                device_memory_limit=limit)
+        try:
+            kinds = sorted(dg.rank_kind.values())
+            assert kinds == ["cpu", "cpu", "gpu", "gpu"], kinds
+            _check(gclient, dg, gds, single, full_levels=False)
+        finally:
+            dg.close()
+
+
+def _extra_gpu_worker(address):
+    """A second GPU worker on the same device, started by hand (with a nanny)."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]}
+    return subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--resources", "GPU=1",
+                             "--nthreads", "2", "--host", "127.0.0.1", "--no-dashboard", "--name", "gpu-extra"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+@pytest.fixture()
+def two_gpu(gclient):
+    n0 = len(gclient.scheduler_info(n_workers=-1)["workers"])
+    proc = _extra_gpu_worker(gclient.scheduler.address)
+    gclient.wait_for_workers(n0 + 1, timeout=90)
+    try:
+        yield [w for w, k in _kinds(gclient).items() if k == "gpu"]
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        deadline = time.monotonic() + 30
+        while len(gclient.scheduler_info(n_workers=-1)["workers"]) > n0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+
+def test_two_gpu_workers_exchange(gclient, gds, single, two_gpu):
+    """P = 4 over two GPU workers: pairs and frontier slices go GPU worker to GPU worker."""
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+
+    assert len(two_gpu) == 2
+    dg = D.load_distributed(gclient, gds[0].path, kernel1.variant_name(4), workers=two_gpu)
+    try:
+        assert len(dg.mesh_workers) == 2 and set(dg.rank_kind.values()) == {"gpu"}
+        _check(gclient, dg, gds, single)
+    finally:
+        dg.close()
+
+
+def _install_exit(level, dask_worker=None):
+    import os as _os
+
+    from dbfs.bfs.dask.plugin import get_plugin
+
+    listeners = get_plugin(dask_worker).level_listeners
+
+    def fault(lv, ranks, record):
+        if lv == level:
+            listeners.remove(fault)
+            _os._exit(1)
+
+    listeners.append(fault)
+    return True
+
+
+def test_killed_gpu_worker_recovers(gclient, gds, single, two_gpu):
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+    from dbfs.validate import validate
+
+    ds, edges, roots = gds
+    dg = D.load_distributed(gclient, ds.path, kernel1.variant_name(2), workers=two_gpu)
+    try:
+        victim = dg.rank_worker[1]
+        gclient.run(_install_exit, 1, workers=[victim])
+        res, _sec, lst = D.search(dg, roots[0], stats=True)
+        assert any(e.get("event") == "worker-lost" for e in res.events), res.events
+        v = validate(edges, roots[0], D.gather_parent(res, gclient, dg))
+        assert v.ok, v.summary()
+        assert [x["frontier"] for x in lst] == [x["frontier"] for x in single[roots[0]]]
+    finally:
+        dg.close()
+
+
+def test_gpu_budget_too_small_is_one_line(gclient, gds):
+    """No CPU worker and a budget no partition fits: a one-line error naming --device-memory-limit."""
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+    from dbfs.errors import DbfsError
+
+    gpu_w = [w for w, k in _kinds(gclient).items() if k == "gpu"]
+    with pytest.raises(DbfsError) as ei:
+        D.load_distributed(gclient, gds[0].path, kernel1.variant_name(2), workers=gpu_w, device_memory_limit=1 << 20)
+    msg = str(ei.value)
+    assert "--device-memory-limit" in msg and "\n" not in msg
+
+
+def test_cli_run_local_gpu(gds, tmp_path):
+    """`dbfs run --cluster local-gpu --backend dask` end to end: valid, and the GPU worker named on stderr."""
+    out = subprocess.run([sys.executable, "-m", "dbfs.cli", "run", "--scale", "16", "--backend", "dask",
+                          "--partitions", "2", "--roots", "4", "--cluster", _profile(tmp_path, 0),
+                          "--datasets", str(tmp_path / "ds")], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "harmonic_mean_TEPS" in out.stdout
+    assert "GPU worker" in out.stderr and "in device memory" in out.stderr
+    assert np.isfinite(float(out.stdout.split("harmonic_mean_TEPS:")[1].split()[0]))
