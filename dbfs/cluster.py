@@ -145,7 +145,8 @@ SCHEMA = {
     "scheduler": {"address": _STR},
     "slurm": {"jobs": _POS, "cores": _POS, "memory": _SIZE, "processes": _POS, "queue": _STR, "account": _STR,
               "walltime": _STR, "interface": _STR, "local_directory": _STR, "log_directory": _STR,
-              "job_extra_directives": _LIST, "job_script_prologue": _LIST, "python": _STR, "wait": _NUM},
+              "job_extra_directives": _LIST, "job_script_prologue": _LIST, "python": _STR, "wait": _NUM,
+              "gpus_per_job": _NONNEG, "gpu_threads": _POS, "cpu_workers_per_job": _NONNEG, "cpu_threads": _POS},
 }
 
 
@@ -200,6 +201,13 @@ def worker_env(threads: int) -> dict:
             "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
 
 
+def workers_per_job(prof: dict) -> int:
+    """Dask workers one SLURM job of ``prof`` starts: ``processes``, or for a GPU job
+    (``gpus_per_job``) one per GPU plus ``cpu_workers_per_job``."""
+    g = int(prof.get("gpus_per_job") or 0)
+    return g + int(prof.get("cpu_workers_per_job") or 0) if g else int(prof["processes"])
+
+
 def slurm_cluster(prof: dict, job_name: str | None = None):
     """A dask-jobqueue ``SLURMCluster`` for a ``type: slurm`` profile.
 
@@ -233,9 +241,20 @@ def slurm_cluster(prof: dict, job_name: str | None = None):
         if main:      # its import makes Ctrl-C a silent sys.exit() (exit 0): keep the interrupt
             signal.signal(signal.SIGINT, before)
     prologue = [f"export {k}={v}" for k, v in worker_env(prof["cores"] // prof["processes"]).items()]
-    kw = {"cores": prof["cores"], "processes": prof["processes"], "memory": str(prof["memory"]),
-          "job_script_prologue": prologue + list(prof.get("job_script_prologue") or []),
-          "job_extra_directives": list(prof.get("job_extra_directives") or [])}
+    extra = list(prof.get("job_extra_directives") or [])
+    processes = prof["processes"]
+    g = int(prof.get("gpus_per_job") or 0)
+    kw = {}
+    if g:       # a GPU job: dbfs.slurm_job starts `dask cuda worker` (one per GPU) and the CPU workers
+        processes = 1
+        kw["worker_command"] = "dbfs.slurm_job"
+        extra.append(f"--gres=gpu:{g}")
+        prologue += [f"export DBFS_JOB_GPUS={g}", f"export DBFS_JOB_GPU_THREADS={prof.get('gpu_threads') or 2}",
+                     f"export DBFS_JOB_CPU_WORKERS={prof.get('cpu_workers_per_job') or 0}",
+                     f"export DBFS_JOB_CPU_THREADS={prof.get('cpu_threads') or 1}"]
+    kw.update({"cores": prof["cores"], "processes": processes, "memory": str(prof["memory"]),
+               "job_script_prologue": prologue + list(prof.get("job_script_prologue") or []),
+               "job_extra_directives": extra})
     if job_name is not None:
         kw["job_name"] = job_name
     for k in ("queue", "account", "walltime", "interface", "local_directory", "log_directory", "python"):
@@ -343,9 +362,11 @@ class SlurmJobs:
             try:
                 self.cluster.scale(jobs=prof["jobs"])
                 self.client = Client(self.cluster)
-                say(f"submitted SLURMCluster ({prof['jobs']} jobs x {prof['processes']} worker processes x "
-                    f"{prof['cores'] // prof['processes']} threads); dashboard: {self.client.dashboard_link}", quiet)
-                say(f"waiting up to {float(prof['wait']):.0f} s for its {prof['jobs'] * prof['processes']} workers "
+                say(f"submitted SLURMCluster ({prof['jobs']} jobs x {workers_per_job(prof)} worker processes"
+                    + (f", {prof['gpus_per_job']} of them on GPUs" if prof.get("gpus_per_job") else
+                       f" x {prof['cores'] // prof['processes']} threads")
+                    + f"); dashboard: {self.client.dashboard_link}", quiet)
+                say(f"waiting up to {float(prof['wait']):.0f} s for its {prof['jobs'] * workers_per_job(prof)} workers "
                     f"(`squeue --me -n {self.name}` shows the jobs)", quiet)
                 self._await(logs)
             except BaseException:
@@ -377,7 +398,7 @@ class SlurmJobs:
 
     def _await(self, logs: _Errors) -> None:
         """Poll until every worker connected; raise at the first sign that they never will."""
-        want = self.prof["jobs"] * self.prof["processes"]
+        want = self.prof["jobs"] * workers_per_job(self.prof)
         wait = float(self.prof["wait"])
         status = "no job queued yet"
         t0, next_poll, said, shown = time.monotonic(), 0.0, 0.0, (status, 0)    # the start line said this much
