@@ -214,3 +214,19 @@ def test_gpu_virtual_generation_and_device_rows(cp, tmp_path):
     assert gpu.storage == "virtual" and gpu.attrs["edges_checksum"] == cpu.attrs["edges_checksum"]
     fresh = store.open_dataset(spec.name, tmp_path / "g")  # no memo: regenerated on the device
     np.testing.assert_array_equal(cp.asnumpy(device_edges(fresh)), cpu.edges()[:])
+
+
+def test_readme_generate_synopsis_runs(tmp_path):
+    """README's `dbfs generate` line lists --edges with the choices the CLI takes, each of which runs."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    block = text.split("dbfs generate --scale S", 1)[1].split("dbfs build", 1)[0]
+    flags = set(re.findall(r"--[a-z][a-z0-9-]*", block))
+    helptext = run("generate", "--help").stdout
+    assert "--edges" in flags and all(f in helptext for f in flags), flags
+    choices = re.search(r"--edges ([a-z|]+)", block).group(1).split("|")
+    assert sorted(choices) == ["auto", "stored", "virtual"]
+    for c in choices:
+        assert "edges" in gen(tmp_path / c, "--scale", 5, "--edges", c).stderr
