@@ -101,6 +101,7 @@ def part_one(scale, n_roots, root_dir):
     roots = [int(r) for r in graph500_roots(edges, scale, 2, 3, n=n_roots, n_vertices=ds.n_vertices)]
     g = kernel1.load_csr(ds.path, kernel1.variant_name(1))
     search_device(g, roots[0])
+    rec_lv = search_device(g, roots[0], stats=True)[2]
     gtimes, parents = [], []
     for r in roots:
         p, sec, _ = search_device(g, r)
@@ -112,7 +113,7 @@ def part_one(scale, n_roots, root_dir):
 
     cp.get_default_memory_pool().free_all_blocks()
     rec = {"scale": scale, "roots": roots, "nedge": nedge, "gpu_times": gtimes,
-           "gpu_hmean_teps": _hmean(gtimes, nedge)}
+           "gpu_hmean_teps": _hmean(gtimes, nedge), "gpu_first_levels": rec_lv}
     _say(f"SCALE {scale}: --backend gpu {rec['gpu_hmean_teps'] / 1e9:.1f} GTEPS")
     prof = Path(root_dir) / "one.yaml"
     prof.write_text("type: local-gpu\nthreads_per_gpu_worker: 8\ncpu_workers: 0\n")

@@ -198,7 +198,13 @@ def worker_env(threads: int) -> dict:
     oversubscribe the cores."""
     t = str(threads)
     return {"NUMBA_NUM_THREADS": t, "OMP_NUM_THREADS": t, "MKL_NUM_THREADS": t, "OPENBLAS_NUM_THREADS": t,
-            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"), **QUIET_WORKER}
+
+
+#: no statistical profiler thread in dbfs's workers: it samples every thread's stack
+#: every 10 ms under the GIL, which a search thread then waits for (the dashboard's
+#: Profile page is empty; every other page works)
+QUIET_WORKER = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
 
 
 def workers_per_job(prof: dict) -> int:

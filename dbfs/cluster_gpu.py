@@ -75,7 +75,9 @@ def start_local_gpu(prof: dict, quiet: bool = False, name: str = "local-gpu"):
     n_cpu = int(prof.get("cpu_workers") or 0)
     t_cpu = int(prof.get("cpu_threads") or 1)
     mem = prof.get("memory_limit") or "auto"
-    with _workers_ignore_sigint():
+    import dask
+
+    with _workers_ignore_sigint(), dask.config.set({"distributed.worker.profile.enabled": False}):
         cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=_devices(prof.get("gpus")), threads_per_worker=t_gpu,
                                    memory_limit=mem, device_memory_limit=0, host="127.0.0.1",
                                    dashboard_address="127.0.0.1:0", resources={GPU_RESOURCE: 1}, silence_logs=40)

@@ -21,6 +21,14 @@ import pytest
 
 pytestmark = [pytest.mark.gpu, pytest.mark.distributed]
 
+# client.run ships this module's functions by value: the workers cannot import a test module
+try:
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+except ImportError:       # no distributed: every test here skips anyway
+    pass
+
 SCALE = 18
 ROOTS = 4
 
@@ -222,10 +230,11 @@ def test_gpu_budget_too_small_is_one_line(gclient, gds):
 
 
 def test_cli_run_local_gpu(gds, tmp_path):
-    """`dbfs run --cluster local-gpu --backend dask` end to end: valid, and the GPU worker named on stderr."""
-    out = subprocess.run([sys.executable, "-m", "dbfs.cli", "run", "--scale", "16", "--backend", "dask",
-                          "--partitions", "2", "--roots", "4", "--cluster", _profile(tmp_path, 0),
-                          "--datasets", str(tmp_path / "ds")], capture_output=True, text=True, timeout=300)
+    """README's `dbfs run --scale 16 --cluster local-gpu --backend dask --partitions 2 --roots 4`, as written:
+    valid, and the GPU worker named on stderr."""
+    out = subprocess.run([sys.executable, "-m", "dbfs.cli", "run", "--scale", "16", "--cluster", "local-gpu",
+                          "--backend", "dask", "--partitions", "2", "--roots", "4"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "harmonic_mean_TEPS" in out.stdout
     assert "GPU worker" in out.stderr and "in device memory" in out.stderr

@@ -45,6 +45,7 @@ the pair dtype) is checked here, and a mismatch is a lost peer.
 """
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -59,7 +60,9 @@ from dbfs.bfs.dask.worker import _grown, _scratch, _State, _zeroed
 from dbfs.bfs.policy import BU, TD, policy_from
 from dbfs.partition import Partitioning, owner_local
 
-__all__ = ["_bsp_search", "_bsp_levels"]
+__all__ = ["_bsp_search", "_bsp_levels", "SEARCH_SWITCH_S"]
+
+SEARCH_SWITCH_S = 5e-5      # the worker's GIL switch interval during a search (Python's default: 5 ms)
 
 
 def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total):
@@ -79,6 +82,10 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_t
         mesh = plugin.meshes.get((mesh_id, widx))
         if mesh is None:
             return {"lost": f"no mesh {mesh_id[:8]} on this worker (restarted?)"}
+    switch = sys.getswitchinterval()
+    # while the search runs, a thread of the worker that took the GIL (event loop, monitors)
+    # hands it back within 50 us instead of 5 ms when the search thread waits for it
+    sys.setswitchinterval(SEARCH_SWITCH_S)
     try:
         return _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, plugin,
                            plugin.shms.get(mesh_id))
@@ -90,6 +97,8 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_t
         mesh.close()
         plugin.drop_mesh(mesh_id, widx)
         raise
+    finally:
+        sys.setswitchinterval(switch)
 
 
 def _counts_msg(mine):

@@ -74,25 +74,43 @@ def _device_info():
             "free": int(free) + int(cp.get_default_memory_pool().free_bytes())}
 
 
-def warm_device(vid: str) -> None:
-    """Compile every kernel and CuPy routine a GPU search step uses (tiny inputs), so
-    no search pays a compile (cf. :mod:`dbfs.bfs.dask.warmup` for the Numba kernels)."""
+def warm_device(gp) -> None:
+    """Compile every kernel and CuPy routine a GPU search step uses, at the sizes a
+    search meets (a claim pass from up to 65536 of the partition's own rows takes the
+    multi-block scan and sort paths), so no search pays a compile (cf.
+    :mod:`dbfs.bfs.dask.warmup` for the Numba kernels)."""
     import cupy as cp
 
-    from dbfs.bfs.gpu import _kernels
+    from dbfs.bfs.gpu import _kernels, expand
 
-    _kernels(vid)
-    dt = cp.int32 if vid == "int" else cp.int64
-    v = cp.arange(8, dtype=dt)
-    starts = cp.asarray(np.array([0, 4], np.int64))
-    own = cp.searchsorted(starts, v, side="right") - 1
-    order = cp.argsort(own)
-    cp.bincount(own[order], minlength=2).get()
-    (v[order] - starts[own[order]]).astype(dt)
+    k = _kernels(gp.vid)
+    dt = cp.int32 if gp.vid == "int" else cp.int64
+    N = gp.n
+    vis = cp.zeros(max((N + 31) >> 5, 1), cp.uint32)
+    scratch = cp.empty(max(N, 1), dt)
+    claims = cp.empty(max(N, 1), dt)
+    cnt = cp.zeros((2, 4), cp.uint64)
+    for n in sorted({1, min(gp.nloc, 1 << 16)}):
+        q = cp.arange(n, dtype=dt)
+        m = int(gp.indptr_host[n] - gp.indptr_host[0])
+        cnt.fill(0)
+        vis.fill(0)
+        expand(k, gp.indptr, gp.indices, q, n, m, vis, scratch, claims, cnt[0], gp.base, 0)
+        nc = int(cnt[0, 0].get())
+        v = claims[:nc]
+        own = cp.searchsorted(gp.starts, v, side="right") - 1
+        order = cp.argsort(own)
+        own_s = own[order]
+        v_s = v[order]
+        (v_s - gp.starts[own_s]).astype(dt)
+        scratch[v_s]
+        cp.bincount(own_s, minlength=gp.P).get()
     a = cp.zeros(4, cp.uint32)
     cp.bitwise_or(a, a, out=a)
-    cp.cumsum(cp.ones(4, cp.int64))
+    a[1] |= np.uint32(1)
     cp.cuda.Device().synchronize()
+    del vis, scratch, claims
+    cp.get_default_memory_pool().free_all_blocks()
 
 
 class _GpuPart:
@@ -124,7 +142,7 @@ class _GpuPart:
                                            (self.indptr, _i64(p.nloc), _i64(nw32), self.base_visited))
         self.starts_host = np.array([_block_start(p.n, p.P, r) for r in range(p.P + 1)], np.int64)
         self.starts = cp.asarray(self.starts_host)
-        warm_device(self.vid)
+        warm_device(self)
 
     def info(self):
         import os

@@ -95,7 +95,8 @@ def _load_part(dataset_path, variant, rank):
 
 def _local_degrees(p):
     """Degrees of this partition's vertices, local index order (the vertex-id width of N)."""
-    return np.diff(p.indptr[p.pad:]).astype(id_dtype(p.n))
+    ip = getattr(p, "indptr_host", p.indptr)          # a GPU partition keeps a host copy of its row offsets
+    return np.diff(ip[p.pad:]).astype(id_dtype(p.n))
 
 
 def _global_degrees(part: Partitioning, *degs):
