@@ -23,10 +23,11 @@ its spec instead of its edges; generation then makes every chunk once only
 to record ``edges_checksum`` (and the generation time) and writes nothing
 but the attributes, under the same lock, temporary directory and atomic
 publish. ``edges="auto"`` stores the edges when the disk has room with a
-margin and makes the dataset virtual otherwise (:func:`.space.choose_edges`,
-said on stderr). Imported graphs are always stored. A complete dataset is
+margin and makes the dataset virtual otherwise (:func:`.space.choose_edges`;
+the virtual choice is said on stderr). Imported graphs are always stored. A complete dataset is
 reused whatever its storage when ``auto`` is asked, and rebuilt in the asked
-storage when ``stored`` or ``virtual`` differs from it.
+storage when ``stored`` or ``virtual`` differs from it; a damaged or
+``force``-rebuilt one keeps its storage under ``auto``.
 
 Method: one Dask task per chunk, keyed ``generate-chunk-<token>-<i>`` (so
 the dashboard's task stream and progress pages name the stage), generates
@@ -92,7 +93,8 @@ def resolve_edges(spec: GraphSpec, root, edges: str = "auto", quiet: bool = Fals
     root : path-like
         The datasets root (its free space decides ``auto``).
     edges : {"stored", "virtual", "auto"}
-        What was asked; ``auto`` is decided by :func:`.space.choose_edges` and said on stderr.
+        What was asked; ``auto`` keeps the storage of a dataset of ``spec`` already there (being
+        rebuilt), else is decided by :func:`.space.choose_edges` (a virtual choice is said on stderr).
     quiet : bool
         No status line.
 
@@ -114,8 +116,14 @@ def resolve_edges(spec: GraphSpec, root, edges: str = "auto", quiet: bool = Fals
         return STORED
     if edges != "auto":
         return edges
+    kept = _old_storage(datasets_root(root) / spec.name, spec)
+    if kept:
+        say(f"--edges auto: {kept} edges for {spec.name}, as the copy it replaces", quiet)
+        return kept
     mode, why = choose_edges(datasets_root(root), estimate_bytes(spec))
-    say(f"--edges auto: {mode} edges for {spec.name} ({why})", quiet)
+    if mode == VIRTUAL:  # stored is what generate always did: said only when auto departs from it
+        say(f"--edges auto: virtual edges for {spec.name} (the spec only; edges regenerated when read): {why}",
+            quiet)
     return mode
 
 
@@ -279,6 +287,17 @@ def _write_new(spec, root: Path, chunk: int, client, quiet: bool, backend: str, 
             raise no_space(e, root, need_bytes(spec, storage), f"dataset {name}") from None
         raise
     return attrs, memo
+
+
+def _old_storage(final: Path, spec: GraphSpec) -> str | None:
+    """The storage of a (damaged, half-written or force-rebuilt) dataset of ``spec`` at ``final``, which
+    ``--edges auto`` keeps; None when there is none or its attributes are unreadable."""
+    try:
+        attrs = _read_attrs(final) if final.is_dir() else {}
+    except DbfsError:
+        return None
+    known = attrs.get("spec") == spec.to_dict() and attrs.get("edges_storage") in (STORED, VIRTUAL)
+    return attrs["edges_storage"] if known else None
 
 
 def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: bool = False,
