@@ -9,16 +9,26 @@ Kernel 1 variant's end-to-end build time (edges in zarr to CSR in zarr) plus
 the backend's per-graph preparation after loading; one untimed warm-up
 search runs first; each search is timed alone by the backend and validated
 afterwards, untimed, against the stored INPUT edge list.
+
+Monitoring (:mod:`dbfs.monitor`): with a cluster, the run installs the dbfs
+plugins and publishes its stages, each search's result and (single-process
+backends, after each search) its levels; the stage wall times and the
+cluster's description go into the result (``stages``, ``cluster``); with
+``perf_report`` Dask's ``performance_report`` of the cluster's part of the
+run (every stage before the searches; the whole run for a backend whose
+searches run on the cluster) is written there as inline HTML.
 """
 from __future__ import annotations
 
+import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from dbfs.backends import RunConfig, get_backend
 from dbfs.errors import DbfsError
+from dbfs.monitor import Publisher, describe_cluster, install
 from dbfs.progress import say
 
 __all__ = ["RunConfig", "RunResult", "run_graph500", "stored_for_run", "open_backend", "check_root",
@@ -47,6 +57,8 @@ class RunResult:
     validated: bool
     num_processes: int = 1
     energy: dict | None = None  # --energy: the energy phase (_GpuRunner.energy_phase)
+    stages: dict = field(default_factory=dict)  # stage -> wall seconds in this run (generate, kernel1, load, ...)
+    cluster: dict | None = None  # describe_cluster() of the cluster the run used, None without one
 
     @property
     def ok(self) -> bool:
@@ -70,14 +82,26 @@ def stored_for_run(target, root, cfg: RunConfig) -> bool:
         return False
 
 
-def open_backend(target, root_dir, cfg: RunConfig, client=None, given=()):
+def open_backend(target, root_dir, cfg: RunConfig, client=None, given=(), pub: Publisher | None = None,
+                 stages: dict | None = None):
     """Stages 1-3 for one backend: check ``cfg``, get the dataset (generated
-    if needed), its CSR variant (built if needed), load and prepare it.
+    if needed), its CSR variant (built if needed), load and prepare it, each
+    stage published through ``pub`` (:func:`dbfs.monitor.install` of
+    ``client`` when None) and its wall seconds put in ``stages``.
     Returns (backend instance, dataset, variant, Kernel 1 attributes)."""
     B = get_backend(cfg.backend)
     B.check(cfg, given)
+    pub = pub if pub is not None else install(client, cfg.quiet)
+    stages = {} if stages is None else stages
+    clock = time.perf_counter()
+    pub.stage("generate")
     ds = B.dataset(target, root_dir, client, cfg.quiet)
+    pub.run(ds, cfg, cfg.n_roots)
+    pub.stage("kernel1")
+    stages["generate"], clock = time.perf_counter() - clock, time.perf_counter()
     variant, k1 = B.csr(ds, cfg, client)
+    stages["kernel1"], clock = time.perf_counter() - clock, time.perf_counter()
+    pub.stage("load")
     b = B(cfg, client)
     try:
         b.load(ds, variant)
@@ -85,6 +109,7 @@ def open_backend(target, root_dir, cfg: RunConfig, client=None, given=()):
     except BaseException:
         b.close()
         raise
+    stages["load"] = time.perf_counter() - clock
     say(f"loaded CSR {variant} of {ds.name} in {b.load_time:.3f} s", cfg.quiet)
     return b, ds, variant, k1
 
@@ -122,15 +147,28 @@ def load_parent_file(path, n_vertices: int) -> np.ndarray:
     return a.astype(np.int64, copy=False)
 
 
-def _search_all(b, roots, cfg: RunConfig) -> dict:
+def _search_all(b, roots, cfg: RunConfig, pub: Publisher, stages: dict) -> dict:
     """Stage 5: the timed searches, each validated (or its nedge counted) after its clock stopped."""
     out = {k: [] for k in ("times", "nedges", "validate_times", "valid", "failures", "levels")}
+    n = len(roots)
+    client_levels = b.cluster != "always"   # a backend searching on the cluster publishes from its workers
+    clock = time.perf_counter()
+    pub.stage("warm-up", 0, n, int(roots[0]))
     b.search(int(roots[0]))  # untimed warm-up (JIT, caches), as the reference does
+    stages["warm-up"] = time.perf_counter() - clock
+    stages["searches"] = stages["validation"] = 0.0
     for i, r in enumerate(roots.tolist()):
+        pub.stage("search", i + 1, n, r)
+        clock = time.perf_counter()
         t = b.search(r)
+        stages["searches"] += time.perf_counter() - clock
         out["times"].append(t)
         out["levels"].append(b.level_stats or [])
+        if client_levels:
+            pub.levels(out["levels"][-1])
+        clock = time.perf_counter()
         if cfg.validate:
+            pub.stage("validate", i + 1, n, r)
             t0 = time.perf_counter()
             v = b.validate(r)
             out["validate_times"].append(time.perf_counter() - t0)
@@ -140,34 +178,64 @@ def _search_all(b, roots, cfg: RunConfig) -> dict:
                 out["failures"].append({"root": r, "summary": v.summary(), "rules": v.rules_failed})
         else:
             out["nedges"].append(b.nedge(r))
+        stages["validation"] += time.perf_counter() - clock
+        pub.search(i + 1, r, t, out["nedges"][-1], out["valid"][-1] if cfg.validate else None)
         say(f"search {i + 1}/{len(roots)} root {r}: {t * 1e3:.2f} ms, {out['nedges'][-1] / t / 1e9:.3f} GTEPS"
             + ("" if not cfg.validate else (" valid" if out["valid"][-1] else " INVALID")), cfg.quiet)
     return out
 
 
-def run_graph500(target, root_dir=None, cfg: RunConfig | None = None, client=None, given=()) -> RunResult:
-    """The whole benchmark for ``target`` (a GraphSpec or a stored dataset name); see the module docstring."""
+def _performance_report(client, path):
+    """Dask's performance report of what ``client``'s cluster does inside (inline BokehJS: opens offline)."""
+    if client is None or not path:
+        return contextlib.nullcontext()
+    from distributed import performance_report
+
+    return performance_report(filename=str(path), mode="inline")
+
+
+def run_graph500(target, root_dir=None, cfg: RunConfig | None = None, client=None, given=(),
+                 perf_report=None) -> RunResult:
+    """The whole benchmark for ``target`` (a GraphSpec or a stored dataset name); see the module docstring.
+
+    ``perf_report``: a path for Dask's performance report of the cluster's part of the run (None: none).
+    """
     from dbfs.cluster import release_local_cluster
 
     cfg = cfg or RunConfig()
-    b, ds, variant, k1 = open_backend(target, root_dir, cfg, client, given)
-    try:
-        roots = b.roots(cfg.n_roots)
-        if len(roots) == 0:
-            raise DbfsError(f"dataset {ds.name} has no vertex with a non-self-loop edge: nothing to search")
-        notes = []
-        if len(roots) < cfg.n_roots:
-            notes.append(f"--roots {cfg.n_roots} asked for more search keys than {ds.name} has eligible vertices: "
-                         f"searching all {len(roots)} of them (NBFS {len(roots)})")
-            say(notes[-1])
-        if b.cluster != "always":
-            closed = release_local_cluster(client)
-            if closed:
-                say(f"closed the {closed}: the searches and validations run in this process", cfg.quiet)
-        res = _search_all(b, roots, cfg)
-        energy = b.energy_phase(roots.tolist(), res["times"], res["nedges"]) if cfg.energy else None
-    finally:
-        b.close()
+    pub = install(client, cfg.quiet)
+    stages = {}
+    with contextlib.ExitStack() as on_cluster:
+        on_cluster.enter_context(_performance_report(client, perf_report))
+        try:
+            b, ds, variant, k1 = open_backend(target, root_dir, cfg, client, given, pub, stages)
+        except BaseException:
+            pub.stage("failed")
+            raise
+        try:
+            cluster = describe_cluster(client)
+            roots = b.roots(cfg.n_roots)
+            if len(roots) == 0:
+                raise DbfsError(f"dataset {ds.name} has no vertex with a non-self-loop edge: nothing to search")
+            notes = []
+            if len(roots) < cfg.n_roots:
+                notes.append(f"--roots {cfg.n_roots} asked for more search keys than {ds.name} has eligible "
+                             f"vertices: searching all {len(roots)} of them (NBFS {len(roots)})")
+                say(notes[-1])
+            if b.cluster != "always":
+                on_cluster.close()     # the performance report ends with the cluster's part of the run
+                closed = release_local_cluster(client)
+                if closed:
+                    pub.detach()
+                    say(f"closed the {closed}: the searches and validations run in this process", cfg.quiet)
+            res = _search_all(b, roots, cfg, pub, stages)
+            energy = b.energy_phase(roots.tolist(), res["times"], res["nedges"]) if cfg.energy else None
+            pub.stage("done", len(roots), len(roots))
+        except BaseException:
+            pub.stage("failed")
+            raise
+        finally:
+            b.close()
     spec = ds.attrs["spec"]
     return RunResult(spec=spec, dataset=ds.name, scale=ds.scale, edgefactor=int(spec.get("edgefactor") or 0),
                      n_vertices=ds.n_vertices, n_edges=ds.n_edges,
@@ -177,7 +245,7 @@ def run_graph500(target, root_dir=None, cfg: RunConfig | None = None, client=Non
                      generation_time=float(ds.attrs.get("generation_time", 0.0)),
                      construction_time=float(k1["construction_time"]) + b.prepare_time,
                      load_time=b.load_time, roots=roots.tolist(), validated=cfg.validate,
-                     num_processes=cfg.partitions, energy=energy, **res)
+                     num_processes=cfg.partitions, energy=energy, stages=stages, cluster=cluster, **res)
 
 
 def run_fields(res: RunResult) -> list:

@@ -3,7 +3,9 @@ backend contract (:mod:`dbfs.backends`); every flag is translated into a
 RunConfig and refused in one line where it does not apply."""
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 
 import click
 
@@ -99,12 +101,15 @@ def _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg):
 @click.option("--roots", "n_roots", type=int, default=64, help="Number of search keys.")
 @click.option("--json", "json_path", default=None, metavar="FILE", help="Write the full result as JSON.")
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png", help="Write per-level and TEPS plots.")
+@click.option("--report", "report_path", default=None, metavar="FILE.html",
+              help="Write one self-contained HTML report: Graph500 block, per-level plots, machine, cluster, "
+                   "stage times, Dask performance report.")
 @click.option("--no-validate", is_flag=True, help="Skip validation (results marked unvalidated).")
 @click.option("--energy", is_flag=True,
               help="GPU backend: sample GPU power (NVML) during the timed searches; report MTEPS/W.")
 def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, partitioning, keep_duplicates, relabel,
-        device_memory_limit, datasets, scheduler, workers, cluster_profile, n_roots, json_path, plot_path, no_validate,
-        energy):
+        device_memory_limit, datasets, scheduler, workers, cluster_profile, n_roots, json_path, plot_path, report_path,
+        no_validate, energy):
     """Graph500 end to end: generate and build if needed, search from the keys, validate, report.
 
     NAME is a stored dataset; without it a Kronecker graph of --scale is used.
@@ -120,11 +125,28 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, p
                       no_validate=no_validate, energy=energy)
     _check_writable(json_path, "--json")
     _check_writable(plot_path, "--plot")
+    _check_writable(report_path, "--report")
     target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
     scheduler = _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg)
-    with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
-        res = run_graph500(target, datasets, cfg, client)
-    _print_run(res, cfg, datasets, json_path, plot_path)
+    with tempfile.TemporaryDirectory(prefix="dbfs-report-") as tmp:
+        perf = os.path.join(tmp, "dask-performance.html") if report_path else None
+        with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
+            res = run_graph500(target, datasets, cfg, client, perf_report=perf)
+        _print_run(res, cfg, datasets, json_path, plot_path, report_path, perf)
+
+
+def _write_report(path, res, block, perf) -> None:
+    """``--report``: the HTML report (:mod:`dbfs.monitor.report_html`), Dask's performance report inside."""
+    from dbfs.monitor.report_html import write_report
+
+    perf_html = None
+    if perf and os.path.exists(perf):
+        with open(perf, encoding="utf-8") as f:
+            perf_html = f.read()
+    try:
+        click.echo(f"dbfs: wrote {write_report(path, res, block, perf_html)}", err=True)
+    except OSError as e:
+        raise DbfsError(f"cannot write the report to {path} ({e.strerror}): pass a writable --report path") from None
 
 
 def _check_writable(path, flag) -> None:
@@ -134,13 +156,15 @@ def _check_writable(path, flag) -> None:
 
     if not path:
         return
+    if Path(path).expanduser().is_dir():
+        raise DbfsError(f"{flag} {path} is a folder: pass a file path")
     d = Path(path).expanduser().resolve().parent
     if not d.is_dir() or not os.access(d, os.W_OK):
         raise DbfsError(f"{flag} {path}: folder {d} does not exist or is not writable: pass a writable path")
 
 
-def _print_run(res, cfg, datasets, json_path=None, plot_path=None) -> None:
-    """The Graph500 block on stdout (or the invalid-run line and exit 1), then the JSON and plot files."""
+def _print_run(res, cfg, datasets, json_path=None, plot_path=None, report_path=None, perf=None) -> None:
+    """The Graph500 block on stdout (or the invalid-run line and exit 1), then the JSON, plot and report files."""
     from dbfs.pipeline import run_fields
     from dbfs.report import render_graph500
 
@@ -148,9 +172,14 @@ def _print_run(res, cfg, datasets, json_path=None, plot_path=None) -> None:
         for f in res.failures:
             click.echo(f"dbfs: root {f['root']}: validation failed: {f['summary']}", err=True)
         click.echo("No results printed for invalid run.")
+        if report_path:
+            _write_report(report_path, res, None, perf)
         sys.exit(1)
     fields = run_fields(res)
-    click.echo(render_graph500(fields), nl=False)
+    block = render_graph500(fields)
+    click.echo(block, nl=False)
+    if report_path:
+        _write_report(report_path, res, block, perf)
     if json_path:
         from dbfs.report import write_json
 

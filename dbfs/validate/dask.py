@@ -29,6 +29,10 @@ Method:
   each returns its counts, its first offending tuples and a packed bitmap
   of the vertices whose parent edge it saw (OR-reduced in a tree).
 
+Task keys are ``validate-chunk-<step>-<uuid>`` (step: vertex, join, chain,
+edges, summary, marks, or, tree), so Dask's task stream and progress pages
+show the validation as ``validate-chunk-*`` groups.
+
 Memory: the join task and every worker running edge tasks hold the parent
 and level arrays (16 bytes per vertex) plus per task the chunk and N bytes
 of tree-edge marks; so a worker must hold ~17 N bytes (SCALE 26: 1.1 GB,
@@ -37,6 +41,7 @@ SCALE 30: 18 GB). Past that the next step is an owner-partitioned lookup
 """
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +56,11 @@ _TARGET_ROWS = 1 << 22          # edge rows per task (rounded to whole zarr chun
 
 
 # ------------------------------------------------------------------ tasks
+def _key(step: str) -> str:
+    """A unique task key of the validation (``validate-chunk-<step>-<uuid>``; module docstring)."""
+    return f"validate-chunk-{step}-{uuid.uuid4()}"
+
+
 def _slice_check(sl, rank, part: Partitioning, root):
     """Vertex rules on one slice: its length, out-of-range parents (count +
     first global ids), and parent[root] if this slice owns the root."""
@@ -173,7 +183,7 @@ def validate_partitioned(client, dataset_path, parent_slices, partitioning: Part
             return client.gather(futs)
 
     # ---- vertex rules, per slice on its worker
-    checks = gather([client.submit(_slice_check, parent_slices[rk], rk, part, root, pure=False, **pin(rk))
+    checks = gather([client.submit(_slice_check, parent_slices[rk], rk, part, root, key=_key("vertex"), **pin(rk))
                      for rk in range(P)], "the vertex rules")
     total = sum(c["len"] for c in checks)
     if total != n or any(c["len"] != c["expected"] for c in checks):
@@ -191,26 +201,27 @@ def validate_partitioned(client, dataset_path, parent_slices, partitioning: Part
         return ValidationResult(False, 0, [_fail("root", f"parent[root] is {rv}, not the root {root}", [root])])
 
     # ---- levels and chain rules: one join task
-    pl = client.submit(_join_levels, part, root, *parent_slices, pure=False)
-    chain_f = client.submit(_chain_failures, pl, pure=False)
+    pl = client.submit(_join_levels, part, root, *parent_slices, key=_key("join"))
+    chain_f = client.submit(_chain_failures, pl, key=_key("chain"))
 
     # ---- edge rules over row ranges of the input edge list
     edges_path = str(Path(dataset_path) / "edges")
     arr = zarr.open_array(edges_path, mode="r")
     m = int(arr.shape[0])
     ranges = _row_ranges(m, int(arr.chunks[0]), chunk_edges)
-    eres = [client.submit(_edge_range, edges_path, r0, r1, pl, pure=False) for r0, r1 in ranges]
-    summ = [client.submit(_summary_of, e, pure=False) for e in eres]
-    marks = [client.submit(_marks_of, e, pure=False) for e in eres]
+    eres = [client.submit(_edge_range, edges_path, r0, r1, pl, key=_key("edges")) for r0, r1 in ranges]
+    summ = [client.submit(_summary_of, e, key=_key("summary")) for e in eres]
+    marks = [client.submit(_marks_of, e, key=_key("marks")) for e in eres]
     while len(marks) > 1:
-        nxt = [client.submit(_or_marks, marks[i], marks[i + 1], pure=False) for i in range(0, len(marks) - 1, 2)]
+        nxt = [client.submit(_or_marks, marks[i], marks[i + 1], key=_key("or")) for i in range(0, len(marks) - 1, 2)]
         if len(marks) % 2:
             nxt.append(marks[-1])
         marks = nxt
     if marks:
-        tree_f = client.submit(_tree_failure, pl, marks[0], root, pure=False)
+        tree_f = client.submit(_tree_failure, pl, marks[0], root, key=_key("tree"))
     else:
-        tree_f = client.submit(_tree_failure, pl, np.zeros((n + 7) // 8, np.uint8), root, pure=False)
+        tree_f = client.submit(_tree_failure, pl, np.zeros((n + 7) // 8, np.uint8), root,
+                               key=_key("tree"))
     del eres
     chain_failures, tree, *summaries = gather([chain_f, tree_f, *summ], "the edge rules")
 

@@ -1,0 +1,92 @@
+"""dbfs.monitor without a browser: the scheduler state's folding of events, the
+checks on what arrives, the report's SVG, the --report path errors, the task names."""
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from dbfs.monitor.events import MESH_PLUGIN, TOPIC, level_record, levels_event
+from dbfs.monitor.state import MonitorPlugin, hmean_gteps
+
+
+def _levels(levels, widx=0, source="w0", t=0.001):
+    return levels_event([level_record({"level": lv, "worker": widx, "direction": "td" if lv < 2 else "bu",
+                                       "frontier": 10 ** lv, "edges": 3 * 10 ** lv, "discovered": 7, "time": t,
+                                       "kernel": t / 2, "exchange": t / 4}) for lv in levels], source)
+
+
+def test_mesh_plugin_name_is_the_seams():
+    from dbfs.bfs.dask.plugin import NAME
+
+    assert MESH_PLUGIN == NAME
+
+
+def test_state_folds_a_run():
+    p = MonitorPlugin()
+    p.log_event(TOPIC, {"kind": "run", "dataset": "d", "scale": 10, "n_vertices": 1024, "n_edges": 16384,
+                        "backend": "dask", "algorithm": "do", "n_roots": 2, "partitions": 2})
+    p.log_event(TOPIC, {"kind": "stage", "stage": "search", "k": 1, "of": 2, "root": 5})
+    assert p.stage_text() == "search 1 of 2 (root 5)"
+    p.log_event(TOPIC, _levels([0, 1], 0, "tcp://a"))
+    p.log_event(TOPIC, _levels([0, 1, 2], 1, "tcp://b", t=0.002))
+    p.log_event(TOPIC, _levels([2], 0, "tcp://a"))
+    assert [x["level"] for x in p.levels] == [0, 1, 2]          # mesh worker 0's records only
+    assert p.workers["tcp://b"]["level"] == 2 and p.workers["tcp://b"]["exchange"] == pytest.approx(0.0005)
+    p.log_event(TOPIC, {"kind": "search", "k": 1, "root": 5, "seconds": 0.5, "nedge": 10 ** 9, "valid": True})
+    p.log_event(TOPIC, {"kind": "stage", "stage": "search", "k": 2, "of": 2, "root": 6})
+    p.log_event(TOPIC, _levels([0], 0, "tcp://a"))
+    assert [x["level"] for x in p.levels] == [0]                # level 0 starts the next search's table
+    p.log_event(TOPIC, {"kind": "search", "k": 2, "root": 6, "seconds": 0.25, "nedge": 10 ** 9, "valid": False})
+    assert [s["gteps"] for s in p.searches] == pytest.approx([2.0, 4.0])
+    assert hmean_gteps(p.searches) == pytest.approx(2 / (1 / 2 + 1 / 4))
+    assert p.totals["searches"] == 2 and p.totals["validation_failures"] == 1 and p.totals["levels"] == 4
+    assert p.totals["level_records"] == 7
+    assert p.totals["rejected"] == 0
+
+
+@pytest.mark.parametrize("msg", [
+    "text", {"kind": "nosuch"}, {"kind": "stage", "stage": "format-disk", "k": 0, "of": 0, "root": -1},
+    {"kind": "search", "k": 1, "root": 5, "seconds": "0.1", "nedge": 1, "valid": True},
+    {"kind": "levels", "source": "w"},
+    {"kind": "levels", "source": "w", "records": [{"widx": 0, "level": 0}]},
+    {"kind": "levels", "source": "w", "records": ["x"]},
+], ids=["not-a-dict", "unknown-kind", "unknown-stage", "wrong-type", "no-records", "short-record", "bad-record"])
+def test_state_drops_malformed_events(msg):
+    p = MonitorPlugin()
+    v = p.version
+    p.log_event(TOPIC, msg)
+    assert p.totals["rejected"] == 1 and p.version == v and p.searches == [] and p.stage["stage"] == "idle"
+    p.log_event("some-other-topic", msg)                        # other topics are not ours to judge
+    assert p.totals["rejected"] == 1
+
+
+def test_levels_svg_is_svg():
+    from dbfs.monitor.report_html import levels_svg
+
+    svg = levels_svg([{"level": i, "frontier": 10 ** i, "edges": 5 * 10 ** i, "direction": "bu" if i else "td"}
+                      for i in range(4)])
+    root = ET.fromstring(svg)
+    assert root.tag.endswith("svg")
+    assert len(root.findall("{http://www.w3.org/2000/svg}polyline")) == 2
+    assert sum(1 for t in root.iter("{http://www.w3.org/2000/svg}text") if t.text == "bu") == 3
+
+
+@pytest.mark.parametrize("where", ["missing-folder", "a-folder"])
+def test_report_path_refused_before_any_work(tmp_path, dbfs_cli, where):
+    bad = tmp_path / "nope" / "run.html" if where == "missing-folder" else tmp_path
+    res = dbfs_cli("run", "--scale", 8, "--datasets", tmp_path / "ds", "--scheduler", "threads",
+                   "--report", bad, ok=False)
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("dbfs: error: --report") and "pass a" in lines[0]
+    assert not (tmp_path / "ds").exists()                       # nothing generated
+
+
+def test_validation_task_keys():
+    """The validation's tasks are named validate-chunk-<step> (Dask's task prefix, as the dashboard groups them)."""
+    from dask.utils import key_split
+
+    from dbfs.validate import dask as vd
+
+    keys = {key_split(vd._key(s)) for s in ("vertex", "edges", "or")}
+    assert keys == {"validate-chunk-vertex", "validate-chunk-edges", "validate-chunk-or"}
+    assert vd._key("edges") != vd._key("edges")
