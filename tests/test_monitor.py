@@ -90,3 +90,23 @@ def test_validation_task_keys():
     keys = {key_split(vd._key(s)) for s in ("vertex", "edges", "or")}
     assert keys == {"validate-chunk-vertex", "validate-chunk-edges", "validate-chunk-or"}
     assert vd._key("edges") != vd._key("edges")
+
+
+def test_publisher_stops_in_one_line_when_the_scheduler_is_gone(capsys):
+    """Monitoring never fails a run: a lost scheduler stops the publisher with one stderr line."""
+    from distributed import Client, LocalCluster
+
+    from dbfs.monitor import install
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address="127.0.0.1:0") as cluster:
+        client = Client(cluster)
+        pub = install(client)
+        pub.stage("search", 1, 2, 5)
+        state = cluster.scheduler.plugins["dbfs-monitor"]
+        assert state.stage_text() == "search 1 of 2 (root 5)"
+    pub.stage("validate", 1, 2, 5)                              # the cluster is closed
+    client.close()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert not pub.active and len(err) == 1 and err[0].startswith("dbfs: monitoring stopped (")
+    pub.search(1, 5, 0.1, 10, True)                             # no more lines, no error
+    assert capsys.readouterr().err == ""

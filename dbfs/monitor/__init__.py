@@ -40,7 +40,7 @@ def install(client, quiet: bool = False) -> Publisher:
         client.register_plugin(MonitorPlugin())
         client.register_plugin(LevelPublisher())
     except Exception as e:  # the run does not depend on its monitor
-        say(f"dbfs: no dbfs dashboard page: the cluster could not load dbfs.monitor ({type(e).__name__}: {e})",
+        say(f"no dbfs dashboard page: the cluster could not load dbfs.monitor ({type(e).__name__}: {e})",
             quiet)
         return Publisher(None, quiet)
     return Publisher(client, quiet)

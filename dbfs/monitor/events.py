@@ -10,7 +10,8 @@ Publishing never fails a run and never waits inside a timed search:
 
 - :class:`Publisher` (client side): ``run``, ``stage``, ``levels`` and
   ``search`` events, each one ``Client.log_event`` call made between the
-  timed parts; a failed call stops the publisher with one line on stderr.
+  timed parts, bounded by :data:`SEND_TIMEOUT_S`; a failed or late call
+  stops the publisher with one line on stderr.
 - :class:`LevelPublisher` (worker side, a ``WorkerPlugin``): attaches
   :meth:`LevelPublisher.level` to the distributed BFS's per-level seam
   (``MeshPlugin.level_listeners``, :mod:`dbfs.bfs.dask.plugin`) of its
@@ -50,6 +51,7 @@ TOPIC = "dbfs"
 #: ``dbfs.bfs.dask.plugin.NAME`` (spelled out: importing that package would load the BFS kernels
 #: into the scheduler; tests/test_monitor.py checks the two agree)
 MESH_PLUGIN = "dbfs-mesh"
+SEND_TIMEOUT_S = 5   # a client-side event not delivered by then stops the publisher (one line)
 FLUSH_MS = 100   # a worker's kept level records go out at least this often (and when a search task ends)
 STAGES = ("generate", "kernel1", "load", "warm-up", "search", "validate", "done", "failed")
 
@@ -85,11 +87,11 @@ class Publisher:
     def _send(self, msg: dict) -> None:
         if self.client is None:
             return
-        try:
-            self.client.log_event(TOPIC, msg)
+        try:    # Client.log_event, bounded: a lost scheduler never holds the run up
+            self.client.sync(self.client.scheduler.log_event, topic=TOPIC, msg=msg, callback_timeout=SEND_TIMEOUT_S)
         except Exception as e:  # monitoring never fails a benchmark run
             self.client = None
-            say(f"dbfs: monitoring stopped ({type(e).__name__}: {e}): the run goes on without the dbfs page",
+            say(f"monitoring stopped ({type(e).__name__}: {e}): the run goes on without the dbfs page",
                 self.quiet)
 
     def run(self, ds, cfg, n_roots: int) -> None:

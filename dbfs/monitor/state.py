@@ -27,6 +27,9 @@ libraries are importable.
 
 Everything runs on the scheduler's event loop (events, the Bokeh page's
 callbacks and the ``/metrics`` handler), so no lock is needed.
+
+Reference: distributed's ``SchedulerPlugin`` (``log_event`` hook; the events
+broker of distributed/broker.py).
 """
 from __future__ import annotations
 
