@@ -18,7 +18,7 @@ from dbfs.cli.common import (_check_cluster_flags, _CLUSTER_FLAGS, _given, _refu
 #: run/bfs parameters -> RunConfig option names (for the backend's applicability check)
 _RUN_OPTIONS = {"partitions": "partitions", "partitioning": "partitioning", "relabel": "relabel",
                 "keep_duplicates": "dedupe", "device_memory_limit": "device_memory_limit", "energy": "energy",
-                "algorithm": "algorithm", "backend": "backend", "n_roots": "n_roots"}
+                "algorithm": "algorithm", "backend": "backend", "n_roots": "n_roots", "placement": "placement"}
 _SPEC_FLAGS = {"scale": "--scale", "edgefactor": "--edgefactor", "seed1": "--seed1", "seed2": "--seed2"}
 
 
@@ -32,7 +32,7 @@ def _run_config(name, given: set, scheduler, cluster_profile, **kw):
                     validate=not kw.get("no_validate", False), partitions=kw["partitions"],
                     partitioning=kw["partitioning"], relabel=kw["relabel"], dedupe=not kw["keep_duplicates"],
                     energy=kw.get("energy", False), device_memory_limit=parse_size(kw["device_memory_limit"]),
-                    quiet=kw.get("quiet", False))
+                    placement=kw.get("placement", "block"), quiet=kw.get("quiet", False))
     B = get_backend(cfg.backend)
     if B.cluster == "never":
         _refuse(given, _CLUSTER_FLAGS, f"to --backend {cfg.backend}: it runs every stage in this process")
@@ -63,7 +63,11 @@ _run_common = [
     click.option("--keep-duplicates", is_flag=True, help="Search the CSR variant built with duplicate edges kept."),
     click.option("--relabel", type=click.Choice(["none", "degree"]), default="none", help="CSR variant to search."),
     click.option("--device-memory-limit", default=None, metavar="SIZE",
-                 help="GPU backend: keep the CSR in pinned host memory when it exceeds SIZE (auto when it does not fit)."),
+                 help="GPU backend: keep the CSR in pinned host memory when it exceeds SIZE (auto when it does not "
+                      "fit). Dask backend: device bytes each GPU worker gives to partitions; the rest go to CPU "
+                      "workers."),
+    click.option("--placement", type=click.Choice(["block", "random"]), default="block",
+                 help="Dask backend: which partitions the GPU workers hold (block: in rank order; random: seeded)."),
     datasets_opt, scheduler_opt, workers_opt,
 ]
 
@@ -108,8 +112,8 @@ def _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg):
 @click.option("--energy", is_flag=True,
               help="GPU backend: sample GPU power (NVML) during the timed searches; report MTEPS/W.")
 def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, partitioning, keep_duplicates, relabel,
-        device_memory_limit, datasets, scheduler, workers, cluster_profile, n_roots, json_path, plot_path, report_path,
-        no_validate, energy):
+        device_memory_limit, placement, datasets, scheduler, workers, cluster_profile, n_roots, json_path, plot_path,
+        report_path, no_validate, energy):
     """Graph500 end to end: generate and build if needed, search from the keys, validate, report.
 
     NAME is a stored dataset; without it a Kronecker graph of --scale is used.
@@ -121,8 +125,8 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, p
     given = _given()
     cfg = _run_config(name, given, scheduler, cluster_profile, algorithm=algorithm, backend=backend,
                       partitions=partitions, partitioning=partitioning, keep_duplicates=keep_duplicates,
-                      relabel=relabel, device_memory_limit=device_memory_limit, n_roots=n_roots,
-                      no_validate=no_validate, energy=energy)
+                      relabel=relabel, device_memory_limit=device_memory_limit, placement=placement,
+                      n_roots=n_roots, no_validate=no_validate, energy=energy)
     _check_writable(json_path, "--json")
     _check_writable(plot_path, "--plot")
     _check_writable(report_path, "--report")
@@ -198,7 +202,7 @@ def _print_run(res, cfg, datasets, json_path=None, plot_path=None, report_path=N
               help="Also write the parent array (int64, original ids, -1 unreached); see `dbfs validate`.")
 @_apply(_run_common)
 def bfs_cmd(name, root, out, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, partitioning,
-            keep_duplicates, relabel, device_memory_limit, datasets, scheduler, workers, cluster_profile):
+            keep_duplicates, relabel, device_memory_limit, placement, datasets, scheduler, workers, cluster_profile):
     """One search from --root on dataset NAME: levels and per-level statistics.
 
     NAME must already have the CSR variant (`dbfs build NAME`); without NAME a
@@ -213,7 +217,7 @@ def bfs_cmd(name, root, out, scale, edgefactor, seed1, seed2, algorithm, backend
     given = _given()
     cfg = _run_config(name, given, scheduler, cluster_profile, algorithm=algorithm, backend=backend,
                       partitions=partitions, partitioning=partitioning, keep_duplicates=keep_duplicates,
-                      relabel=relabel, device_memory_limit=device_memory_limit, quiet=True)
+                      relabel=relabel, device_memory_limit=device_memory_limit, placement=placement, quiet=True)
     _check_writable(out, "--out")
     ds = store.open_dataset(name, datasets) if name else None
     if ds is not None:
