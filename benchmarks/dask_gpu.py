@@ -77,9 +77,10 @@ def _dask_times(client, ds, variant, roots, nedge, **kw):
     _say(f"  loaded {variant} in {dg.load_time:.1f} s: {[(w['kind'], w['partitions']) for w in dg.workers_table()]}")
     res, _, _ = D.search(dg, roots[0])          # warm-up
     res.release()
-    times, lv = [], None
+    times, lv, levels = [], None, []
     for k, r in enumerate(roots):
         res, sec, lst = D.search(dg, r, stats=True)
+        levels.append([{x: y for x, y in v.items() if x != "workers"} for v in lst])
         if k == 0:
             vd = D.validate_distributed(client, ds.path, dg, res, r)
             assert vd.ok and vd.nedge == nedge[k], (vd.summary(), nedge[k])
@@ -88,6 +89,9 @@ def _dask_times(client, ds, variant, roots, nedge, **kw):
         res.release()
     table = dg.workers_table()
     dg.close()
+    slow = int(np.argmax(times))
+    _say(f"  slowest search: root {roots[slow]} {times[slow] * 1e3:.1f} ms, levels "
+         f"{[(v['direction'], v['frontier'], round(v['time'] * 1e3, 2)) for v in levels[slow]]}")
     return times, lv, table
 
 

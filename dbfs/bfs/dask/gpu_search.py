@@ -91,6 +91,7 @@ class _GpuSearch(_Search):
         self.k = _kernels(p0.vid)
         self.qdt = np.dtype(id_dtype(self.N))
         self.starts = p0.starts
+        self.starts_h = p0.starts_host
         sh = p0.starts_host
         self.bases = [(int(sh[rk]) >> 6) << 6 for rk in range(self.P)]
         self.words = [(int(sh[rk + 1]) - self.bases[rk] + 63) >> 6 for rk in range(self.P)]
@@ -188,40 +189,42 @@ class _GpuSearch(_Search):
                    self.claims, self.cnt[0], st.p.base, 0)
         nc = int(self.cnt[0, 0].get())
         v = self.claims[:nc]
-        own = cp.searchsorted(self.starts, v, side="right") - 1
-        order = cp.argsort(own)
-        own_s = own[order]
-        v_s = v[order]
-        L = (v_s - self.starts[own_s]).astype(self.qdt)
-        U = self.scratch[v_s]
-        off = np.zeros(self.P + 1, np.int64)
-        off[1:] = np.cumsum(cp.bincount(own_s, minlength=self.P).get())
+        remote = [d for j in self.peers for d in self.ranks_of[j]]
+        send = {j: [[]] for j in self.peers}
+        if remote and nc:       # bucket by owner; what goes to a peer is copied to the host once
+            own = cp.searchsorted(self.starts, v, side="right") - 1
+            order = cp.argsort(own)
+            own_s = own[order]
+            v_s = v[order]
+            off = np.zeros(self.P + 1, np.int64)
+            off[1:] = np.cumsum(cp.bincount(own_s, minlength=self.P).get())
+            lo, hi = min(off[d] for d in remote), max(off[d + 1] for d in remote)
+            if hi > lo:
+                Lh = (v_s[lo:hi] - self.starts[own_s[lo:hi]]).astype(self.qdt).get()
+                Uh = self.scratch[v_s[lo:hi]].get()
+                for j in self.peers:
+                    dst, arrs = [], []
+                    for d_rk in self.ranks_of[j]:
+                        a, b = off[d_rk] - lo, off[d_rk + 1] - lo
+                        if b > a:
+                            dst.append(d_rk)
+                            arrs += [Lh[a:b], Uh[a:b]]
+                    send[j] = [dst] + arrs
         kt += time.perf_counter() - t
-        send = {}
-        remote = any(off[d + 1] > off[d] for j in self.peers for d in self.ranks_of[j])
-        if remote:
-            Lh, Uh = L.get(), U.get()
-        for j in self.peers:
-            dst, arrs = [], []
-            for d_rk in self.ranks_of[j]:
-                a, b = off[d_rk], off[d_rk + 1]
-                if b > a:
-                    dst.append(d_rk)
-                    arrs += [Lh[a:b], Uh[a:b]]
-            send[j] = [dst] + arrs
         got = self._pairs(self.mesh.exchange(PAIRS, send)) if self.peers else []
         t = time.perf_counter()
         rows = list(self.states.items())
         for r, (rk, st) in enumerate(rows, 1):
-            srcs = [(L[off[rk]:off[rk + 1]], U[off[rk]:off[rk + 1]])]
-            srcs += [(cp.asarray(arrs[1 + 2 * k]), cp.asarray(arrs[2 + 2 * k])) for dst, arrs in got
-                     for k, d_rk in enumerate(dst) if d_rk == rk]
-            for Ls, Us in srcs:
-                m = Ls.shape[0]
+            p = st.p
+            count = p.nloc - p.pad
+            srcs = [(v, self.scratch, nc, int(self.starts_h[rk]), 1)]      # this worker's own claims
+            srcs += [(cp.asarray(arrs[1 + 2 * k]), cp.asarray(arrs[2 + 2 * k]), arrs[1 + 2 * k].shape[0], 0, 0)
+                     for dst, arrs in got for k, d_rk in enumerate(dst) if d_rk == rk]
+            for V, U, m, first, by_v in srcs:
                 if m:
-                    self.k["absorb"](_grid(m), (_BLOCK,), (Ls, Us, _i64(m), _i64(st.p.pad), _i64(st.p.base),
-                                                           st.p.indptr, st.visited, st.parent, self.visited_g,
-                                                           st.queue2, self.cnt[r]))
+                    self.k["absorb"](_grid(m), (_BLOCK,), (V, U, _i64(m), _i64(first), _i64(count), np.int32(by_v),
+                                                           _i64(p.pad), _i64(p.base), p.indptr, st.visited,
+                                                           st.parent, self.visited_g, st.queue2, self.cnt[r]))
             st.queue, st.queue2 = st.queue2, st.queue
         h = self.cnt.get()
         new_n = new_m = 0

@@ -313,13 +313,17 @@ extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, co
 
 // ----------------------------------------------------- partition absorb
 // The owner's side of a distributed top-down level (dbfs/bfs/dask/gpu_search.py):
-// received pairs (L[k]: owner-local index, U[k]: global parent) claim row
-// i = L[k] + pad of this partition by atomicOr on the local `visited`; the
-// winner writes parent[i] = U[k], appends i to next_q (one atomic per warp),
-// sets the global id base + i in the worker's `visited_g` (so the worker
-// never claims it again) and adds its degree to cnt[1].
-extern "C" __global__ void absorb(const vid_t* L, const vid_t* U, i64 m, i64 pad, i64 base, const i64* indptr,
-                                  u32* visited, vid_t* parent, u32* visited_g, vid_t* next_q, u64* cnt) {
+// entries k with l = V[k] - first in [0, count) claim row i = l + pad of this
+// partition by atomicOr on the local `visited` (the others belong to another
+// partition: skipped); the winner writes parent[i] = u (u_by_v: U[V[k]], U a
+// scratch over global ids; else U[k]), appends i to next_q (one atomic per
+// warp), sets the global id base + i in the worker's `visited_g` (so the
+// worker never claims it again) and adds its degree to cnt[1]. Received pairs
+// come as (owner-local index, parent): first 0, u_by_v 0; a worker's own claims
+// as (global id, the claim scratch): first = the partition's first vertex, u_by_v 1.
+extern "C" __global__ void absorb(const vid_t* V, const vid_t* U, i64 m, i64 first, i64 count, int u_by_v,
+                                  i64 pad, i64 base, const i64* indptr, u32* visited, vid_t* parent,
+                                  u32* visited_g, vid_t* next_q, u64* cnt) {
     const int lane = threadIdx.x & 31;
     i64 acc_deg = 0;
     const i64 stride = (i64)gridDim.x * blockDim.x;
@@ -328,17 +332,21 @@ extern "C" __global__ void absorb(const vid_t* L, const vid_t* U, i64 m, i64 pad
         bool won = false;
         i64 i = 0;
         if (k < m) {
-            i = (i64)L[k] + pad;
-            const u32 bit = 1u << (i & 31);
-            u32* wp = visited + (i >> 5);
-            if (!(*wp & bit)) {
-                const u32 old = atomicOr(wp, bit);
-                if (!(old & bit)) {
-                    won = true;
-                    parent[i] = U[k];
-                    const i64 g = base + i;
-                    atomicOr(visited_g + (g >> 5), 1u << (g & 31));
-                    acc_deg += indptr[i + 1] - indptr[i];
+            const i64 v = (i64)V[k];
+            const i64 l = v - first;
+            if (l >= 0 && l < count) {
+                i = l + pad;
+                const u32 bit = 1u << (i & 31);
+                u32* wp = visited + (i >> 5);
+                if (!(*wp & bit)) {
+                    const u32 old = atomicOr(wp, bit);
+                    if (!(old & bit)) {
+                        won = true;
+                        parent[i] = u_by_v ? U[v] : U[k];
+                        const i64 g = base + i;
+                        atomicOr(visited_g + (g >> 5), 1u << (g & 31));
+                        acc_deg += indptr[i + 1] - indptr[i];
+                    }
                 }
             }
         }
