@@ -98,8 +98,8 @@ def _module(vid: str):
 
 
 _KERNEL_NAMES = ("base_visited", "start_search", "queue_to_bitmap", "bitmap_to_queue", "frontier_degrees",
-                 "td_expand", "td_expand_small", "absorb", "bu_step", "harish_step", "harish_start", "count_nedge",
-                 "hub_of")
+                 "td_expand", "td_expand_small", "absorb", "bucket_count", "bucket_scatter", "bu_step", "harish_step",
+                 "harish_start", "count_nedge", "hub_of")
 
 
 @lru_cache(maxsize=None)

@@ -77,11 +77,11 @@ def _device_info():
 def warm_device(gp) -> None:
     """Compile every kernel and CuPy routine a GPU search step uses, at the sizes a
     search meets (a claim pass from up to 65536 of the partition's own rows takes the
-    multi-block scan and sort paths), so no search pays a compile (cf.
+    multi-block scan path, then the bucketing kernels), so no search pays a compile (cf.
     :mod:`dbfs.bfs.dask.warmup` for the Numba kernels)."""
     import cupy as cp
 
-    from dbfs.bfs.gpu import _kernels, expand
+    from dbfs.bfs.gpu import _BLOCK, _grid, _i64, _kernels, expand
 
     k = _kernels(gp.vid)
     dt = cp.int32 if gp.vid == "int" else cp.int64
@@ -97,14 +97,12 @@ def warm_device(gp) -> None:
         vis.fill(0)
         expand(k, gp.indptr, gp.indices, q, n, m, vis, scratch, claims, cnt[0], gp.base, 0)
         nc = int(cnt[0, 0].get())
-        v = claims[:nc]
-        own = cp.searchsorted(gp.starts, v, side="right") - 1
-        order = cp.argsort(own)
-        own_s = own[order]
-        v_s = v[order]
-        (v_s - gp.starts[own_s]).astype(dt)
-        scratch[v_s]
-        cp.bincount(own_s, minlength=gp.P).get()
+        if nc:
+            hist = cp.zeros(gp.P, cp.uint64)
+            k["bucket_count"](_grid(nc), (_BLOCK,), (claims, _i64(nc), gp.starts, np.int32(gp.P), hist))
+            cursor = cp.asarray(np.concatenate([[0], np.cumsum(hist.get())[:-1]]).astype(np.uint64))
+            k["bucket_scatter"](_grid(nc), (_BLOCK,), (claims, _i64(nc), gp.starts, np.int32(gp.P), scratch, cursor,
+                                                      cp.empty(nc, dt), cp.empty(nc, dt)))
     a = cp.zeros(4, cp.uint32)
     cp.bitwise_or(a, a, out=a)
     a[1] |= np.uint32(1)

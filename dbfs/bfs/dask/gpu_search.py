@@ -19,10 +19,12 @@ gpu`` runs; rows local, neighbour ids global):
   exactly as the single-process backend calls it (:func:`dbfs.bfs.gpu.expand`);
 - top-down otherwise: ``td_expand``'s claim pass over the worker's GLOBAL
   ``visited_g`` writes the claimed ids and their global parents (a scratch
-  over N); the claims are bucketed by owner on the device (``searchsorted``
-  of the block starts, ``argsort``); pairs for this worker's partitions never
-  leave the device, the rest is copied to the host once and sent (PAIRS);
-  ``absorb`` applies received pairs on the owner (first parent wins);
+  over N); ``absorb`` applies them to each of the worker's partitions straight
+  from the claim list (first parent wins); when a peer gets pairs the claims
+  are bucketed by owner on the device (``bucket_count``/``bucket_scatter``:
+  owner by binary search over the block starts, one atomic per owner per
+  warp), copied to the host once and sent (PAIRS); received pairs are
+  uploaded and absorbed the same way;
 - bottom-up: ``bu_step`` over each partition's rows against the GLOBAL
   frontier bitmap on the device; this worker's new slices are OR-ed into the
   next global frontier on the device, peers' slices arrive on the host and
@@ -100,6 +102,10 @@ class _GpuSearch(_Search):
         dev = plugin.scratch.setdefault("gpu", {})
         self.scratch = _shared(dev, "scratch", max(self.N, 1), self.qdt)     # claims: global parent of v
         self.claims = _shared(dev, "claims", max(self.N, 1), self.qdt)       # claimed global ids of a level
+        self.pairL = _shared(dev, "pairL", max(self.N, 1), self.qdt)         # claims bucketed by owner:
+        self.pairU = _shared(dev, "pairU", max(self.N, 1), self.qdt)         # owner-local index, parent
+        self.hist = cp.zeros(self.P, cp.uint64)
+        self.cursor = cp.zeros(self.P, cp.uint64)
         self.visited_g = cp.zeros(gw32, cp.uint32)
         self.front = cp.zeros(gw32, cp.uint32)
         self.front_next = cp.zeros(gw32, cp.uint32)
@@ -132,6 +138,19 @@ class _GpuSearch(_Search):
 
     def _host_slices(self):
         return [st.fbm.get().view(np.int64) for st in self.states.values()]
+
+    def _bucket(self, v, nc):
+        """Claims ``v[:nc]`` -> (owner-local index, parent) pairs grouped by owner rank in
+        ``pairL``/``pairU``; returns the P + 1 offsets (host)."""
+        self.hist.fill(0)
+        g = _grid(nc)
+        self.k["bucket_count"](g, (_BLOCK,), (v, _i64(nc), self.starts, np.int32(self.P), self.hist))
+        off = np.zeros(self.P + 1, np.int64)
+        off[1:] = np.cumsum(self.hist.get())
+        self.cursor.set(off[:-1].astype(np.uint64))
+        self.k["bucket_scatter"](g, (_BLOCK,), (v, _i64(nc), self.starts, np.int32(self.P), self.scratch,
+                                                self.cursor, self.pairL, self.pairU))
+        return off
 
     # ------------------------------------------------------------- steps
     def start(self, root):
@@ -191,17 +210,11 @@ class _GpuSearch(_Search):
         v = self.claims[:nc]
         remote = [d for j in self.peers for d in self.ranks_of[j]]
         send = {j: [[]] for j in self.peers}
-        if remote and nc:       # bucket by owner; what goes to a peer is copied to the host once
-            own = cp.searchsorted(self.starts, v, side="right") - 1
-            order = cp.argsort(own)
-            own_s = own[order]
-            v_s = v[order]
-            off = np.zeros(self.P + 1, np.int64)
-            off[1:] = np.cumsum(cp.bincount(own_s, minlength=self.P).get())
+        if remote and nc:       # bucket by owner (bfs.cu); what goes to a peer is copied to the host once
+            off = self._bucket(v, nc)
             lo, hi = min(off[d] for d in remote), max(off[d + 1] for d in remote)
             if hi > lo:
-                Lh = (v_s[lo:hi] - self.starts[own_s[lo:hi]]).astype(self.qdt).get()
-                Uh = self.scratch[v_s[lo:hi]].get()
+                Lh, Uh = self.pairL[lo:hi].get(), self.pairU[lo:hi].get()
                 for j in self.peers:
                     dst, arrs = [], []
                     for d_rk in self.ranks_of[j]:

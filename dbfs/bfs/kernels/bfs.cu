@@ -362,6 +362,64 @@ extern "C" __global__ void absorb(const vid_t* V, const vid_t* U, i64 m, i64 fir
     block_add3(0, acc_deg, 0, cnt);
 }
 
+// ------------------------------------------------- claims bucketed by owner
+// A worker's claimed global ids V[0..m) go to their owning block partitions
+// (owner: the last r with starts[r] <= v, binary search over P + 1 starts).
+// bucket_count adds each owner's count to hist[owner]; bucket_scatter writes
+// (owner-local index, claim scratch U[v]) pairs at cursor[owner]++ (cursor
+// starts at the owners' exclusive offsets). One atomic per owner per warp
+// (__match_any_sync groups a warp's lanes by owner); order inside a bucket is
+// arbitrary (any parent among the claims is valid).
+__device__ __forceinline__ int owner_of(const i64* starts, int P, i64 v) {
+    int a = 0, b = P;
+    while (b - a > 1) {
+        const int mid = (a + b) >> 1;
+        if (starts[mid] <= v) a = mid; else b = mid;
+    }
+    return a;
+}
+
+__device__ __forceinline__ u64 warp_slot(u64* ctr, int o, bool active) {
+    const int lane = threadIdx.x & 31;
+    const u32 act = __ballot_sync(FULL_MASK, active);
+    u64 pos = 0;
+    if (active) {
+        const u32 grp = __match_any_sync(act, o);
+        const int leader = __ffs(grp) - 1;
+        u64 base = 0;
+        if (lane == leader) base = atomicAdd(&ctr[o], (u64)__popc(grp));
+        base = __shfl_sync(grp, base, leader);
+        pos = base + __popc(grp & ((1u << lane) - 1u));
+    }
+    return pos;
+}
+
+extern "C" __global__ void bucket_count(const vid_t* V, i64 m, const i64* starts, int P, u64* hist) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 k0 = blockIdx.x * (i64)blockDim.x; k0 < m; k0 += stride) {
+        const i64 k = k0 + threadIdx.x;
+        const bool act = k < m;
+        const int o = act ? owner_of(starts, P, (i64)V[k]) : 0;
+        warp_slot(hist, o, act);
+    }
+}
+
+extern "C" __global__ void bucket_scatter(const vid_t* V, i64 m, const i64* starts, int P, const vid_t* U,
+                                          u64* cursor, vid_t* Lout, vid_t* Uout) {
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    for (i64 k0 = blockIdx.x * (i64)blockDim.x; k0 < m; k0 += stride) {
+        const i64 k = k0 + threadIdx.x;
+        const bool act = k < m;
+        const i64 v = act ? (i64)V[k] : 0;
+        const int o = act ? owner_of(starts, P, v) : 0;
+        const u64 pos = warp_slot(cursor, o, act);
+        if (act) {
+            Lout[pos] = (vid_t)(v - starts[o]);
+            Uout[pos] = U[v];
+        }
+    }
+}
+
 // --------------------------------------------------------------- hub table
 // hub[v]: v's highest-degree neighbour (first in row order on ties), -1 for an
 // empty row; one warp per vertex (lanes stride the row, then a warp argmax).
