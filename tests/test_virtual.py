@@ -233,3 +233,12 @@ def test_readme_generate_synopsis_runs(tmp_path):
     assert sorted(choices) == ["auto", "stored", "virtual"]
     for c in choices:
         assert "edges" in gen(tmp_path / c, "--scale", 5, "--edges", c).stderr
+
+
+@pytest.mark.distributed
+def test_dask_backend_on_virtual_edges(tmp_path):
+    """`--backend dask` searches and validates (Dask tasks over edge row ranges) a virtual dataset."""
+    gen(tmp_path, "--scale", "12", "--edges", "virtual")
+    res = run("run", "kron-s12-ef16-s2-3", "--datasets", tmp_path, "--backend", "dask", "--partitions", "2", "--workers", "2",
+              "--roots", "2")
+    assert "harmonic_mean_TEPS" in res.output and "No results" not in res.output

@@ -23,7 +23,9 @@ Method:
   slice's worker (``workers[r]``);
 - the chain rules (cycle, parent-unreached) and the levels run in one task
   that joins the slices on a worker (dask moves them worker to worker);
-- the edge rules read the INPUT edge list (``<dataset>/edges``, zarr) in
+- the edge rules read the INPUT edge list (:func:`dbfs.store.open_edges`: the
+  stored ``<dataset>/edges`` zarr array, every chunk through its crc32c, or a
+  virtual dataset's regenerated rows) in
   row ranges of whole zarr chunks, one task each, with the joined
   (parent, levels) as a dependency that dask copies once to each worker;
   each returns its counts, its first offending tuples and a packed bitmap
@@ -97,9 +99,10 @@ def _chain_failures(pl):
 
 def _edge_range(edges_path, r0, r1, pl):
     """Edge rules over input rows [r0, r1): counts, examples, nedge, tree-edge marks (packed bits)."""
-    import zarr
+    from dbfs.store import open_edges  # stored (crc32c-checked) or virtual (regenerated) rows, same bytes
 
-    chunk = np.ascontiguousarray(np.asarray(zarr.open_array(edges_path, mode="r")[r0:r1]), dtype=np.int64)
+    chunk = np.ascontiguousarray(np.asarray(open_edges(Path(edges_path).parent, verify_sum=False)[r0:r1]),
+                                 dtype=np.int64)
     parent, lev = pl["parent"], pl["lev"]
     has_edge = np.zeros(parent.shape[0], np.uint8)
     ne, *counts = _edge_pass(chunk, parent, lev, has_edge)
@@ -168,7 +171,7 @@ def validate_partitioned(client, dataset_path, parent_slices, partitioning: Part
     ValidationResult
         As :func:`dbfs.validate.validate`'s, with ``levels`` None.
     """
-    import zarr
+    from dbfs.store import open_edges
 
     part = partitioning
     n = part.n_vertices
@@ -206,7 +209,7 @@ def validate_partitioned(client, dataset_path, parent_slices, partitioning: Part
 
     # ---- edge rules over row ranges of the input edge list
     edges_path = str(Path(dataset_path) / "edges")
-    arr = zarr.open_array(edges_path, mode="r")
+    arr = open_edges(Path(dataset_path), verify_sum=False)
     m = int(arr.shape[0])
     ranges = _row_ranges(m, int(arr.chunks[0]), chunk_edges)
     eres = [client.submit(_edge_range, edges_path, r0, r1, pl, key=_key("edges")) for r0, r1 in ranges]
