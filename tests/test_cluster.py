@@ -130,7 +130,7 @@ def test_slurm_keeps_ctrl_c():
     ({"memory": None}, "needs memory"),
     ({"memory": "lots"}, "memory is 'lots'"),
     ({"cores": 3, "processes": 2}, "must be a multiple of processes"),
-    ({"type": "pbs"}, "use type: local, type: slurm"),
+    ({"type": "pbs"}, "use type: local, local-gpu, slurm or scheduler"),
 ])
 def test_bad_slurm_profile(tmp_path, over, needle):
     res = run("generate", "--scale", 6, "--datasets", tmp_path / "ds", "--cluster", _profile(tmp_path, **over),
