@@ -55,6 +55,9 @@ def cluster_cmd(profile, script, check, workers):
         raise DbfsError(f"profile {profile} joins a scheduler that runs elsewhere ({prof['address']}): nothing to start")
     signal.signal(signal.SIGTERM, _interrupt)
     with client_for(None, n_workers=workers, profile=profile) as client:
+        from dbfs.monitor import install
+
+        install(client)         # the dashboard's dbfs page, for the runs that join this cluster
         click.echo(f"dbfs: scheduler {client.scheduler.address} (join with --scheduler {client.scheduler.address}); "
                    "Ctrl-C closes the cluster", err=True)
         try:

@@ -71,6 +71,9 @@ def generate(scale, edgefactor, seed1, seed2, kind, a, b, c, input_, compact_ids
             store.generate(spec, root, chunk_edges=chunk_edges, force=force, backend="gpu", edges=edges)
         else:
             with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
+                from dbfs.monitor import install
+
+                install(client).stage("generate")
                 store.generate(spec, root, chunk_edges=chunk_edges, force=force, client=client, edges=edges)
     click.echo(spec.name)
 
@@ -193,6 +196,9 @@ def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budge
         attrs = build_gpu(ds, dedupe=not keep_duplicates, relabel=relabel, force=force)
     else:
         with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
+            from dbfs.monitor import install
+
+            install(client).stage("kernel1")
             attrs = kernel1.build_partitioned(ds.path, P=partitions, partitioning=partitioning,
                                               dedupe=not keep_duplicates, relabel=relabel,
                                               memory_budget=budget, client=client, progress=True, force=force)
