@@ -229,6 +229,7 @@ def run_graph500(target, root_dir=None, cfg: RunConfig | None = None, client=Non
                     pub.detach()
                     say(f"closed the {closed}: the searches and validations run in this process", cfg.quiet)
             res = _search_all(b, roots, cfg, pub, stages)
+            where = b.describe()       # dask: per worker kind, partitions, device/host bytes; placement
             energy = b.energy_phase(roots.tolist(), res["times"], res["nedges"]) if cfg.energy else None
             pub.stage("done", len(roots), len(roots))
         except BaseException:
@@ -241,7 +242,7 @@ def run_graph500(target, root_dir=None, cfg: RunConfig | None = None, client=Non
                      n_vertices=ds.n_vertices, n_edges=ds.n_edges,
                      config={"algorithm": cfg.algorithm, "backend": cfg.backend, "variant": variant,
                              "opts": cfg.opts, "partitions": cfg.partitions, "events": list(b.events),
-                             "notes": notes},
+                             "notes": notes, **where},
                      generation_time=float(ds.attrs.get("generation_time", 0.0)),
                      construction_time=float(k1["construction_time"]) + b.prepare_time,
                      load_time=b.load_time, roots=roots.tolist(), validated=cfg.validate,

@@ -158,8 +158,15 @@ def test_bfs_bad_roots(tmp_path):
 def test_run_dask_backend_matches_cpu(tmp_path):
     args = ("--scale", 10, "--datasets", tmp_path, "--roots", 4)
     cpu = run("run", *args, "--scheduler", "threads").stdout
-    res = run("run", *args, "--backend", "dask", "--partitions", 3, "--workers", 2)
+    res = run("run", *args, "--backend", "dask", "--partitions", 3, "--workers", 2, "--json", tmp_path / "d.json")
     assert "num_mpi_processes:              3" in res.stdout
+    rec = json.loads((tmp_path / "d.json").read_text())     # per worker: kind, partitions, bytes; per level
+    assert rec["config"]["placement"] == "block"
+    ws = rec["config"]["workers"]
+    assert sorted(r for w in ws for r in w["partitions"]) == [0, 1, 2] and {w["kind"] for w in ws} == {"cpu"}
+    assert all(w["host_bytes"] > 0 and w["device_bytes"] == 0 for w in ws)
+    lv = rec["searches"][0]["levels"][0]["workers"]
+    assert len(lv) == len(ws) and all(x["kernel"] >= 0 and x["exchange"] >= 0 for x in lv)
     assert "closed the LocalCluster" not in res.stderr     # the dask backend searches on it
     nedge = [l for l in cpu.splitlines() if l.startswith("min_nedge")]
     assert nedge and nedge[0] in res.stdout.splitlines()
