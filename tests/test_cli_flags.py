@@ -6,7 +6,7 @@ REFUSED = [
     (["run", "--scale", 8, "--partitions", 2], ["--partitions", "--backend cpu"]),
     (["run", "--scale", 8, "--device-memory-limit", "1GiB"], ["--device-memory-limit", "--backend cpu"]),
     (["run", "--scale", 8, "--energy"], ["--energy", "--backend cpu"]),
-    (["run", "--scale", 8, "--backend", "dask", "--relabel", "degree"], ["--relabel", "--backend dask"]),
+    (["run", "--scale", 8, "--backend", "dask", "--placement", "degree"], ["--placement degree", "--relabel degree"]),
     (["run", "--scale", 8, "--backend", "dask", "--energy"], ["--energy", "--backend dask"]),
     (["run", "NAME", "--seed1", 5], ["--seed1", "NAME"]),
     (["run", "NAME", "--scale", 12], ["--scale", "NAME"]),

@@ -170,6 +170,9 @@ def test_run_dask_backend_matches_cpu(tmp_path):
     assert "closed the LocalCluster" not in res.stderr     # the dask backend searches on it
     nedge = [l for l in cpu.splitlines() if l.startswith("min_nedge")]
     assert nedge and nedge[0] in res.stdout.splitlines()
+    deg = run("run", *args, "--backend", "dask", "--partitions", 3, "--workers", 2, "--relabel", "degree",
+              "--placement", "degree")          # a degree-ordered variant: searched in its ids, validated in ours
+    assert nedge[0] in deg.stdout.splitlines() and "num_mpi_processes:              3" in deg.stdout
     res = run("bfs", "kron-s10-ef16-s2-3", "--root", 458, "--backend", "dask", "--partitions", 3,
               "--datasets", tmp_path, "--workers", 2, "--out", tmp_path / "p.npy")
     ref = run("bfs", "kron-s10-ef16-s2-3", "--root", 458, "--datasets", tmp_path).stdout

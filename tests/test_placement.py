@@ -128,3 +128,12 @@ def test_device_memory_limit_without_gpu_workers(tmp_path):
     res = run("run", "--scale", 8, "--backend", "dask", "--workers", 1, "--device-memory-limit", "1GiB",
               "--roots", 1, "--datasets", tmp_path, ok=False)
     assert res.exit_code == 2 and "no GPU worker" in res.stderr and len(res.stderr.strip().splitlines()) >= 1
+
+
+def test_degree_orders():
+    assert offer_order("degree", 4) == [0, 1, 2, 3]           # rank 0 of a -deg variant holds the hubs
+    assert offer_order("degree-low", 4) == [3, 2, 1, 0]
+    rw, rk = assign("degree-low", 4, KINDS, [40, 20, 10, 5], {"tcp://g0": 16})
+    assert [r for r in range(4) if rk[r] == "gpu"] == [2, 3]
+    rw, rk = assign("degree", 4, KINDS, [40, 20, 10, 5], {"tcp://g0": 16})
+    assert [r for r in range(4) if rk[r] == "gpu"] == [2, 3]   # the hubs' ranks do not fit: first fit goes on

@@ -30,11 +30,17 @@ class DaskBackend(Backend):
     name = "dask"
     kernels = "cpu"
     cluster = "always"
-    options = frozenset({"partitions", "partitioning", "placement", "device_memory_limit"})
+    options = frozenset({"partitions", "partitioning", "placement", "device_memory_limit", "relabel"})
     refusals = {
-        "relabel": "the distributed search keeps original ids (no relabelled variants): drop --relabel",
         "energy": "it measures GPU power: add --backend gpu or drop --energy",
     }
+
+    @classmethod
+    def check(cls, cfg, given=()) -> None:
+        super().check(cfg, given)
+        if cfg.placement.startswith("degree") and cfg.relabel != "degree":
+            raise DbfsError(f"--placement {cfg.placement} places degree classes: it needs the degree-ordered "
+                            f"variant; add --relabel degree")
 
     @classmethod
     def algorithms(cls) -> list:

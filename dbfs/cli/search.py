@@ -66,8 +66,9 @@ _run_common = [
                  help="GPU backend: keep the CSR in pinned host memory when it exceeds SIZE (auto when it does not "
                       "fit). Dask backend: device bytes each GPU worker gives to partitions; the rest go to CPU "
                       "workers."),
-    click.option("--placement", type=click.Choice(["block", "random"]), default="block",
-                 help="Dask backend: which partitions the GPU workers hold (block: in rank order; random: seeded)."),
+    click.option("--placement", type=click.Choice(["block", "random", "degree", "degree-low"]), default="block",
+                 help="Dask backend: which partitions the GPU workers hold (block: in rank order; random: seeded; "
+                      "degree / degree-low: the hubs' / the lowest-degree partitions of a --relabel degree variant)."),
     datasets_opt, scheduler_opt, workers_opt,
 ]
 

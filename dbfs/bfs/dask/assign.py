@@ -12,7 +12,11 @@ are offered to the GPU workers):
 - ``block``: rank order (the CPU-only placement of every earlier dbfs:
   rank ``r`` on worker ``r % W``);
 - ``random``: a permutation of the ranks seeded by ``seed`` (the same
-  placement for the same seed, whatever the worker order given).
+  placement for the same seed, whatever the worker order given);
+- ``degree`` / ``degree-low``: on a degree-ordered variant (``--relabel
+  degree``: rank 0 holds the highest-degree vertices) the hubs' ranks first,
+  or the lowest-degree ranks first (Totem's two specialisations: which one
+  the GPU should get is decided by measurement, docs/BENCHMARKS.md).
 
 A GPU worker takes an offered rank while its device budget holds the
 rank's bytes (:func:`dbfs.bfs.dask.gpu_part.device_bytes`; the budget is
@@ -41,7 +45,7 @@ from dbfs.units import human
 
 __all__ = ["PLACEMENTS", "assign", "offer_order", "move_lost"]
 
-PLACEMENTS = ("block", "random")
+PLACEMENTS = ("block", "random", "degree", "degree-low")
 
 
 def offer_order(policy: str, P: int, seed: int = 0) -> list:
@@ -50,6 +54,10 @@ def offer_order(policy: str, P: int, seed: int = 0) -> list:
         return list(range(P))
     if policy == "random":
         return [int(x) for x in np.random.default_rng(seed).permutation(P)]
+    if policy == "degree":          # a degree-ordered variant: rank 0 holds the hubs
+        return list(range(P))
+    if policy == "degree-low":
+        return list(range(P - 1, -1, -1))
     raise DbfsError(f"unknown placement {policy!r}: use one of {', '.join(PLACEMENTS)}")
 
 

@@ -9,8 +9,9 @@ vertex ownership :class:`dbfs.partition.Partitioning`) onto a worker ONCE
 the number of workers) and opens the exchange mesh.
 
 ``search(dgraph, root, algorithm="do") -> (DistributedResult, seconds,
-level_stats)``. ``root`` is an ORIGINAL vertex id (relabelled ``-deg``
-variants are refused at load). Parents stay on the workers, one future per
+level_stats)``. ``root`` is an ORIGINAL vertex id (a degree-ordered ``-deg``
+variant searches in its own ids; :mod:`dbfs.bfs.dask.relabel` maps the root
+and, for the validation and :func:`gather_parent`, the parents). Parents stay on the workers, one future per
 partition (``result.parents[rank]``): int64 in the partition's LOCAL index
 order (global vertex ``Partitioning.to_global(rank, i)``), holding global
 parent ids, ``parent[root] == root`` and -1 for unreached. ``level_stats``
@@ -56,6 +57,7 @@ from dbfs.bfs.dask.gpu_part import device_bytes
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _alive, _close_mesh, _open_mesh
 from dbfs.bfs.dask.placement import DistributedGraph, _variant_attrs, gpu_budgets, worker_kinds
 from dbfs.bfs.dask.recovery import _is_peer_loss, _recover, place
+from dbfs.bfs.dask.relabel import internal_root, load_perm_future, original_slices
 from dbfs.bfs.dask.transport import TRANSPORTS, _PeerLost
 from dbfs.bfs.dask.waits import gather_watched, wait_watched
 from dbfs.bfs.dask.worker import _pick_parent, _search_summary
@@ -101,7 +103,7 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
     dataset_path : path-like
         The dataset holding ``csr/<variant>``.
     variant : str
-        A partitioned CSR variant (``p<P>-<block|cyclic>``), not relabelled.
+        A partitioned CSR variant (``p<P>-<block|cyclic>[-deg]``).
     workers : list of str, optional
         Addresses to use (default: all, sorted).
     transport : {"tcp", "tcp-threads", "dask"}
@@ -114,7 +116,7 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
         on one host, the partitions are blocks and no worker is a GPU worker
         (bottom-up levels then exchange only counts); False: frontier slices
         always go through the mesh. ``dg.shm`` says why it is off ('' when on).
-    placement : {"block", "random"}
+    placement : {"block", "random", "degree", "degree-low"}
         Which ranks GPU workers (Dask resource ``GPU``) hold: :mod:`dbfs.bfs.dask.assign`.
         Without GPU workers rank r goes to worker ``r % W`` (in the policy's order).
     device_memory_limit : int, optional
@@ -136,9 +138,10 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
     t0 = time.perf_counter()
     dataset_path = Path(dataset_path)
     attrs = _variant_attrs(dataset_path, variant)
-    if attrs.get("options", {}).get("relabel", "none") != "none":
-        raise DbfsError(f"backend dask does not run relabelled variants ({variant}): build and use a variant "
-                        f"without --relabel")
+    relabelled = attrs.get("options", {}).get("relabel", "none") != "none"
+    if placement.startswith("degree") and not relabelled:
+        raise DbfsError(f"--placement {placement} places degree classes: it needs the degree-ordered variant; add "
+                        f"--relabel degree")
     part = Partitioning(int(attrs["n_vertices"]), int(attrs["P"]), attrs["partitioning"])
     ws = sorted(workers) if workers else sorted(_alive(client))
     if not ws:
@@ -161,6 +164,8 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
                           shared_memory=False if shared_memory is False else None, placement=placement,
                           rank_kind=rank_kind, worker_kinds=kinds, budgets=budgets, part_bytes=part_bytes,
                           device_memory_limit=device_memory_limit)
+    if relabelled:
+        dg.perm_f = load_perm_future(client, dataset_path, variant, ws[0])
     try:
         place(dg, list(range(part.P)))
     except BaseException:
@@ -262,11 +267,15 @@ def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: s
         alpha = GPU_BEAMER_ALPHA        # the decisions --backend gpu makes (GPU kernels search here)
     pol = {"policy": policy, "alpha": alpha, "beta": beta, "unexplored": unexplored, "tail": tail}
     policy_from(**pol)  # check the parameters on the client
+    ri = r
+    if dgraph.perm_f is not None:     # a degree-ordered variant searches in its own ids
+        ri = gather_watched(dgraph.client, [internal_root(dgraph.client, dgraph.perm_f, r)],
+                            set(dgraph.rank_worker.values()), f"the new id of root {r}", dgraph.timeout)[0]
     events = []
     attempt = 0
     while True:
         try:
-            parents, seconds, wall, rec = _run_once(dgraph, r, algorithm, pol, stats)
+            parents, seconds, wall, rec = _run_once(dgraph, ri, algorithm, pol, stats)
             break
         except _PeerLost as exc:
             if attempt >= retries:
@@ -336,7 +345,7 @@ def gather_parent(result: DistributedResult, client=None, dgraph: DistributedGra
     timeout = dgraph.timeout if dgraph is not None else DEFAULT_TIMEOUT
 
     def step():
-        futs = [result.parents[rk] for rk in range(part.P)]
+        futs = _original(dgraph, result, client)
         return gather_watched(client, futs, set(result.rank_worker.values()),
                               f"gathering the parents of the search from root {result.root}", timeout)
 
@@ -346,6 +355,14 @@ def gather_parent(result: DistributedResult, client=None, dgraph: DistributedGra
         rg = part.vertex_range(rk)
         parent[rg.start:rg.stop:rg.step] = s
     return parent
+
+
+def _original(dg, result: DistributedResult, client) -> list:
+    """The parent slices of ``result`` in original ids (relabelled variants are mapped back on a worker)."""
+    futs = [result.parents[rk] for rk in range(result.partitioning.P)]
+    if dg is None or dg.perm_f is None:
+        return futs
+    return original_slices(client, dg.perm_f, result.partitioning, futs)
 
 
 def validate_distributed(client, dataset_path, dgraph: DistributedGraph, result: DistributedResult, root,
@@ -385,7 +402,7 @@ def validate_distributed(client, dataset_path, dgraph: DistributedGraph, result:
         def gather(futs, what):
             return gather_watched(client, futs, watch, f"{what} of the search from root {root}", dgraph.timeout)
 
-        return validate_partitioned(client, Path(dataset_path), [result.parents[rk] for rk in range(dgraph.P)],
+        return validate_partitioned(client, Path(dataset_path), _original(dgraph, result, client),
                                     result.partitioning, int(root),
                                     workers=[result.rank_worker[rk] for rk in range(dgraph.P)],
                                     chunk_edges=chunk_edges, gather=gather)

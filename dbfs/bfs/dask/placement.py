@@ -67,6 +67,7 @@ class DistributedGraph:
     worker_kinds: dict = field(default_factory=dict)   # worker address -> "gpu" | "cpu" (live at load)
     budgets: dict = field(default_factory=dict)        # GPU worker -> device bytes for partitions
     device_memory_limit: int | None = None             # --device-memory-limit (None: a share of the free memory)
+    perm_f: object = None                   # a relabelled variant's perm[new] = original, on one worker
     part_bytes: list = field(default_factory=list)     # rank -> device bytes if held by a GPU worker
     part_info: dict = field(default_factory=dict)      # rank -> the worker's info of its partition
 
@@ -100,6 +101,7 @@ class DistributedGraph:
         """Close the mesh and release the partitions."""
         _close_mesh(self)
         self.part_futures.clear()
+        self.perm_f = None
 
     def __enter__(self):
         return self
