@@ -9,8 +9,10 @@ dask/gpu is the Dask path's cost (issue #19: >= 0.85 at P = 1).
 Part ``hetero`` (SCALE --hscale): P = --hparts block partitions; the GPU
 worker's budget (``--device-memory-limit``) holds about half the CSR, the
 rest goes to CPU workers (--cpu-workers x --cpu-threads); placements
-``block`` and ``random`` against a CPU-only LocalCluster of the same CPU
-worker shape plus one more worker (the GPU worker's cores).
+``block`` and ``random`` (the plain variant) and ``degree`` / ``degree-low``
+(the ``--relabel degree`` variant: degree classes) against a CPU-only
+LocalCluster of the same CPU worker shape plus one more worker (the GPU
+worker's cores).
 
 nedge per root is counted on the device from the input edges
 (``count_nedge``, Graph500's rule); every dask search's nedge is checked
@@ -140,6 +142,10 @@ def part_hetero(scale, n_roots, parts, cpu_workers, cpu_threads, root_dir):
     from dbfs.roots import graph500_roots
 
     ds, edges = _dataset(scale, root_dir, (1, parts))
+    t0 = time.perf_counter()
+    kernel1.build_partitioned(ds.path, P=parts, relabel="degree", client=None, progress=False,
+                              memory_budget=24 * ds.n_vertices + (1 << 30))
+    _say(f"SCALE {scale}: Kernel 1 p{parts}-deg in {time.perf_counter() - t0:.1f} s")
     roots = [int(r) for r in graph500_roots(edges, scale, 2, 3, n=n_roots, n_vertices=ds.n_vertices)]
     g = kernel1.load_csr(ds.path, kernel1.variant_name(1))
     nedge = _nedges(edges, [search_device(g, r)[0] for r in roots])
@@ -163,8 +169,9 @@ def part_hetero(scale, n_roots, parts, cpu_workers, cpu_threads, root_dir):
     limit = worker_bytes(ds.n_vertices) + int(0.5 * 1.3 * csr_bytes)
     rec["device_memory_limit"] = limit
     with client_for(profile=str(prof), quiet=True) as client:
-        for placement in ("block", "random"):
-            t, lv, table = _dask_times(client, ds, variant, roots, nedge, placement=placement,
+        for placement in ("block", "random", "degree", "degree-low"):
+            v = variant if not placement.startswith("degree") else kernel1.variant_name(parts, "block", True, "degree")
+            t, lv, table = _dask_times(client, ds, v, roots, nedge, placement=placement,
                                        device_memory_limit=limit)
             h = _hmean(t, nedge)
             rec[placement] = {"times": t, "hmean_teps": h, "ratio_vs_cpu_only": h / rec["cpu_only"]["hmean_teps"],
@@ -196,8 +203,8 @@ def main(argv=None):
               f" P=4 {rec['one']['dask_gpu_p4']['ratio_vs_gpu']:.3f}x")
     if "hetero" in rec:
         h = rec["hetero"]
-        print(f"GPU+CPU vs CPU-only (SCALE {a.hscale}): block {h['block']['ratio_vs_cpu_only']:.2f}x, "
-              f"random {h['random']['ratio_vs_cpu_only']:.2f}x")
+        print(f"GPU+CPU vs CPU-only (SCALE {a.hscale}): " + ", ".join(
+            f"{k} {h[k]['ratio_vs_cpu_only']:.2f}x" for k in ("block", "random", "degree", "degree-low")))
 
 
 if __name__ == "__main__":

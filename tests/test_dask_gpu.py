@@ -45,6 +45,7 @@ def gds(cp, tmp_path_factory):
     ds, _ = store.generate(GraphSpec.make("kronecker", SCALE), root=root, client=None, quiet=True)
     for P in (1, 2, 4):
         kernel1.build_partitioned(ds.path, P=P, client=None, progress=False)
+    kernel1.build_partitioned(ds.path, P=4, relabel="degree", client=None, progress=False)
     edges = ds.edges()[:]
     roots = [int(r) for r in graph500_roots(edges, SCALE, 2, 3, n=ROOTS, n_vertices=ds.n_vertices)]
     return ds, edges, roots
@@ -142,6 +143,30 @@ def test_gpu_plus_cpu_workers(gclient, gds, single):
             _check(gclient, dg, gds, single, full_levels=False)
         finally:
             dg.close()
+
+
+@pytest.mark.parametrize("placement", ["degree", "degree-low"])
+def test_degree_classes_on_gpu_and_cpu(gclient, gds, single, placement):
+    """A degree-ordered variant over the GPU and the CPU worker: valid, same directions and frontiers."""
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+    from dbfs.bfs.dask.gpu_part import worker_bytes
+
+    ds = gds[0]
+    v = kernel1.variant_name(4, "block", True, "degree")
+    dg0 = D.load_distributed(gclient, ds.path, v, placement=placement)
+    sizes = sorted(dg0.part_bytes)
+    dg0.close()
+    limit = worker_bytes(ds.n_vertices) + sizes[0] + sizes[1] + 1
+    dg = D.load_distributed(gclient, ds.path, v, placement=placement, device_memory_limit=limit)
+    try:
+        kinds = [dg.rank_kind[r] for r in range(4)]
+        assert "gpu" in kinds and "cpu" in kinds, kinds           # the budget holds part of the graph only
+        used = sum(dg.part_bytes[r] for r in range(4) if kinds[r] == "gpu")
+        assert used <= limit - worker_bytes(ds.n_vertices)
+        _check(gclient, dg, gds, single, full_levels=False)
+    finally:
+        dg.close()
 
 
 def _extra_gpu_worker(address):
