@@ -249,3 +249,14 @@ def test_old_store_without_crc_still_reads(root, tmp_path):
     assert res.exit_code == 0 and "before per-chunk crc32c" in res.stderr
     flip(_chunk(root, "edges", 1), np.uint32)          # no CRC: an undecodable chunk is still one line
     one_line_error(run("export", NAME, "--datasets", root, "--out", tmp_path / "p.npy"), "edges")
+
+
+def test_run_of_a_known_corrupt_dataset_starts_no_cluster(root):
+    """Once seen corrupt, `dbfs run NAME` fails in one line before any cluster starts (no --scheduler)."""
+    damage_edges(root, next(iter(STALE_CRC)))
+    shutil.rmtree(root / NAME / "csr")
+    one_line_error(COMMANDS["run"](root), f"dataset {NAME}")        # the read that finds it
+    assert listed_corrupt(root)
+    res = run("run", NAME, "--datasets", root, "--roots", 2)       # would start a LocalCluster for Kernel 1
+    one_line_error(res, f"dataset {NAME} is corrupt", "dbfs generate --scale 10")
+    assert "LocalCluster" not in res.stderr and "dashboard" not in res.stderr, res.stderr

@@ -90,6 +90,10 @@ def _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg):
     from dbfs.backends import get_backend
     from dbfs.pipeline import stored_for_run
 
+    if isinstance(target, str):     # a NAME cannot be generated: missing, half-written or corrupt fails before
+        from dbfs import store      # any cluster starts
+
+        store.open_dataset(target, datasets)
     mode = get_backend(cfg.backend).cluster
     if mode == "never":
         return "threads"
