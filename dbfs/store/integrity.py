@@ -186,7 +186,19 @@ def corrupt_message(label: str, array: str, chunk, rows, reason: str, fix: str, 
     return f"{label}: {where} is corrupt ({reason}): {fix}"
 
 
-class CheckedArray:
+class RowArray:
+    """What the edge readers share (:class:`CheckedArray`, :class:`dbfs.store.virtual.VirtualEdges`):
+    ``len`` and ``numpy.asarray`` in terms of the reader's ``shape`` and ``[:]``."""
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __array__(self, dtype=None, copy=None):
+        out = self[:]
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+
+class CheckedArray(RowArray):
     """A read-only zarr array whose failed reads become one-line errors.
 
     Parameters
@@ -222,13 +234,6 @@ class CheckedArray:
     @property
     def nchunks(self) -> int:
         return int(self.raw.nchunks)
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    def __array__(self, dtype=None, copy=None):
-        out = self[:]
-        return out if dtype is None else out.astype(dtype, copy=False)
 
     def __dask_tokenize__(self):
         return ("dbfs-checked", str(self.node_path), self.array, self.shape, str(self.dtype))

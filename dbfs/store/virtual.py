@@ -43,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from dbfs.errors import DbfsError
+from dbfs.store.integrity import RowArray
 
 __all__ = ["STORED", "VIRTUAL", "storage_of", "digest", "virtual_problem", "VirtualEdges", "device_rows"]
 
@@ -119,7 +120,7 @@ def _rows(key, n: int):
     raise TypeError(f"virtual edges take row slices or integers, not {type(key).__name__}")
 
 
-class VirtualEdges:
+class VirtualEdges(RowArray):
     """The regenerated edge array of a virtual dataset, read like a :class:`~.integrity.CheckedArray`.
 
     Parameters
@@ -155,13 +156,6 @@ class VirtualEdges:
     @property
     def nchunks(self) -> int:
         return -(-self.shape[0] // self.chunks[0]) if self.shape[0] else 0
-
-    def __len__(self) -> int:
-        return self.shape[0]
-
-    def __array__(self, dtype=None, copy=None):
-        out = self[:]
-        return out if dtype is None else out.astype(dtype, copy=False)
 
     def __dask_tokenize__(self):
         return ("dbfs-virtual", str(self.node_path), self.spec.to_dict(), self.shape, str(self.dtype))

@@ -166,6 +166,9 @@ class _Search:
             out.append((dst, arrs))
         return out
 
+    def _deg_of_root(self, st, i):
+        return int(st.p.indptr[i + 1] - st.p.indptr[i])
+
     def parents(self):
         """This worker's parent slices (local order, pad rows cut off)."""
         return {rk: st.parent[st.p.pad:] for rk, st in self.states.items()}
@@ -178,8 +181,7 @@ class _Search:
         deg_root = -1
         if self.o_root in self.states:
             st = self.states[self.o_root]
-            i = self.l_root + st.p.pad
-            deg_root = int(st.p.indptr[i + 1] - st.p.indptr[i])
+            deg_root = self._deg_of_root(st, self.l_root + st.p.pad)
         got = self.mesh.exchange(START, {j: [(deg_root,)] for j in self.peers})
         for arrs in got.values():
             deg_root = max(deg_root, int(arrs[0][0]))

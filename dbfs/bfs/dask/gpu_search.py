@@ -46,11 +46,10 @@ import cupy as cp
 import numpy as np
 
 from dbfs.bfs.dask.bsp import _counts_msg, _counts_of, _Search
-from dbfs.bfs.dask.frames import COUNTS, COUNTS_FRONT, FRONT, PAIRS, START
+from dbfs.bfs.dask.frames import COUNTS, COUNTS_FRONT, FRONT, PAIRS
 from dbfs.bfs.dask.transport import _Timed
 from dbfs.bfs.gpu import _BLOCK, _grid, _i64, _kernels, _sm_count, expand
 from dbfs.graph import id_dtype
-from dbfs.partition import owner_local
 
 __all__ = ["_GpuSearch"]
 
@@ -118,7 +117,7 @@ class _GpuSearch(_Search):
 
     # ------------------------------------------------------------- helpers
     def _deg_of_root(self, st, i):
-        ip = st.p.indptr_host
+        ip = st.p.indptr_host               # the device rows' host copy: no device round trip
         return int(ip[i + 1] - ip[i])
 
     def _or_slices(self, dst, ranks, slices):
@@ -153,18 +152,6 @@ class _GpuSearch(_Search):
         return off
 
     # ------------------------------------------------------------- steps
-    def start(self, root):
-        o_root, l_root = owner_local(np.int64(root), self.code, self.P, self.q, self.r)
-        self.o_root, self.l_root = int(o_root), int(l_root)
-        deg_root = -1
-        if self.o_root in self.states:
-            st = self.states[self.o_root]
-            deg_root = self._deg_of_root(st, self.l_root + st.p.pad)
-        got = self.mesh.exchange(START, {j: [(deg_root,)] for j in self.peers})
-        for arrs in got.values():
-            deg_root = max(deg_root, int(arrs[0][0]))
-        return deg_root
-
     def visit_root(self, root):
         if self.o_root in self.states:
             st = self.states[self.o_root]
