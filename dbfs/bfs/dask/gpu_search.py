@@ -92,17 +92,18 @@ class _GpuSearch(_Search):
         self.k = _kernels(p0.vid)
         self.qdt = np.dtype(id_dtype(self.N))
         self.starts = p0.starts
-        self.starts_h = p0.starts_host
-        sh = p0.starts_host
+        self.starts_h = sh = p0.starts_host
         self.bases = [(int(sh[rk]) >> 6) << 6 for rk in range(self.P)]
         self.words = [(int(sh[rk + 1]) - self.bases[rk] + 63) >> 6 for rk in range(self.P)]
         self.listeners = plugin.level_listeners
         gw32 = 2 * ((self.N + 63) >> 6)
-        dev = plugin.scratch.setdefault("gpu", {})
-        self.scratch = _shared(dev, "scratch", max(self.N, 1), self.qdt)     # claims: global parent of v
-        self.claims = _shared(dev, "claims", max(self.N, 1), self.qdt)       # claimed global ids of a level
-        self.pairL = _shared(dev, "pairL", max(self.N, 1), self.qdt)         # claims bucketed by owner:
-        self.pairU = _shared(dev, "pairU", max(self.N, 1), self.qdt)         # owner-local index, parent
+        self.direct = self.P == 1                 # one partition = the whole graph: the single-process step
+        if not self.direct:                       # the claim pass's arrays over N (P = 1 needs none)
+            dev = plugin.scratch.setdefault("gpu", {})
+            self.scratch = _shared(dev, "scratch", max(self.N, 1), self.qdt)     # claims: global parent of v
+            self.claims = _shared(dev, "claims", max(self.N, 1), self.qdt)       # claimed global ids of a level
+            self.pairL = _shared(dev, "pairL", max(self.N, 1), self.qdt)         # claims bucketed by owner:
+            self.pairU = _shared(dev, "pairU", max(self.N, 1), self.qdt)         # owner-local index, parent
         self.hist = cp.zeros(self.P, cp.uint64)
         self.cursor = cp.zeros(self.P, cp.uint64)
         self.visited_g = cp.zeros(gw32, cp.uint32)
@@ -110,7 +111,6 @@ class _GpuSearch(_Search):
         self.front_next = cp.zeros(gw32, cp.uint32)
         self.states = {p.rank: _GpuState(p, self.qdt) for p in parts}
         self.my_ranks = tuple(self.states)
-        self.direct = self.P == 1                 # one partition = the whole graph: the single-process step
         self.cnt = cp.zeros((len(self.states) + 1, 4), cp.uint64)
         self.sh = None
         cp.cuda.Device().synchronize()
