@@ -168,18 +168,21 @@ def export(name, out, datasets):
               help="Peak memory per task, e.g. 512MiB.")
 @click.option("--backend", type=click.Choice(["cpu", "gpu"]), default="cpu",
               help="Build out of core on Dask workers (cpu) or on the GPU (gpu: one partition, no relabel; same bytes).")
+@click.option("--device-memory-limit", default=None, metavar="SIZE",
+              help="--backend gpu: build in passes holding at most SIZE of device memory, e.g. 8GiB (same bytes).")
 @click.option("--force", is_flag=True, help="Rebuild the variant even if it is stored (e.g. after `datasets verify` found it corrupt).")
 @datasets_opt
 @scheduler_opt
 @workers_opt
-def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budget, backend, force, datasets, scheduler,
-          workers, cluster_profile):
+def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budget, backend, device_memory_limit, force,
+          datasets, scheduler, workers, cluster_profile):
     """Kernel 1: build (or reuse) the partitioned CSR of dataset NAME, out of core."""
     from dbfs import kernel1, store
     from dbfs.cluster import client_for
 
     given = _given()
     budget = parse_size(memory_budget)
+    device_budget = parse_size(device_memory_limit, "--device-memory-limit")
     if partitions < 1:
         raise DbfsError(f"--partitions {partitions} is invalid: use 1 or more")
     if backend == "gpu":
@@ -187,13 +190,18 @@ def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budge
                 "to --backend gpu: GPU Kernel 1 builds one block partition; use --backend cpu")
         _refuse(given, {"memory_budget": "--memory-budget", **_CLUSTER_FLAGS},
                 "to --backend gpu: GPU Kernel 1 runs in this process, bounded by the free device memory")
+    else:
+        _refuse(given, {"device_memory_limit": "--device-memory-limit"},
+                "to --backend cpu: it bounds GPU Kernel 1; the CPU build is bounded by --memory-budget")
+    if device_budget is not None and device_budget < 1:
+        raise DbfsError(f"--device-memory-limit {device_memory_limit} is invalid: use a size such as 8GiB")
     _check_cluster_flags(given, scheduler, cluster_profile)
     ds = store.open_dataset(name, datasets)
     if backend == "gpu":
         _need_gpu()
         from dbfs.store.gpu import build_gpu
 
-        attrs = build_gpu(ds, dedupe=not keep_duplicates, relabel=relabel, force=force)
+        attrs = build_gpu(ds, dedupe=not keep_duplicates, relabel=relabel, force=force, device_budget=device_budget)
     else:
         with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
             from dbfs.monitor import install
@@ -203,8 +211,9 @@ def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budge
                                               dedupe=not keep_duplicates, relabel=relabel,
                                               memory_budget=budget, client=client, progress=True, force=force)
     variant = kernel1.variant_name(partitions, partitioning, not keep_duplicates, relabel)
+    passes = f", {attrs['passes']} passes" if "passes" in attrs else ""
     click.echo(f"{name}/csr/{variant}: construction_time {attrs['construction_time']:.3f} s, "
-               f"nnz {sum(attrs['nnz']):,}")
+               f"nnz {sum(attrs['nnz']):,}{passes}")
 
 
 

@@ -17,19 +17,25 @@ Modules, each layer importing only those above it:
   ``load_csr``, ``load_perm``
 - :mod:`.plan`        the partitioned build's memory model and work cuts
 - :mod:`.partitioned` ``build_partitioned``: zarr edges -> zarr CSR on Dask
+- :mod:`.passes`      ``build_csr_passes``: streamed edge chunks, one pass per
+  owner-row range, working memory within a budget (same bytes)
 - :mod:`.gpu`         ``build_csr_gpu`` (CuPy; imported on demand, never here)
+- :mod:`.passes_gpu`  ``build_csr_gpu_passes``: the passes on the GPU within a
+  device budget (CuPy; imported on demand, never here)
 """
 from __future__ import annotations
 
 from dbfs.kernel1.csr_store import load_csr, load_partition, load_perm, store_csr
 from dbfs.kernel1.inmemory import build_csr, degree_permutation, raw_degree
 from dbfs.kernel1.partitioned import build_partitioned
+from dbfs.kernel1.passes import build_csr_passes
 from dbfs.kernel1.plan import DEFAULT_MEMORY_BUDGET
 from dbfs.kernel1.variants import list_variants, parse_variant, reusable_variant, variant_name
 
 __all__ = [
     "build_csr",
     "build_partitioned",
+    "build_csr_passes",
     "load_partition",
     "load_csr",
     "load_perm",

@@ -24,7 +24,12 @@ Contracts (same stored bytes as the CPU paths; only the time differs):
   chunk); the device copy stays in ``graph.meta["gpu_csr"]`` of the
   :class:`CSRGraph` left in ``ds.memo["graph"]`` so the GPU backend's
   searches need no reload. ``construction_time`` runs from reading the edges
-  to the complete marker, as for the CPU builder.
+  to the complete marker, as for the CPU builder. With ``device_budget``
+  (``dbfs build --backend gpu --device-memory-limit SIZE``) it builds in
+  passes within that many device bytes
+  (:func:`dbfs.kernel1.passes_gpu.build_csr_gpu_passes`, chunks from
+  :func:`device_chunks`: regenerated on the device for virtual Kronecker
+  datasets); the CSR is assembled on the host, same bytes.
 
 Overlap: device work is serialised on the default stream; host copies are
 compressed and written by a thread pool while the device makes the next
@@ -331,7 +336,86 @@ def search_edges(ds):
     return device_edges(ds) if edges_fit(ds) else ds.edges()
 
 
-def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = False, force: bool = False) -> dict:
+class _DeviceChunks:
+    """A dataset's edges as device chunks for :func:`dbfs.kernel1.passes_gpu.build_csr_gpu_passes`.
+
+    ``read(a, b)``: rows of the device copy in ``ds.memo`` when there is one,
+    a virtual Kronecker dataset's rows regenerated on the device, else the
+    rows read (crc32c-checked) and uploaded. The first full sweep's rows are
+    summed into :mod:`dbfs.checksum` parts; ``done()`` checks them against
+    ``edges_checksum`` (a one-line error marking the dataset corrupt).
+    """
+
+    def __init__(self, ds, step: int | None = None):
+        from dbfs.store.datasets import open_edges
+
+        self.arr = open_edges(ds.path, ds.attrs, verify_sum=False)
+        self.memo = ds.memo.get("device_edges")
+        self.regen = self.memo is None and ds.storage == "virtual" and ds.spec.kind == "kronecker"
+        self.m = int(self.arr.shape[0])
+        self.step = int(step or (1 << 22 if self.memo is not None else self.arr.chunks[0]))
+        self.want = ds.attrs.get("edges_checksum")
+        self.parts = [] if self.want else None
+
+    def read(self, a: int, b: int):
+        import cupy as cp
+
+        from dbfs.store.virtual import device_rows
+
+        if self.memo is not None:
+            e = self.memo[a:b]
+        elif self.regen:
+            e = device_rows(self.arr.spec, a, b, self.arr.dtype)
+        else:
+            e = cp.asarray(self.arr[a:b])
+        if self.parts is not None:
+            self.parts.append(checksum_gpu(e, a))
+        return e
+
+    def done(self) -> None:
+        from dbfs.checksum import combine
+
+        if self.parts is not None:
+            parts, self.parts = self.parts, None
+            if combine(parts) != self.want:
+                raise self.arr.error(None, "rows differ from the edges_checksum recorded at generation")
+
+
+def device_chunks(ds, step: int | None = None) -> _DeviceChunks:
+    """The chunk source GPU Kernel 1 in passes reads a dataset through (:class:`_DeviceChunks`).
+
+    Parameters
+    ----------
+    ds : Dataset
+    step : int, optional
+        Rows per read (None: the dataset's chunk, or 2**22 rows of a device copy).
+
+    Returns
+    -------
+    _DeviceChunks
+    """
+    return _DeviceChunks(ds, step)
+
+
+def _build_passes(ds, dedupe: bool, device_budget: int, quiet: bool) -> dict:
+    """GPU Kernel 1 in passes within ``device_budget`` (:mod:`dbfs.kernel1.passes_gpu`), stored as ``p1-block``."""
+    from dbfs.kernel1.csr_store import store_csr
+    from dbfs.kernel1.passes_gpu import build_csr_gpu_passes
+
+    t0 = time.perf_counter()
+    g = build_csr_gpu_passes(device_chunks(ds), ds.n_vertices, dedupe=dedupe, memory_budget=device_budget,
+                             budget_name="--device-memory-limit", quiet=quiet)
+    info = g.meta["passes"]
+    say(f"GPU Kernel 1 built {g.nnz:,} entries in {info['count']} pass(es) within {device_budget:,} B of device "
+        f"memory in {time.perf_counter() - t0:.2f} s; storing", quiet)
+    attrs = store_csr(ds.path, g.indptr, g.indices, ds.n_edges, dedupe, t0, builder="gpu-passes")
+    g.meta.update({"variant": attrs["variant"], "construction_time": attrs["construction_time"], "load_time": 0.0})
+    ds.memo["graph"] = g
+    return {**attrs, "passes": info["count"]}
+
+
+def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = False, force: bool = False,
+              device_budget: int | None = None) -> dict:
     """GPU Kernel 1 of a dataset into its store (see the module docstring).
 
     Parameters
@@ -345,12 +429,16 @@ def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = Fals
         No status lines.
     force : bool
         Rebuild the variant even when a complete one is stored.
+    device_budget : int, optional
+        Device bytes Kernel 1 may hold: build in passes within it
+        (:mod:`dbfs.kernel1.passes_gpu`, same bytes); None: one pass, if the
+        whole build fits the free device memory.
 
     Returns
     -------
     dict
         The variant's attributes (``reused=True`` when already stored and
-        not recorded as damaged).
+        not recorded as damaged; ``passes`` when built in passes).
     """
     from dbfs.kernel1.csr_store import reusable, store_csr
     from dbfs.kernel1.gpu import build_csr_gpu
@@ -360,6 +448,8 @@ def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = Fals
     old = None if force else reusable(ds.path, 1, "block", dedupe, relabel, quiet)
     if old is not None:
         return old
+    if device_budget is not None:
+        return _build_passes(ds, dedupe, int(device_budget), quiet)
     if not kernel1_fits(ds):
         raise DbfsError(f"GPU Kernel 1 of {ds.name} needs about "
                         f"{kernel1_device_bytes(ds.n_edges, ds.n_vertices) / 2**30:.0f} GiB of device memory, "

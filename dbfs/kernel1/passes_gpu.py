@@ -1,0 +1,193 @@
+"""GPU Kernel 1 in passes: device memory bounded by a budget (CuPy; imported on demand, never by ``dbfs.kernel1``).
+
+Contract
+--------
+``build_csr_gpu_passes(source, n_vertices, dedupe=True, memory_budget=...)``
+returns a host :class:`dbfs.graph.CSRGraph` byte-for-byte equal to
+:func:`dbfs.kernel1.build_csr` (and to :func:`dbfs.kernel1.gpu.build_csr_gpu`)
+with the same options: both directions, self-loops dropped, duplicates
+dropped unless ``dedupe=False``, rows ascending, ``indptr`` int64,
+``indices`` of width :func:`dbfs.graph.id_dtype`; at most ``2**32`` vertices
+(keys pack a row offset and a neighbour in 32 bits each). The device
+footprint (CuPy's memory pool, freed between passes) stays within
+``memory_budget``; the CSR is assembled in host memory (or handed to
+``sink`` block by block).
+
+``source`` gives device edge chunks: ``source.m`` rows, ``source.step``
+rows per read, ``source.read(a, b)`` -> CuPy (b - a, 2) integer rows and
+``source.done()`` called after the degree pass (where a reader checks its
+rows' checksum; :func:`dbfs.store.gpu.device_chunks` makes one for a
+dataset: stored chunks read and uploaded, virtual Kronecker chunks
+regenerated on the device).
+
+Method: the CPU algorithm of :mod:`.passes` with
+``dbfs/bfs/kernels/kernel1.cu``'s kernels (those of :mod:`.gpu`):
+``k1_count`` per chunk into the raw degrees, prefix sum; ranges cut by
+:func:`.passes.plan_ranges` on the device cost; per range, ``k1_emit`` per
+chunk writes ``(src - lo) << 32 | dst`` at the row's cursor, one key sort,
+``k1_first_of_run`` drops duplicates, ``searchsorted`` on row starts gives
+the block's ``indptr``, the low 32 bits its ``indices``; both are copied to
+the host.
+
+Device memory model (bytes): resident ``8 * (N + 1)`` (raw row starts;
+the degree pass also holds the ``8 * N`` counts); per pass
+``32 * E_pass + 48 * (rows + 1)`` (keys 8, the sort's buffer 8, the dedupe
+mask 1 and its scan 8, the kept keys 8; per row cursor, row starts, bounds,
+``indptr``) plus ``64 * step + 1 MiB`` for a chunk (its rows, their int64
+copy, the generator's buffers). See :func:`device_cost`.
+
+Reference: Graph 500 Benchmark 1 specification 3.0.1, Kernel 1,
+https://graph500.org/?page_id=12.
+"""
+from __future__ import annotations
+
+import cupy as cp
+import numpy as np
+
+from dbfs.errors import DbfsError
+from dbfs.graph import CSRGraph, id_dtype
+from dbfs.kernel1.gpu import _grid, _kernels, _BLOCK
+from dbfs.kernel1.passes import _Assemble, plan_ranges
+from dbfs.progress import say
+
+__all__ = ["build_csr_gpu_passes", "device_cost"]
+
+_ENTRY = 32
+_ROW = 48
+_CHUNK_ROW = 64
+_CHUNK_FIXED = 1 << 20
+
+
+def device_cost(n_vertices: int, step: int, entries: int, rows: int) -> int:
+    """Device bytes of a pass over ``rows`` rows holding ``entries`` raw entries (module docstring),
+    resident arrays and one chunk of ``step`` rows included; ``entries = rows = 0``: the fixed part."""
+    fixed = 8 * (int(n_vertices) + 1) + _CHUNK_ROW * int(step) + _CHUNK_FIXED
+    return fixed + (_ENTRY * int(entries) + _ROW * (int(rows) + 1) if rows else 0)
+
+
+def _spans(source):
+    m, step = int(source.m), max(1, int(source.step))
+    return [(a, min(a + step, m)) for a in range(0, m, step)]
+
+
+def _as_i64(e):
+    return e if e.dtype == cp.int64 and e.flags.c_contiguous else cp.ascontiguousarray(e, dtype=cp.int64)
+
+
+def _degrees(source, spans, n, k):
+    """Degree pass: raw row starts (int64 N + 1) on the device; ids outside [0, N) refused."""
+    counts = cp.zeros(max(n, 1), cp.uint64)
+    for a, b in spans:
+        e = _as_i64(source.read(a, b))
+        if e.size:
+            lo_id, hi_id = int(e.min()), int(e.max())
+            if lo_id < 0 or hi_id >= n:
+                raise DbfsError(f"edge list holds vertex id {hi_id if hi_id >= n else lo_id} outside [0, {n}): "
+                                f"pass n_vertices above the largest id")
+            k["k1_count"](_grid(b - a), (_BLOCK,), (e, np.int64(b - a), counts))
+        del e
+    source.done()
+    raw_ptr = cp.zeros(n + 1, cp.int64)
+    if n:
+        cp.cumsum(counts[:n].view(cp.int64), out=raw_ptr[1:])
+    del counts
+    return raw_ptr
+
+
+def _one_pass(source, spans, lo, hi, raw_ptr, idt, dedupe, k):
+    """Rows [lo, hi) on the device -> host (block indptr from 0, block indices)."""
+    base = int(raw_ptr[lo])
+    cnt = int(raw_ptr[hi]) - base
+    rows = hi - lo
+    if cnt == 0:
+        return np.zeros(rows + 1, np.int64), np.empty(0, idt)
+    cursor = (raw_ptr[lo:hi] - base).astype(cp.uint64)
+    keys = cp.empty(cnt, cp.uint64)
+    for a, b in spans:
+        e = _as_i64(source.read(a, b))
+        k["k1_emit"](_grid(b - a), (_BLOCK,), (e, np.int64(b - a), np.int64(lo), np.int64(hi), cursor, keys))
+        del e
+    del cursor
+    keys.sort()
+    if dedupe and cnt > 1:
+        keep = cp.empty(cnt, cp.uint8)
+        k["k1_first_of_run"](_grid(cnt), (_BLOCK,), (keys, np.int64(cnt), keep))
+        keys = keys[keep.view(cp.bool_)]
+        del keep
+    starts = cp.arange(rows + 1, dtype=cp.uint64) << np.uint64(32)
+    ptr = cp.asnumpy(cp.searchsorted(keys, starts).astype(cp.int64))
+    del starts
+    idx = cp.asnumpy((keys & np.uint64(0xFFFFFFFF)).astype(idt))
+    return ptr, idx
+
+
+def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_budget: int = 1 << 30,
+                         budget_name: str = "memory_budget", sink=None, on_pass=None, quiet: bool = True):
+    """Build the undirected CSR on the GPU in passes within a device budget (see the module docstring).
+
+    Parameters
+    ----------
+    source : object
+        ``m``, ``step``, ``read(a, b)`` (CuPy rows) and ``done()``.
+    n_vertices : int
+        Vertex count, at most 2**32.
+    dedupe : bool
+        Drop duplicate entries.
+    memory_budget : int
+        Device bytes for the whole build (module docstring).
+    budget_name : str
+        The option named in budget errors (e.g. ``--device-memory-limit``).
+    sink, on_pass, quiet
+        As in :func:`dbfs.kernel1.passes.build_csr_passes`.
+
+    Returns
+    -------
+    CSRGraph or dict
+        The host graph (its ``meta`` when a sink is given); ``meta["passes"]``
+        as on the CPU.
+    """
+    n = int(n_vertices)
+    if n > 2**32:
+        raise DbfsError(f"GPU Kernel 1 packs vertex ids in 32 bits, {n} vertices do not fit: "
+                        f"use dbfs.kernel1.build_csr_passes")
+    budget = int(memory_budget)
+    idt = id_dtype(n)
+    fixed = device_cost(n, source.step, 0, 0)
+    if fixed + 8 * n > budget:
+        raise DbfsError(f"{budget_name} {budget} B is too small for the degree pass over {n} vertices and edge "
+                        f"chunks of {source.step} rows: it needs {fixed + 8 * n} B; "
+                        f"raise {budget_name} to at least {fixed + 8 * n} B")
+    k = _kernels()
+    pool = cp.get_default_memory_pool()
+    hook = on_pass or (lambda *a: None)
+    spans = _spans(source)
+    pool.free_all_blocks()
+    hook("start", -1, {"planned": fixed + 8 * n})
+    raw_ptr = _degrees(source, spans, n, k)
+    hook("end", -1, {"planned": fixed + 8 * n})
+    # the plan on the host (a copy of the row starts, host memory): the device cost per entry and per row
+    host_ptr = cp.asnumpy(raw_ptr)
+    ranges = plan_ranges(host_ptr, budget, _ENTRY, fixed, budget_name, row_cost=_ROW) if n else []
+    del host_ptr
+    say(f"GPU Kernel 1 in passes: {len(ranges)} pass(es) over {source.m:,} edges, device budget {budget:,} B", quiet)
+    own = sink is None
+    if own:
+        sink = _Assemble(n, int(raw_ptr[n]) if n else 0, idt)
+    nnz = 0
+    for i, (lo, hi, cost) in enumerate(ranges):
+        pool.free_all_blocks()
+        hook("start", i, {"lo": lo, "hi": hi, "planned": cost})
+        ptr, idx = _one_pass(source, spans, lo, hi, raw_ptr, idt, dedupe, k)
+        hook("end", i, {"lo": lo, "hi": hi, "planned": cost})
+        sink(lo, hi, ptr, idx)
+        nnz += int(idx.size)
+        del ptr, idx
+    del raw_ptr
+    pool.free_all_blocks()
+    info = {"count": len(ranges), "ranges": [(lo, hi) for lo, hi, _ in ranges],
+            "planned": [c for _, _, c in ranges], "peak_planned": max([c for _, _, c in ranges], default=0),
+            "budget": budget, "resident": 8 * (n + 1), "chunk": fixed - 8 * (n + 1), "nnz": nnz}
+    meta = {"dedupe": bool(dedupe), "relabel": "none", "n_edges": int(source.m), "passes": info}
+    if own:
+        return CSRGraph(sink.indptr, sink.indices[:sink.pos], n, meta=meta)
+    return meta

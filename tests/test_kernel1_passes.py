@@ -1,0 +1,183 @@
+"""Kernel 1 in passes (dbfs.kernel1.passes, dbfs.kernel1.passes_gpu): the same bytes as the one-pass
+build for 1, 2, 3 and many passes over stored and virtual datasets (real zarr stores, regenerated
+chunks), every pass's measured allocations within its planned bytes, budget errors in one line, and
+the CLI's --device-memory-limit surface. GPU tests (marker gpu) skip without a device."""
+import tracemalloc
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from dbfs import kernel1, store
+from dbfs.cli import cli
+from dbfs.errors import DbfsError
+from dbfs.kernel1.passes import build_csr_passes, chunk_cost, plan_ranges
+from dbfs.spec import GraphSpec
+
+
+def _gen(root, scale, edges, chunk):
+    ds, _ = store.generate(GraphSpec.make(scale=scale), root, chunk_edges=chunk, quiet=True, edges=edges)
+    return ds
+
+
+@pytest.fixture(scope="module")
+def s12(tmp_path_factory):
+    """SCALE 12 stored (chunks of 5000 rows) and virtual (7000): datasets and the one-pass CSR."""
+    root = tmp_path_factory.mktemp("passes")
+    st, vi = _gen(root / "s", 12, "stored", 5000), _gen(root / "v", 12, "virtual", 7000)
+    ref = kernel1.build_csr(st.edges()[:], st.n_vertices)
+    build_csr_passes(st.edges(), st.n_vertices)   # compiled before any pass is measured
+    return {"stored": st, "virtual": vi, "ref": ref}
+
+
+def _raw_ptr(edges, n):
+    e = np.asarray(edges, np.int64)
+    e = e[e[:, 0] != e[:, 1]]
+    return np.concatenate([[0], np.cumsum(np.bincount(e.ravel(), minlength=n))]).astype(np.int64)
+
+
+def _budget_for(arr, n, passes):
+    """The smallest budget whose plan has at most ``passes`` passes (binary search on plan_ranges)."""
+    fixed = 8 * (n + 1) + chunk_cost(arr.chunks[0], arr.dtype.itemsize)
+    rp = _raw_ptr(arr[:], n)
+    lo, hi = fixed + 64, fixed + 4 * int(rp[-1]) + 16 * (n + 2)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        try:
+            k = len(plan_ranges(rp, mid, 4, fixed))
+        except DbfsError:
+            k = passes + 1
+        lo, hi = (lo, mid) if k <= passes else (mid + 1, hi)
+    return lo
+
+
+def _measured(edges, **kw):
+    """Build with tracemalloc on: (graph, [(pass, measured peak bytes, planned bytes)])."""
+    rec, cur = [], {}
+
+    def hook(ev, k, info):
+        if ev == "start":
+            tracemalloc.reset_peak()
+            cur[k] = tracemalloc.get_traced_memory()[0]
+        else:
+            rec.append((k, tracemalloc.get_traced_memory()[1] - cur[k], info["planned"]))
+
+    tracemalloc.start()
+    try:
+        g = build_csr_passes(edges, on_pass=hook, **kw)
+    finally:
+        tracemalloc.stop()
+    return g, rec
+
+
+@pytest.mark.parametrize("storage", ["stored", "virtual"])
+@pytest.mark.parametrize("passes", [1, 2, 3, "many"])
+def test_same_bytes_as_one_pass_within_budget(s12, storage, passes):
+    ds, ref = s12[storage], s12["ref"]
+    arr = ds.edges()
+    want = 40 if passes == "many" else passes
+    budget = _budget_for(arr, ds.n_vertices, want)
+    g, rec = _measured(arr, n_vertices=ds.n_vertices, memory_budget=budget)
+    info = g.meta["passes"]
+    assert (info["count"] >= 20) if passes == "many" else (info["count"] == passes), info["count"]
+    assert g.indptr.dtype == ref.indptr.dtype and g.indices.dtype == ref.indices.dtype
+    assert g.indptr.tobytes() == ref.indptr.tobytes() and g.indices.tobytes() == ref.indices.tobytes()
+    assert info["peak_planned"] <= budget
+    assert len(rec) == info["count"] + 1           # the degree pass and every range pass
+    for k, peak, planned in rec:                   # what each pass allocated, within its plan
+        assert peak <= planned, (k, peak, planned)
+    ranges = info["ranges"]
+    assert ranges[0][0] == 0 and ranges[-1][1] == ds.n_vertices
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+
+
+def test_keep_duplicates_and_scale16_virtual(tmp_path, s12):
+    ds = s12["virtual"]
+    ref = kernel1.build_csr(ds.edges()[:], ds.n_vertices, dedupe=False)
+    g = build_csr_passes(ds.edges(), ds.n_vertices, dedupe=False, memory_budget=_budget_for(ds.edges(), ds.n_vertices, 3))
+    assert g.meta["passes"]["count"] == 3
+    assert g.indptr.tobytes() == ref.indptr.tobytes() and g.indices.tobytes() == ref.indices.tobytes()
+    big = _gen(tmp_path, 16, "virtual", 1 << 18)
+    ref = kernel1.build_csr(big.edges()[:], big.n_vertices)
+    arr = big.edges()
+    fixed = 8 * (big.n_vertices + 1) + chunk_cost(arr.chunks[0], arr.dtype.itemsize)
+    g = build_csr_passes(arr, big.n_vertices, memory_budget=fixed + 4 * ref.indices.size // 2)
+    assert g.meta["passes"]["count"] >= 3
+    assert g.indptr.tobytes() == ref.indptr.tobytes() and g.indices.tobytes() == ref.indices.tobytes()
+
+
+def test_numpy_input_and_sink(golden10):
+    e = golden10["edges"]
+    ref = kernel1.build_csr(e)
+    g = build_csr_passes(e, memory_budget=8 * (ref.n_vertices + 1) + 20000)
+    assert g.meta["passes"]["count"] > 3 and g.n_vertices == ref.n_vertices
+    assert g.indptr.tobytes() == ref.indptr.tobytes() and g.indices.tobytes() == ref.indices.tobytes()
+    blocks = []
+    meta = build_csr_passes(e, ref.n_vertices, memory_budget=8 * (ref.n_vertices + 1) + 20000,
+                            sink=lambda lo, hi, p, i: blocks.append((lo, hi, p.copy(), i.copy())))
+    assert [(lo, hi) for lo, hi, _, _ in blocks] == meta["passes"]["ranges"]
+    assert np.concatenate([i for *_, i in blocks]).tobytes() == ref.indices.tobytes()
+
+
+def test_budget_errors_are_one_line(s12):
+    ds = s12["stored"]
+    arr = ds.edges()
+    fixed = 8 * (ds.n_vertices + 1) + chunk_cost(arr.chunks[0], arr.dtype.itemsize)
+    hub = int(np.diff(_raw_ptr(arr[:], ds.n_vertices)).max())
+    with pytest.raises(DbfsError) as ei:                     # the hub row alone is over the budget
+        build_csr_passes(arr, ds.n_vertices, memory_budget=fixed + 4 * hub - 100, budget_name="--device-memory-limit")
+    msg = str(ei.value)
+    assert "\n" not in msg and "--device-memory-limit" in msg and f"{fixed + 4 * hub + 32} B" in msg, msg
+    with pytest.raises(DbfsError, match=r"^memory_budget 1000 B is too small for the degree pass .* at least \d+ B$"):
+        build_csr_passes(arr, ds.n_vertices, memory_budget=1000)
+    with pytest.raises(DbfsError, match="outside"):
+        build_csr_passes(np.array([[0, 5]], np.int64), 3)
+
+
+def test_cli_device_memory_limit_refused_on_cpu(s12):
+    ds = s12["stored"]
+    res = CliRunner().invoke(cli, ["build", ds.name, "--datasets", str(ds.path.parent), "--device-memory-limit",
+                                   "1GiB"], catch_exceptions=False)
+    lines = res.stderr.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1 and "--device-memory-limit" in lines[0], res.stderr
+
+
+# ----------------------------------------------------------------------------- GPU (skip here)
+@pytest.mark.gpu
+@pytest.mark.parametrize("scale,storage", [(18, "virtual"), (20, "stored")])
+def test_gpu_passes_same_bytes_within_device_budget(cp, tmp_path, scale, storage):
+    from dbfs.kernel1.passes_gpu import build_csr_gpu_passes, device_cost
+    from dbfs.store.gpu import device_chunks
+
+    ds = _gen(tmp_path, scale, storage, 1 << 18)
+    ref = kernel1.build_csr(ds.edges()[:], ds.n_vertices)
+    src = device_chunks(ds)
+    n = ds.n_vertices
+    fixed = device_cost(n, src.step, 0, 0)
+    budget = fixed + (32 * 2 * ds.n_edges) // 4           # about a quarter of the entries per pass
+    pool = cp.get_default_memory_pool()
+    seen = []
+    g = build_csr_gpu_passes(src, n, memory_budget=budget,
+                             on_pass=lambda ev, k, info: seen.append((k, pool.total_bytes())) if ev == "end" else None)
+    assert g.meta["passes"]["count"] >= 3
+    assert g.indptr.tobytes() == ref.indptr.tobytes() and g.indices.tobytes() == ref.indices.tobytes()
+    assert len(seen) == g.meta["passes"]["count"] + 1
+    for k, held in seen:                                  # the pool's footprint of each pass (freed between)
+        assert held <= budget, (k, held, budget)
+
+
+@pytest.mark.gpu
+def test_gpu_cli_build_in_passes(cp, tmp_path):
+    root = tmp_path / "d"
+    ds = _gen(root, 14, "virtual", 1 << 12)
+    ref = kernel1.build_csr(ds.edges()[:], ds.n_vertices)
+    run = CliRunner().invoke
+    res = run(cli, ["build", ds.name, "--datasets", str(root), "--backend", "gpu", "--device-memory-limit", "1MiB"],
+              catch_exceptions=False)
+    assert res.exit_code == 0, res.output + res.stderr
+    g = kernel1.load_csr(ds.path, "p1-block")
+    assert g.indptr.tobytes() == ref.indptr.tobytes() and g.indices.tobytes() == ref.indices.tobytes()
+    res = run(cli, ["build", ds.name, "--datasets", str(root), "--backend", "gpu", "--force",
+                    "--device-memory-limit", "100KiB"], catch_exceptions=False)
+    lines = res.stderr.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1 and "--device-memory-limit" in lines[0], res.stderr
