@@ -94,7 +94,8 @@ def test_same_bytes_as_one_pass_within_budget(s12, storage, passes):
 def test_keep_duplicates_and_scale16_virtual(tmp_path, s12):
     ds = s12["virtual"]
     ref = kernel1.build_csr(ds.edges()[:], ds.n_vertices, dedupe=False)
-    g = build_csr_passes(ds.edges(), ds.n_vertices, dedupe=False, memory_budget=_budget_for(ds.edges(), ds.n_vertices, 3))
+    budget = _budget_for(ds.edges(), ds.n_vertices, 3)
+    g = build_csr_passes(ds.edges(), ds.n_vertices, dedupe=False, memory_budget=budget)
     assert g.meta["passes"]["count"] == 3
     assert g.indptr.tobytes() == ref.indptr.tobytes() and g.indices.tobytes() == ref.indices.tobytes()
     big = _gen(tmp_path, 16, "virtual", 1 << 18)

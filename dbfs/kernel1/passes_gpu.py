@@ -33,8 +33,8 @@ Device memory model (bytes): resident ``8 * (N + 1)`` (raw row starts;
 the degree pass also holds the ``8 * N`` counts); per pass
 ``32 * E_pass + 48 * (rows + 1)`` (keys 8, the sort's buffer 8, the dedupe
 mask 1 and its scan 8, the kept keys 8; per row cursor, row starts, bounds,
-``indptr``) plus ``64 * step + 1 MiB`` for a chunk (its rows, their int64
-copy, the generator's buffers). See :func:`device_cost`.
+``indptr``) plus ``96 * step + 1 MiB`` for a chunk (its rows, their int64
+copy, the generator's buffers, the degree pass's checksum terms). See :func:`device_cost`.
 
 Reference: Graph 500 Benchmark 1 specification 3.0.1, Kernel 1,
 https://graph500.org/?page_id=12.
@@ -54,7 +54,7 @@ __all__ = ["build_csr_gpu_passes", "device_cost"]
 
 _ENTRY = 32
 _ROW = 48
-_CHUNK_ROW = 64
+_CHUNK_ROW = 96
 _CHUNK_FIXED = 1 << 20
 
 
