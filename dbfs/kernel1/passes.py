@@ -330,7 +330,8 @@ def build_csr_passes(edges, n_vertices: int | None = None, dedupe: bool = True, 
     -------
     CSRGraph or dict
         The graph (its ``meta``, when a sink is given); ``meta["passes"]``:
-        ``count``, ``ranges`` [(lo, hi)], ``planned`` bytes per pass, ``peak_planned``, ``budget``, ``resident``, ``chunk``.
+        ``count``, ``ranges`` [(lo, hi)], ``planned`` bytes per pass,
+        ``peak_planned``, ``budget``, ``resident``, ``chunk``, ``nnz``.
     """
     _check_input(edges)
     budget = int(memory_budget)
