@@ -31,7 +31,7 @@ from dbfs.errors import DbfsError
 from dbfs.monitor import Publisher, describe_cluster, install
 from dbfs.progress import say
 
-__all__ = ["RunConfig", "RunResult", "run_graph500", "stored_for_run", "open_backend", "check_root",
+__all__ = ["RunConfig", "RunResult", "run_graph500", "stored_for_run", "open_backend", "check_fits", "check_root",
            "load_parent_file", "run_fields", "per_level_comparison"]
 
 
@@ -82,6 +82,20 @@ def stored_for_run(target, root, cfg: RunConfig) -> bool:
         return False
 
 
+def check_fits(target, root, cfg: RunConfig) -> dict:
+    """Refuse in one line, before any work, a run whose searches cannot fit this machine
+    (:func:`dbfs.preflight.check_run`); the estimate otherwise."""
+    from dbfs import preflight, store
+    from dbfs.spec import GraphSpec
+
+    if isinstance(target, GraphSpec):
+        n, m, scale = target.n_vertices, target.n_edges, target.scale
+    else:
+        ds = store.open_dataset(target, root)
+        n, m, scale = ds.n_vertices, ds.n_edges, ds.scale
+    return preflight.check_run(cfg.backend, n, m, scale)
+
+
 def open_backend(target, root_dir, cfg: RunConfig, client=None, given=(), pub: Publisher | None = None,
                  stages: dict | None = None):
     """Stages 1-3 for one backend: check ``cfg``, get the dataset (generated
@@ -91,6 +105,7 @@ def open_backend(target, root_dir, cfg: RunConfig, client=None, given=(), pub: P
     Returns (backend instance, dataset, variant, Kernel 1 attributes)."""
     B = get_backend(cfg.backend)
     B.check(cfg, given)
+    check_fits(target, root_dir, cfg)
     pub = pub if pub is not None else install(client, cfg.quiet)
     stages = {} if stages is None else stages
     clock = time.perf_counter()

@@ -81,3 +81,25 @@ def test_more_roots_than_eligible_is_said_and_recorded(tmp_path, dbfs_cli):
     assert 0 < nbfs < 64 and f"searching all {nbfs} of them" in res.stderr
     notes = json.loads(js.read_text())["config"]["notes"]
     assert len(notes) == 1 and "--roots 100000" in notes[0]
+
+
+def test_run_too_large_refused_before_work(tmp_path, dbfs_cli):
+    """A SCALE the searches cannot hold: one line naming the memory, the bytes short and the fix; nothing made."""
+    from dbfs.preflight import check_run, csr_bytes
+
+    res = dbfs_cli("run", "--scale", 34, "--datasets", tmp_path, ok=False)
+    err = res.stderr.strip()
+    assert res.exit_code == 2 and len(err.splitlines()) == 1, err
+    assert "SCALE 34 with --backend cpu does not fit host memory" in err and "short" in err, err
+    assert not any(tmp_path.iterdir()) and "LocalCluster" not in err
+    ip, ix = csr_bytes(1 << 20, 16 << 20)
+    assert check_run("cpu", 1 << 20, 16 << 20, host=ip + ix + 40 * (1 << 20))["host"] == ip + ix + 40 * (1 << 20)
+    with pytest.raises(Exception, match="short"):
+        check_run("cpu", 1 << 20, 16 << 20, host=ip + ix)
+    # the GPU backend: refused only when the device and host memory (zero-copy) together cannot hold it
+    assert check_run("gpu", 1 << 20, 16 << 20, host=1 << 40, device=1 << 20)["device"] > 1 << 20
+    with pytest.raises(Exception, match="fits neither the GPU"):
+        check_run("gpu", 1 << 20, 16 << 20, host=1 << 20, device=1 << 20)
+    # SCALE 30 on one H200 box (139 GiB device, ~120 GiB host free): allowed, as #20 plans it
+    assert check_run("gpu", 1 << 30, 16 << 30, host=120 << 30, device=139 << 30)["device"] > 139 << 30
+    assert check_run("dask", 1 << 40, 1 << 44, host=1, device=1)["csr"] > 0     # the cluster's memory: not here

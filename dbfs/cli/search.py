@@ -90,10 +90,11 @@ def _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg):
     from dbfs.backends import get_backend
     from dbfs.pipeline import stored_for_run
 
-    if isinstance(target, str):     # a NAME cannot be generated: missing, half-written or corrupt fails before
-        from dbfs import store      # any cluster starts
+    from dbfs.pipeline import check_fits
 
-        store.open_dataset(target, datasets)
+    # a NAME cannot be generated: missing, half-written or corrupt fails here, and a graph the
+    # searches cannot hold is refused, before any cluster starts or anything is generated
+    check_fits(target, datasets, cfg)
     mode = get_backend(cfg.backend).cluster
     if mode == "never":
         return "threads"

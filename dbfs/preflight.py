@@ -1,0 +1,107 @@
+"""Will a run fit this machine? Checked before any work (issue #20: never the OOM killer).
+
+Contract
+--------
+:func:`check_run` raises a one-line :class:`~dbfs.errors.DbfsError` naming
+the memory that is short, what the run needs, what the machine has and by
+how much, with the fix, when the searches of ``backend`` cannot hold the
+graph; it returns the estimate (a dict) otherwise. ``dbfs run`` and ``dbfs
+bfs`` call it before a cluster starts or anything is generated.
+
+Method: upper bounds from the graph's size alone (N vertices, M input
+edges). The CSR holds at most 2M entries (each edge both ways, before
+self-loops and duplicates are dropped: about 3% at SCALE 30, more at small
+SCALEs) of the vertex-id width (:func:`dbfs.graph.id_dtype`) and 8 (N + 1)
+bytes of row offsets; a search and its validation add about 40 bytes per
+vertex (parents, queues, bitmaps, the validation's per-vertex arrays).
+
+- ``cpu``: the CSR is loaded into this process: host memory available
+  (``MemAvailable``) >= CSR + 40 N.
+- ``gpu``: the CSR stays on the device when CSR + 30 N fits the device's
+  memory, else (part of) its adjacency lives in pinned host memory
+  (zero-copy): refused only when the device's total memory and the host
+  memory available together cannot hold CSR + 30 N.
+- ``dask``: the partitions live on the cluster's workers, whose memory this
+  process cannot see: nothing is checked here (a worker that cannot load
+  its partitions fails the load in one line).
+
+Encoding: bytes as ints; the estimate dict has ``csr``, ``per_vertex`` and
+the resource checked. Reference: Graph500 3.0.1's memory estimate in
+``make_graph_data_structure`` (the reference refuses too large a SCALE the
+same way, before generating).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from dbfs.errors import DbfsError
+from dbfs.graph import id_dtype
+from dbfs.units import human
+
+__all__ = ["csr_bytes", "host_available", "device_total", "check_run", "PER_VERTEX"]
+
+PER_VERTEX = 40          # bytes per vertex a search and its validation add (upper bound)
+GPU_PER_VERTEX = 30      # bytes per vertex of the GPU backend's device working set
+
+
+def csr_bytes(n: int, m: int) -> tuple[int, int]:
+    """(row offsets, adjacency) bytes of the CSR of ``m`` input edges over ``n`` vertices (upper bound)."""
+    return 8 * (n + 1), 2 * m * np.dtype(id_dtype(n)).itemsize
+
+
+def host_available() -> int:
+    """Host memory available to a new allocation (``MemAvailable``), bytes."""
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def device_total() -> int | None:
+    """The current CUDA device's memory, bytes (None without CuPy or a device)."""
+    try:
+        import cupy as cp
+
+        return int(cp.cuda.runtime.memGetInfo()[1])
+    except Exception:      # no CuPy, driver or device: the GPU backend refuses to run anyway
+        return None
+
+
+def _short(what: str, need: int, have: int, fix: str) -> DbfsError:
+    return DbfsError(f"{what}: the run needs up to {human(need)}, this machine has {human(have)} "
+                     f"({human(need - have)} short): {fix}")
+
+
+def check_run(backend: str, n: int, m: int, scale: int | None = None, host: int | None = None,
+              device: int | None = None) -> dict:
+    """Refuse (one line) a run whose searches cannot fit; see the module docstring.
+
+    Parameters
+    ----------
+    backend : str
+    n, m : int
+        Vertices and input edges.
+    scale : int, optional
+        For the message.
+    host, device : int, optional
+        The memory to check against (default: this machine's).
+    """
+    ip, ix = csr_bytes(n, m)
+    est = {"csr": ip + ix, "per_vertex": PER_VERTEX * n}
+    what = f"SCALE {scale}" if scale is not None else f"a graph of {n:,} vertices and {m:,} edges"
+    if backend == "cpu":
+        need = ip + ix + PER_VERTEX * n
+        have = host_available() if host is None else host
+        est["host"] = need
+        if need > have:
+            raise _short(f"{what} with --backend cpu does not fit host memory (the CSR is loaded whole)", need,
+                         have, "use a smaller --scale, or --backend dask on a cluster with more memory")
+    elif backend == "gpu":
+        dev = device_total() if device is None else device
+        need_dev = ip + ix + GPU_PER_VERTEX * n
+        have = host_available() if host is None else host
+        est["device"] = need_dev
+        if dev is not None and need_dev > dev + have:
+            raise _short(f"{what} with --backend gpu fits neither the GPU ({human(dev)}) nor the GPU and host "
+                         f"memory together ({human(have)} available)", need_dev, dev + have,
+                         "use a smaller --scale, or --backend dask with GPU and CPU workers (--cluster local-gpu)")
+    return est
