@@ -232,7 +232,7 @@ def run_graph500(target, root_dir=None, cfg: RunConfig | None = None, client=Non
             roots = b.roots(cfg.n_roots)
             if len(roots) == 0:
                 raise DbfsError(f"dataset {ds.name} has no vertex with a non-self-loop edge: nothing to search")
-            notes = []
+            notes = [k1["note"]] if k1.get("in_memory") else []
             if len(roots) < cfg.n_roots:
                 notes.append(f"--roots {cfg.n_roots} asked for more search keys than {ds.name} has eligible "
                              f"vertices: searching all {len(roots)} of them (NBFS {len(roots)})")

@@ -235,3 +235,19 @@ def test_run_closes_its_local_cluster_before_the_searches(tmp_path):
             assert not release_local_cluster(client) and client.status == "running"
         res = run("run", "--scale", 8, "--datasets", tmp_path, "--roots", 2, "--scheduler", cluster.scheduler_address)
         assert "closed the LocalCluster" not in res.stderr and cluster.scheduler.workers
+
+
+def test_csr_kept_in_memory_when_the_disk_is_short(tmp_path, monkeypatch):
+    """No room on disk for the CSR: Kernel 1 keeps it in memory for the run (said, noted in the JSON,
+    nothing stored) and the run equals one with the CSR stored."""
+    args = ("--scale", 10, "--roots", 4, "--scheduler", "threads")
+    ref = run("run", *args, "--datasets", tmp_path / "a").stdout
+    run("generate", "--scale", 10, "--datasets", tmp_path / "b", "--scheduler", "threads")
+    monkeypatch.setenv("DBFS_DISK_BUDGET", "1MiB")
+    res = run("run", *args, "--datasets", tmp_path / "b", "--json", tmp_path / "r.json")
+    assert "keeps it in memory for this run" in res.stderr
+    assert not (tmp_path / "b" / "kron-s10-ef16-s2-3" / "csr").exists() or \
+        not any((tmp_path / "b" / "kron-s10-ef16-s2-3" / "csr").iterdir())
+    pick = lambda out: [l for l in out.splitlines() if "nedge" in l or l.startswith("NBFS")]  # noqa: E731
+    assert pick(res.stdout) == pick(ref) and pick(ref)
+    assert any("in memory" in n for n in json.loads((tmp_path / "r.json").read_text())["config"]["notes"])

@@ -30,6 +30,7 @@ import importlib
 from dataclasses import dataclass, field
 
 from dbfs.errors import DbfsError
+from dbfs.progress import say
 
 __all__ = ["BACKENDS", "Backend", "RunConfig", "get_backend", "backend_table", "COMMON_OPTIONS"]
 
@@ -137,16 +138,49 @@ class Backend:
             return ds
         return store.open_dataset(target, root_dir)
 
+    #: whether the searches can take a CSR that Kernel 1 kept in memory (``ds.memo["graph"]``)
+    #: when the disk has no room for it; the others need it stored
+    in_memory_csr = False
+
     @classmethod
     def csr(cls, ds, cfg: RunConfig, client=None) -> tuple:
-        """(variant name, its attributes): the CSR variant ``cfg`` searches, built if not stored."""
+        """(variant name, its attributes): the CSR variant ``cfg`` searches, built if not stored
+        (kept in memory for this run, :meth:`csr_in_memory`, where the disk has no room for it)."""
         from dbfs import kernel1
 
         variant = kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
+        if cls.in_memory_csr and cfg.partitions == 1 and cfg.relabel == "none" and \
+                kernel1.reusable_variant(ds.path, 1, cfg.partitioning, cfg.dedupe, "none") is None:
+            from dbfs.preflight import csr_bytes
+            from dbfs.store.space import MARGIN, free_bytes
+
+            need = sum(csr_bytes(ds.n_vertices, ds.n_edges)) + MARGIN
+            free = free_bytes(ds.path)
+            if need > free:
+                return variant, cls.csr_in_memory(ds, cfg, need, free)
         attrs = kernel1.build_partitioned(ds.path, P=cfg.partitions, partitioning=cfg.partitioning,
                                           dedupe=cfg.dedupe, relabel=cfg.relabel, client=client,
                                           progress=not cfg.quiet)
         return variant, attrs
+
+    @classmethod
+    def csr_in_memory(cls, ds, cfg: RunConfig, need: int, free: int) -> dict:
+        """Kernel 1 in passes (:func:`dbfs.kernel1.build_csr_passes`, half the available host
+        memory as its budget) into ``ds.memo["graph"]``, not stored; said on stderr."""
+        import time
+
+        from dbfs.kernel1 import build_csr_passes
+        from dbfs.preflight import host_available
+        from dbfs.units import human
+
+        why = (f"no room on disk for the CSR of {ds.name} (up to {human(need)}, {human(free)} free): Kernel 1 "
+               f"keeps it in memory for this run, not stored")
+        say(why, cfg.quiet)
+        t0 = time.perf_counter()
+        g = build_csr_passes(ds.edges(), n_vertices=ds.n_vertices, dedupe=cfg.dedupe,
+                             memory_budget=max(host_available() // 2, 1 << 26))
+        ds.memo["graph"] = g
+        return {"construction_time": time.perf_counter() - t0, "in_memory": True, "note": why, "nnz": int(g.nnz)}
 
     # ---- the searches
     def load(self, ds, variant: str) -> float:

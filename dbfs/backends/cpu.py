@@ -51,6 +51,7 @@ class CpuBackend(Backend):
     kernels = "cpu"
     cluster = "stages"
     options = frozenset({"relabel", "partitioning"})
+    in_memory_csr = True
     refusals = {
         "partitions": "it searches one partition in this process: use --backend dask for P > 1",
         "device_memory_limit": "it applies to the GPU backend only: add --backend gpu or drop it",
@@ -68,7 +69,8 @@ class CpuBackend(Backend):
 
         self.ds, self.n = ds, ds.n_vertices
         t0 = time.perf_counter()
-        self.graph = kernel1.load_csr(ds.path, variant)
+        mem = ds.memo.get("graph")          # Kernel 1 kept it in memory (no room on disk)
+        self.graph = mem if mem is not None else kernel1.load_csr(ds.path, variant)
         self.load_time = time.perf_counter() - t0
         self.edges = edges_for_validation(ds)
         self.parent = None
