@@ -550,6 +550,13 @@ def client_for(scheduler: str | None = None, n_workers: int | None = None,
                                    memory_limit=memory_limit, dashboard_address="127.0.0.1:0", host="127.0.0.1",
                                    env=worker_env(threads_per_worker), silence_logs=40)
         client = Client(cluster)
+        try:        # every worker registered before the first task, so placements see them all
+            client.wait_for_workers(n, timeout=120)
+        except TimeoutError:
+            client.close()
+            cluster.close()
+            raise DbfsError(f"the LocalCluster's {n} worker processes did not all start within 120 s: lower "
+                            f"--workers or check memory") from None
         if not quiet:
             say(f"started LocalCluster ({n} worker processes x {threads_per_worker} thread); "
                 f"dashboard: {client.dashboard_link}")

@@ -246,7 +246,9 @@ def test_fixed_directions(client, kron10, golden10, algorithm):
 
 
 def test_fewer_workers_than_partitions(client, kron10, golden10):
+    client.wait_for_workers(2, timeout=60)     # an earlier test's killed worker may still be restarting
     ws = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    assert len(ws) == 2
     variant = kron10.variant(4, client)
     levels = []
     for use in (ws, ws[:1]):
