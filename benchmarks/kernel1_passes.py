@@ -33,23 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import median_time, write_record  # noqa: E402
 from dbfs import kernel1, store  # noqa: E402
-from dbfs.errors import DbfsError  # noqa: E402
-from dbfs.kernel1.passes import build_csr_passes, chunk_cost, plan_ranges  # noqa: E402
+from dbfs.kernel1.passes import build_csr_passes, min_budget  # noqa: E402
 from dbfs.spec import GraphSpec  # noqa: E402
-
-
-def budget_for(arr, n, raw_ptr, passes):
-    """Smallest budget whose plan has at most ``passes`` passes."""
-    fixed = 8 * (n + 1) + chunk_cost(arr.chunks[0], arr.dtype.itemsize)
-    lo, hi = fixed + 64, fixed + 4 * int(raw_ptr[-1]) + 16 * (n + 2)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        try:
-            k = len(plan_ranges(raw_ptr, mid, 4, fixed))
-        except DbfsError:
-            k = passes + 1
-        lo, hi = (lo, mid) if k <= passes else (mid + 1, hi)
-    return lo
 
 
 def peak_of(fn):
@@ -88,7 +73,7 @@ def one_scale(scale, storage, passes_list, repeat, root):
     _, peak_one, _ = peak_of(lambda hook, nh: kernel1.build_csr(ds.edges()[:], n))
     rows = []
     for k in passes_list:
-        budget = budget_for(arr, n, raw_ptr, k)
+        budget = min_budget(raw_ptr, arr.chunks[0], arr.dtype.itemsize, k)
         g = build_csr_passes(ds.edges(), n, memory_budget=budget)
         same = g.indptr.tobytes() == ref.indptr.tobytes() and g.indices.tobytes() == ref.indices.tobytes()
         t, all_t = median_time(lambda: build_csr_passes(ds.edges(), n, memory_budget=budget), repeat)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from dbfs import kernel1, store
 from dbfs.cli import cli
 from dbfs.errors import DbfsError
-from dbfs.kernel1.passes import build_csr_passes, chunk_cost, plan_ranges
+from dbfs.kernel1.passes import build_csr_passes, chunk_cost, min_budget
 from dbfs.spec import GraphSpec
 
 
@@ -37,18 +37,8 @@ def _raw_ptr(edges, n):
 
 
 def _budget_for(arr, n, passes):
-    """The smallest budget whose plan has at most ``passes`` passes (binary search on plan_ranges)."""
-    fixed = 8 * (n + 1) + chunk_cost(arr.chunks[0], arr.dtype.itemsize)
-    rp = _raw_ptr(arr[:], n)
-    lo, hi = fixed + 64, fixed + 4 * int(rp[-1]) + 16 * (n + 2)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        try:
-            k = len(plan_ranges(rp, mid, 4, fixed))
-        except DbfsError:
-            k = passes + 1
-        lo, hi = (lo, mid) if k <= passes else (mid + 1, hi)
-    return lo
+    """The smallest budget whose plan has at most ``passes`` passes."""
+    return min_budget(_raw_ptr(arr[:], n), arr.chunks[0], arr.dtype.itemsize, passes)
 
 
 def _measured(edges, **kw):

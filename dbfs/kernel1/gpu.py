@@ -46,6 +46,7 @@ import numpy as np
 
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph, id_dtype
+from dbfs.kernel1.inmemory import check_edge_shape
 
 __all__ = ["build_csr_gpu"]
 
@@ -75,11 +76,8 @@ def _grid(items: int) -> tuple:
 
 
 def _as_device_edges(edges):
+    check_edge_shape(edges)
     shape = tuple(edges.shape)
-    if len(shape) != 2 or shape[1] != 2:
-        raise DbfsError(f"edge list has shape {shape}, expected (M, 2): pass one (u, v) tuple per row")
-    if np.dtype(edges.dtype).kind not in "iu":
-        raise DbfsError(f"edge list has dtype {edges.dtype}: pass integer vertex ids (uint32 or int64)")
     if isinstance(edges, cp.ndarray):
         if edges.dtype == cp.int64 and edges.flags.c_contiguous:
             return edges

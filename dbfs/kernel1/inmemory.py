@@ -162,12 +162,19 @@ def _build_rows(pairs: list, n_rows: int, symmetric: bool, iperm, idt, dedupe: b
     return indptr, out
 
 
+def check_edge_shape(edges) -> None:
+    """A one-line DbfsError unless ``edges`` (any array with ``shape`` and ``dtype``: NumPy,
+    CuPy, a stored or virtual edge reader) is (M, 2) integer vertex ids."""
+    shape = tuple(edges.shape)
+    if len(shape) != 2 or shape[1] != 2:
+        raise DbfsError(f"edge list has shape {shape}, expected (M, 2): pass one (u, v) tuple per row")
+    if np.dtype(edges.dtype).kind not in "iu":
+        raise DbfsError(f"edge list has dtype {edges.dtype}: pass integer vertex ids (uint32 or int64)")
+
+
 def _check_edges(edges):
     edges = np.asarray(edges)
-    if edges.ndim != 2 or edges.shape[1] != 2:
-        raise DbfsError(f"edge list has shape {edges.shape}, expected (M, 2): pass one (u, v) tuple per row")
-    if not np.issubdtype(edges.dtype, np.integer):
-        raise DbfsError(f"edge list has dtype {edges.dtype}: pass integer vertex ids (uint32 or int64)")
+    check_edge_shape(edges)
     return edges
 
 

@@ -76,9 +76,10 @@ from numba import njit, prange
 
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph, id_dtype
+from dbfs.kernel1.inmemory import check_edge_shape
 from dbfs.progress import say
 
-__all__ = ["build_csr_passes", "plan_ranges", "chunk_cost", "MIN_PASS_ROWS"]
+__all__ = ["build_csr_passes", "plan_ranges", "chunk_cost", "min_budget", "MIN_PASS_ROWS"]
 
 _NUMPY_STEP = 1 << 20      # rows per slice of an in-memory (NumPy) edge list
 _ROW_COST = 16             # per row of a range: its cursor and its block indptr entry
@@ -174,6 +175,22 @@ def chunk_cost(chunk_rows: int, e_isz: int) -> int:
     return int(chunk_rows) * max(32, 8 * int(e_isz)) + _READ_FIXED
 
 
+def min_budget(raw_ptr: np.ndarray, chunk_rows: int, e_isz: int, passes: int) -> int:
+    """The smallest ``memory_budget`` whose plan (:func:`plan_ranges`) has at most ``passes``
+    passes over rows ``raw_ptr`` (binary search; ``chunk_rows``, ``e_isz``: the edge reads)."""
+    n = raw_ptr.size - 1
+    fixed = 8 * (n + 1) + chunk_cost(chunk_rows, e_isz)
+    lo, hi = fixed + 64, fixed + 4 * int(raw_ptr[-1]) + 16 * (n + 2)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        try:
+            k = len(plan_ranges(raw_ptr, mid, 4, fixed))
+        except DbfsError:
+            k = passes + 1
+        lo, hi = (lo, mid) if k <= passes else (mid + 1, hi)
+    return lo
+
+
 def plan_ranges(raw_ptr: np.ndarray, budget: int, i_isz: int, fixed: int, budget_name: str = "memory_budget",
                 row_cost: int = _ROW_COST):
     """Consecutive row ranges whose pass cost ``fixed + i_isz * entries + row_cost * (rows + 1)`` fits ``budget``.
@@ -234,14 +251,6 @@ def _slices(edges):
 def _read(edges, a, b):
     blk = edges[a:b]
     return blk[:, 0], blk[:, 1], blk
-
-
-def _check_input(edges):
-    shape = tuple(edges.shape)
-    if len(shape) != 2 or shape[1] != 2:
-        raise DbfsError(f"edge list has shape {shape}, expected (M, 2): pass one (u, v) tuple per row")
-    if np.dtype(edges.dtype).kind not in "iu":
-        raise DbfsError(f"edge list has dtype {edges.dtype}: pass integer vertex ids (uint32 or int64)")
 
 
 def _degrees(edges, spans, n, checksum):
@@ -333,7 +342,7 @@ def build_csr_passes(edges, n_vertices: int | None = None, dedupe: bool = True, 
         ``count``, ``ranges`` [(lo, hi)], ``planned`` bytes per pass,
         ``peak_planned``, ``budget``, ``resident``, ``chunk``, ``nnz``.
     """
-    _check_input(edges)
+    check_edge_shape(edges)
     budget = int(memory_budget)
     m = int(edges.shape[0])
     spans, step = _slices(edges)
