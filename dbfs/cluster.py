@@ -201,9 +201,9 @@ def worker_env(threads: int) -> dict:
             "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"), **QUIET_WORKER}
 
 
-#: no statistical profiler thread in dbfs's workers: it samples every thread's stack
-#: every 10 ms under the GIL, which a search thread then waits for (the dashboard's
-#: Profile page is empty; every other page works)
+#: no statistical profiler thread in dbfs's workers: its stack sampling takes the GIL a
+#: search thread waits for (docs/DISTRIBUTED.md, GPU workers; the dashboard's Profile page
+#: is empty, every other page works)
 QUIET_WORKER = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
 
 

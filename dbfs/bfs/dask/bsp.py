@@ -62,7 +62,7 @@ from dbfs.partition import Partitioning, owner_local
 
 __all__ = ["_bsp_search", "_bsp_levels", "SEARCH_SWITCH_S"]
 
-SEARCH_SWITCH_S = 5e-5      # the worker's GIL switch interval during a search (Python's default: 5 ms)
+SEARCH_SWITCH_S = 5e-5      # the worker's GIL switch interval during a search (why: docs/DISTRIBUTED.md, GPU workers)
 
 
 def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total):
@@ -83,8 +83,7 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_t
         if mesh is None:
             return {"lost": f"no mesh {mesh_id[:8]} on this worker (restarted?)"}
     switch = sys.getswitchinterval()
-    # while the search runs, a thread of the worker that took the GIL (event loop, monitors)
-    # hands it back within 50 us instead of 5 ms when the search thread waits for it
+    # a worker thread holding the GIL (event loop, monitors) yields it soon to the waiting search thread
     sys.setswitchinterval(SEARCH_SWITCH_S)
     try:
         return _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, plugin,

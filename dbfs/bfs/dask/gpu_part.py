@@ -38,6 +38,7 @@ import numpy as np
 
 from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
+from dbfs.partition import Partitioning
 from dbfs.units import human
 
 __all__ = ["_GpuPart", "_to_device", "device_bytes", "worker_bytes", "warm_device", "_device_info"]
@@ -138,7 +139,8 @@ class _GpuPart:
         self.base_visited = cp.empty(max(nw32, 1), cp.uint32)
         _kernels(self.vid)["base_visited"](_grid(nw32), (_BLOCK,),
                                            (self.indptr, _i64(p.nloc), _i64(nw32), self.base_visited))
-        self.starts_host = np.array([_block_start(p.n, p.P, r) for r in range(p.P + 1)], np.int64)
+        blocks = Partitioning(p.n, p.P, "block")
+        self.starts_host = np.array([blocks.vertex_range(r).start for r in range(p.P)] + [p.n], np.int64)
         self.starts = cp.asarray(self.starts_host)
         warm_device(self)
 
@@ -148,13 +150,6 @@ class _GpuPart:
         return {**self.meta, "load_time": self.load_time, "prepare_time": self.prepare_time, "count": self.count,
                 "pid": os.getpid(), "kind": "gpu", "device_bytes": int(self.device_bytes),
                 "host_bytes": int(self.indptr_host.nbytes)}
-
-
-def _block_start(n: int, P: int, r: int) -> int:
-    from dbfs.partition import Partitioning
-
-    part = Partitioning(n, P, "block")
-    return part.vertex_range(r).start if r < P else n
 
 
 def _to_device(p, worker: str = ""):
