@@ -36,21 +36,26 @@ Algorithms (``ALGORITHMS``, the kernel table :mod:`dbfs.bfs` reads for backend `
   ``GPU_BEAMER_ALPHA``), fed with the same counts (frontier
   vertices, frontier edges, unexplored edges).
 
-Every algorithm takes ``device_memory_limit`` (bytes, default None): the CSR
-(``indptr`` + ``indices``) is kept on the device when it fits (in the limit,
-or by default in 90% of the free device memory minus the search's working
-set), else its adjacency array ``indices`` stays in mapped pinned host
-memory that the same kernels read zero-copy over the bus (Graph500 "big
-data" mode; same results, slower). The per-vertex arrays (``indptr``, the
-hub table, parents, bitmaps, queues: about 30 B per vertex) are always on
-the device, so a bottom-up level whose hub test succeeds never crosses the
-bus.
+Every algorithm takes ``device_memory_limit`` (bytes, default None) and
+``split_order`` (``"prefix"``, default, or ``"suffix"``): the row offsets
+and as much of the adjacency as fits stay on the device (in the limit, or
+by default in 90% of the free device memory minus the search's working
+set), whole rows from one end of the row order (:mod:`dbfs.split`); the
+rest of the adjacency stays in mapped pinned host memory that the same
+kernels read zero-copy over the bus (Graph500 "big data" mode; same
+results, slower). The kernels read entries through ``ADJ(j)`` (bfs.cu), so
+a CSR wholly on the device, wholly in host memory or split between them
+runs one code path. The per-vertex arrays (``indptr``, the hub table,
+parents, bitmaps, queues: about 30 B per vertex) are always on the device,
+so a bottom-up level whose hub test succeeds never crosses the bus.
 
 Device graph cache: ``graph.meta["gpu"]`` holds a :class:`DeviceGraph` (the
-CSR on the device or mapped host memory and a bitmap of zero-degree
-vertices, built once per graph, like the CSR itself), so repeated searches
-upload nothing. A CSR built by :func:`dbfs.kernel1.gpu.build_csr_gpu` leaves
-its device arrays in ``graph.meta["gpu_csr"]`` and is used without a copy.
+CSR where the kernels read it and a bitmap of zero-degree vertices, built
+once per graph, like the CSR itself), so repeated searches upload nothing.
+A CSR built by :func:`dbfs.kernel1.gpu.build_csr_gpu` leaves its device
+arrays in ``graph.meta["gpu_csr"]``, one built in passes straight into a
+device/host split (:mod:`dbfs.kernel1.placed_gpu`) its pieces in
+``graph.meta["gpu_pieces"]``; both are used without a copy.
 Per-search state (parent fill, visited/frontier bitmaps, queues) is set up
 inside the search.
 
@@ -72,6 +77,8 @@ import numpy as np
 
 from dbfs.bfs.timing import collector_paused
 from dbfs.bfs.policy import BU, GPU_BEAMER_ALPHA, TD, policy_from
+from dbfs.pinned import mapped_host_empty
+from dbfs.split import plan_split
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph
 
@@ -126,14 +133,20 @@ def _i64(x) -> np.int64:
 
 
 # ------------------------------------------------------------- device graph
+_NO_SPLIT = 1 << 62     # ix_split of a CSR wholly in one piece
+
+
 @dataclass
 class DeviceGraph:
     """The CSR where the kernels read it, plus the zero-degree bitmap and the
     hub table (each vertex's highest-degree neighbour, always in device memory).
 
-    ``mode`` is ``"device"`` or ``"host"`` (mapped pinned host memory);
-    ``indptr_host`` is a host copy of ``indptr`` (root degrees for the
-    direction policy); ``keep`` holds the owners of host allocations.
+    ``indices`` holds adjacency entries ``[0, split)`` and ``indices_b``
+    entries ``[split, nnz)`` (None: ``indices`` holds them all). ``mode`` is
+    ``"device"``, ``"host"`` (mapped pinned host memory) or ``"split"``
+    (:mod:`dbfs.split`; ``placement`` its report); ``indptr_host`` is a
+    host copy of ``indptr`` (root degrees for the direction policy);
+    ``keep`` holds the owners of host allocations.
     """
 
     n: int
@@ -146,10 +159,20 @@ class DeviceGraph:
     indptr_host: np.ndarray | None = None
     keep: list = field(default_factory=list)
     hub: object = None      # hub[v]: v's highest-degree neighbour (device, vid type), for bu_step
+    indices_b: object = None
+    split: int = _NO_SPLIT
+    placement: dict = field(default_factory=dict)
+    key: tuple = ()         # (device_memory_limit, split_order) it was placed for
 
     @property
     def nwords(self) -> int:
         return (self.n + 31) >> 5
+
+    @property
+    def adj(self) -> tuple:
+        """The kernels' ``ADJ_PARAMS`` (bfs.cu): both pieces and the entry where they meet."""
+        b = self.indices if self.indices_b is None else self.indices_b
+        return self.indices, b, _i64(self.split)
 
     def degree(self, v: int) -> int:
         if self.indptr_host is not None:
@@ -162,20 +185,16 @@ def _is_device(a) -> bool:
     return isinstance(a, cp.ndarray)
 
 
-def _mapped_host_array(arr: np.ndarray, keep: list):
-    """A CuPy array over mapped pinned host memory holding a copy of ``arr``.
+def whole(indices) -> tuple:
+    """``ADJ_PARAMS`` of an adjacency array wholly in one piece."""
+    return indices, indices, _i64(_NO_SPLIT)
 
-    With unified addressing (every 64-bit CUDA platform) the host pointer of
-    a mapped pinned allocation is also its device pointer."""
-    nbytes = max(int(arr.nbytes), 8)
-    rt = cp.cuda.runtime
-    flags = getattr(rt, "hostAllocPortable", 1) | getattr(rt, "hostAllocMapped", 2)
-    mem = cp.cuda.PinnedMemory(nbytes, flags)
-    keep.append(mem)
-    host = np.ndarray(arr.shape, dtype=arr.dtype, buffer=cp.cuda.PinnedMemoryPointer(mem, 0))
+
+def _mapped_host_array(arr: np.ndarray, keep: list):
+    """A CuPy array over mapped pinned host memory holding a copy of ``arr``."""
+    host, dev = mapped_host_empty(arr.shape, arr.dtype, keep)
     host[...] = arr
-    dev_mem = cp.cuda.UnownedMemory(mem.ptr, nbytes, mem, cp.cuda.Device().id)
-    return cp.ndarray(arr.shape, dtype=arr.dtype, memptr=cp.cuda.MemoryPointer(dev_mem, 0))
+    return dev
 
 
 def _free_device_bytes() -> int:
@@ -189,27 +208,43 @@ def _working_set(n: int, vid_bytes: int) -> int:
     return 8 * n + 4 * vid_bytes * n + 16 * n + 4 * 4 * ((n + 31) >> 5) + (1 << 24)
 
 
-def _choose_mode(graph: CSRGraph, device_memory_limit) -> str:
-    ip, ix = graph.indptr, graph.indices
-    nbytes = int(ip.nbytes) + int(ix.nbytes)
-    if device_memory_limit is not None:
-        return "device" if nbytes <= int(device_memory_limit) else "host"
-    if _is_device(ip) or "gpu_csr" in graph.meta:
-        return "device"
-    need = nbytes + _working_set(graph.n_vertices, ix.dtype.itemsize)
-    return "device" if need <= 0.9 * _free_device_bytes() else "host"
+def _plan(graph: CSRGraph, ip_host: np.ndarray, device_memory_limit, order: str):
+    """The :class:`~dbfs.split.Split` of ``graph``'s adjacency for this device (module docstring)."""
+    ix = graph.indices
+    item = ix.dtype.itemsize
+    if device_memory_limit is None and (_is_device(ix) or "gpu_csr" in graph.meta):
+        budget = int(graph.nnz) * item                       # already on the device
+    elif device_memory_limit is not None:
+        budget = int(device_memory_limit) - int(ip_host.nbytes)
+    else:
+        budget = int(0.9 * _free_device_bytes()) - _working_set(graph.n_vertices, item) - int(ip_host.nbytes)
+    return plan_split(ip_host, budget // item, order, item)
 
 
-def device_graph(graph: CSRGraph, device_memory_limit=None) -> DeviceGraph:
+def _pieces(graph: CSRGraph, sp, keep: list) -> tuple:
+    """(indices, indices_b, split) on the device and in mapped host memory per the split ``sp``."""
+    pair = graph.meta.get("gpu_csr")
+    if sp.mode == "device":
+        return (pair[1] if pair is not None else cp.asarray(graph.indices)), None, _NO_SPLIT
+    ix = np.ascontiguousarray(cp.asnumpy(graph.indices))
+    if sp.mode == "host":
+        return _mapped_host_array(ix, keep), None, _NO_SPLIT
+    lo, hi = ix[:sp.entry], ix[sp.entry:]
+    if sp.order == "prefix":
+        return cp.asarray(lo), _mapped_host_array(hi, keep), sp.entry
+    return _mapped_host_array(lo, keep), cp.asarray(hi), sp.entry
+
+
+def device_graph(graph: CSRGraph, device_memory_limit=None, split_order: str = "prefix") -> DeviceGraph:
     """The cached :class:`DeviceGraph` of ``graph`` (built on first use).
 
     With ``device_memory_limit=None`` a cached one is reused whatever its
-    mode (free memory shrinks once the graph is on the device)."""
+    placement (free memory shrinks once the graph is on the device); a CSR
+    placed by Kernel 1 (``meta["gpu_pieces"]``) is used as placed."""
     cached = graph.meta.get("gpu")
-    if device_memory_limit is None and isinstance(cached, DeviceGraph):
-        return cached
-    mode = _choose_mode(graph, device_memory_limit)
-    if isinstance(cached, DeviceGraph) and cached.mode == mode:
+    placed = graph.meta.get("gpu_pieces")
+    key = (device_memory_limit, split_order)
+    if isinstance(cached, DeviceGraph) and (device_memory_limit is None or placed is not None or cached.key == key):
         return cached
     n = int(graph.n_vertices)
     idt = np.dtype(graph.indices.dtype)
@@ -217,32 +252,28 @@ def device_graph(graph: CSRGraph, device_memory_limit=None) -> DeviceGraph:
         raise DbfsError(f"CSR indices have dtype {idt}: the GPU backend needs int32 or int64 (Kernel 1 output)")
     vid = _VID[idt]
     keep: list = []
-    ip_host = graph.indptr if isinstance(graph.indptr, np.ndarray) else None
-    if mode == "device":
+    if placed is not None:
+        indptr, (ix_a, ix_b, split), sp, keep = placed["indptr"], placed["adj"], placed["split"], placed["keep"]
+        ip_host = graph.indptr
+    else:
+        ip_host = np.ascontiguousarray(cp.asnumpy(graph.indptr), dtype=np.int64)
+        sp = _plan(graph, ip_host, device_memory_limit, split_order)
+        if isinstance(cached, DeviceGraph) and cached.placement == sp.report():
+            cached.key = key
+            return cached
+        graph.meta.pop("gpu", None)     # another placement was cached: let it go first
         pair = graph.meta.get("gpu_csr")
-        if pair is not None:
-            indptr, indices = pair
-        else:
-            indptr = cp.asarray(graph.indptr, dtype=cp.int64)
-            indices = cp.asarray(graph.indices)
-    else:   # the adjacency stays in host memory; the row offsets (8 B per vertex) go to the device
-        ip = np.ascontiguousarray(cp.asnumpy(graph.indptr), dtype=np.int64)
-        ix = np.ascontiguousarray(cp.asnumpy(graph.indices))
-        indptr = cp.asarray(ip)
-        indices = _mapped_host_array(ix, keep)
-        ip_host = ip
-    if ip_host is None:         # root degrees for the policy without a device round trip
-        ip_host = cp.asnumpy(indptr)
-    if cached is not None:      # another mode was cached: let it go first
-        graph.meta.pop("gpu", None)
+        indptr = pair[0] if pair is not None else cp.asarray(ip_host)
+        ix_a, ix_b, split = _pieces(graph, sp, keep)
     k = _kernels(vid)
     nwords = (n + 31) >> 5
     base = cp.empty(max(nwords, 1), cp.uint32)
     k["base_visited"](_grid(nwords), (_BLOCK,), (indptr, _i64(n), _i64(nwords), base))
     hub = cp.empty(max(n, 1), cp.int32 if vid == "int" else cp.int64)
-    k["hub_of"](_grid(32 * n), (_BLOCK,), (indptr, indices, _i64(n), hub))
-    dg = DeviceGraph(n=n, nnz=int(graph.nnz), indptr=indptr, indices=indices, vid=vid, base_visited=base,
-                     mode=mode, indptr_host=ip_host, keep=keep, hub=hub)
+    dg = DeviceGraph(n=n, nnz=int(graph.nnz), indptr=indptr, indices=ix_a, vid=vid, base_visited=base,
+                     mode=sp.mode, indptr_host=ip_host, keep=keep, hub=hub, indices_b=ix_b, split=split,
+                     placement=sp.report(), key=key)
+    k["hub_of"](_grid(32 * n), (_BLOCK,), (indptr, *dg.adj, _i64(n), hub))
     graph.meta["gpu"] = dg
     return dg
 
@@ -295,7 +326,7 @@ def _record(level, direction, n_f, edges, discovered, t0):
             "discovered": int(discovered), "time": time.perf_counter() - t0}
 
 
-def expand(k, indptr, indices, queue, n_f, m_f, visited, parent, next_q, row, gadd=0, count_deg=1):
+def expand(k, indptr, adj, queue, n_f, m_f, visited, parent, next_q, row, gadd=0, count_deg=1):
     """One top-down expansion of ``queue[:n_f]`` (``m_f`` frontier edges) into ``next_q``
     (``td_expand``'s contract in bfs.cu: ``gadd``, ``count_deg``).
 
@@ -303,27 +334,27 @@ def expand(k, indptr, indices, queue, n_f, m_f, visited, parent, next_q, row, ga
     large ones: degrees, ``cupy.cumsum``, then the load-balanced expansion."""
     if 0 < m_f and n_f <= _TD_SMALL:
         k["td_expand_small"](_grid(m_f, _BLOCK * _TD_ITEMS), (_BLOCK,),
-                             (queue, _i64(n_f), _i64(m_f), indptr, indices, visited, parent, next_q, row,
+                             (queue, _i64(n_f), _i64(m_f), indptr, *adj, visited, parent, next_q, row,
                               _i64(gadd), np.int32(count_deg)))
     elif m_f > 0:
         deg = cp.empty(n_f, cp.int64)
         k["frontier_degrees"](_grid(n_f), (_BLOCK,), (queue, _i64(n_f), indptr, deg))
         offs = cp.cumsum(deg)
         k["td_expand"](_grid(m_f, _BLOCK * _TD_ITEMS), (_BLOCK,),
-                       (queue, _i64(n_f), offs, _i64(m_f), indptr, indices, visited, parent, next_q, row,
+                       (queue, _i64(n_f), offs, _i64(m_f), indptr, *adj, visited, parent, next_q, row,
                         _i64(gadd), np.int32(count_deg)))
 
 
 def _td_step(k, dg, st, n_f, m_f, row):
     """Top-down step from st.queue[:n_f] (m_f frontier edges) into st.queue2 (then swapped)."""
-    expand(k, dg.indptr, dg.indices, st.queue, n_f, m_f, st.visited, st.parent, st.queue2, row)
+    expand(k, dg.indptr, dg.adj, st.queue, n_f, m_f, st.visited, st.parent, st.queue2, row)
     st.queue, st.queue2 = st.queue2, st.queue
 
 
 def _bu_step(k, dg, st, row):
     """Bottom-up step from the bitmap st.front into st.next (then swapped)."""
     k["bu_step"]((min(-(-dg.nwords * 32 // _BLOCK), 32 * _sm_count()),), (_BLOCK,),
-                 (dg.indptr, dg.indices, dg.hub, st.front, st.visited, st.next, st.parent, _i64(dg.nwords), row))
+                 (dg.indptr, *dg.adj, dg.hub, st.front, st.visited, st.next, st.parent, _i64(dg.nwords), row))
     st.front, st.next = st.next, st.front
 
 
@@ -383,7 +414,7 @@ def _harish(dg: DeviceGraph, root: int, stats: bool):
         if r == 0 and level > 0:
             counters.fill(0)
         row = counters[r]
-        k["harish_step"](_grid(dg.n), (_BLOCK,), (dg.indptr, dg.indices, lev, parent, _i64(dg.n), _i64(level), row))
+        k["harish_step"](_grid(dg.n), (_BLOCK,), (dg.indptr, *dg.adj, lev, parent, _i64(dg.n), _i64(level), row))
         h = row.get()
         if stats:
             rec.append(_record(level, TD, n_f, int(h[2]), int(h[0]), t0))
@@ -394,9 +425,9 @@ def _harish(dg: DeviceGraph, root: int, stats: bool):
 
 
 def _search(graph: CSRGraph, root: int, algorithm: str, stats: bool = False, device_memory_limit=None,
-            policy: str = "beamer", alpha=None, beta=None, unexplored: str = "gap", tail: str = "cost"):
+            split_order: str = "prefix", policy: str = "beamer", alpha=None, beta=None, unexplored: str = "gap", tail: str = "cost"):
     """Run one search from INTERNAL ``root``; returns (device parent, level stats)."""
-    dg = device_graph(graph, device_memory_limit)
+    dg = device_graph(graph, device_memory_limit, split_order)
     if algorithm == "harish":
         return _harish(dg, root, stats)
     if algorithm == "td":
@@ -411,34 +442,34 @@ def _search(graph: CSRGraph, root: int, algorithm: str, stats: bool = False, dev
 
 
 # ------------------------------------------------------ registered backends
-def harish(graph, root, stats=False, device_memory_limit=None):
+def harish(graph, root, stats=False, device_memory_limit=None, split_order="prefix"):
     """Quadratic vertex-parallel wavefront (Harish & Narayanan 2007). The
     parent array is copied to the host after the search."""
-    parent, rec = _search(graph, root, "harish", stats, device_memory_limit)
+    parent, rec = _search(graph, root, "harish", stats, device_memory_limit, split_order)
     return host_parent(parent), rec
 
 
-def top_down(graph, root, stats=False, device_memory_limit=None):
+def top_down(graph, root, stats=False, device_memory_limit=None, split_order="prefix"):
     """Load-balanced top-down BFS (frontier queue, visited bitmap). The
     parent array is copied to the host after the search."""
-    parent, rec = _search(graph, root, "td", stats, device_memory_limit)
+    parent, rec = _search(graph, root, "td", stats, device_memory_limit, split_order)
     return host_parent(parent), rec
 
 
-def bottom_up(graph, root, stats=False, device_memory_limit=None):
+def bottom_up(graph, root, stats=False, device_memory_limit=None, split_order="prefix"):
     """Bottom-up BFS over a frontier bitmap (warp-cooperative early exit).
     The parent array is copied to the host after the search."""
-    parent, rec = _search(graph, root, "bu", stats, device_memory_limit)
+    parent, rec = _search(graph, root, "bu", stats, device_memory_limit, split_order)
     return host_parent(parent), rec
 
 
-def direction_optimizing(graph, root, stats=False, device_memory_limit=None, policy="beamer", alpha=None,
-                         beta=None, unexplored="gap", tail="cost"):
+def direction_optimizing(graph, root, stats=False, device_memory_limit=None, split_order="prefix",
+                         policy="beamer", alpha=None, beta=None, unexplored="gap", tail="cost"):
     """Direction-optimizing BFS with :mod:`dbfs.bfs.policy`'s rules. The
     parent array is copied to the host after the search. Beamer's alpha
     defaults to ``GPU_BEAMER_ALPHA`` here (see there)."""
-    parent, rec = _search(graph, root, "do", stats, device_memory_limit, policy, alpha, beta, unexplored,
-                          tail)
+    parent, rec = _search(graph, root, "do", stats, device_memory_limit, split_order, policy, alpha, beta,
+                          unexplored, tail)
     return host_parent(parent), rec
 
 
@@ -467,7 +498,7 @@ def search_device(graph: CSRGraph, root: int, algorithm: str = "do", stats: bool
     if algorithm not in ALGORITHMS:
         raise DbfsError(f"unknown GPU BFS algorithm {algorithm!r}: use one of {', '.join(ALGORITHMS)}")
     r = _internal_root(graph, root)
-    dg = device_graph(graph, opts.get("device_memory_limit"))
+    dg = device_graph(graph, opts.get("device_memory_limit"), opts.get("split_order", "prefix"))
     _kernels(dg.vid)
     dev = cp.cuda.Device()
     with collector_paused():
@@ -494,15 +525,19 @@ def search_timed(graph: CSRGraph, root: int, algorithm: str = "do", stats: bool 
     return graph.to_original(host_parent(parent)), seconds, rec
 
 
-def count_nedge(edges, parent) -> int:
-    """Graph500 3.0.1 nedge on the device: tuples of ``edges`` (CuPy int64
-    (M, 2), the INPUT list) that are not self-loops and have both endpoints
-    reached in ``parent`` (CuPy int32 or int64, -1 unreached, same ids as edges)."""
-    e = cp.ascontiguousarray(edges, dtype=cp.int64)
+def count_nedge(edges, parent, rows: int = 1 << 26) -> int:
+    """Graph500 3.0.1 nedge on the device: tuples of ``edges`` (the INPUT list: CuPy (M, 2), or
+    anything read by row slices into device or host rows, e.g. :class:`dbfs.store.gpu.DeviceRows`)
+    that are not self-loops and have both endpoints reached in ``parent`` (CuPy int32 or int64,
+    -1 unreached, same ids as edges), ``rows`` tuples at a time."""
     vid = "int" if parent.dtype == cp.int32 else "long long"
     p = cp.ascontiguousarray(parent, dtype=cp.int32 if vid == "int" else cp.int64)
     out = cp.zeros(4, cp.uint64)
-    m = int(e.shape[0])
-    if m:
-        _kernels(vid)["count_nedge"](_grid(m), (_BLOCK,), (e, _i64(m), p, out))
+    m = int(edges.shape[0])
+    for a in range(0, m, rows):
+        e = cp.ascontiguousarray(cp.asarray(edges[a:min(a + rows, m)]), dtype=cp.int64)
+        k = int(e.shape[0])
+        if k:
+            _kernels(vid)["count_nedge"](_grid(k), (_BLOCK,), (e, _i64(k), p, out))
+        del e
     return int(out[0])

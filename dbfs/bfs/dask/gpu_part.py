@@ -96,7 +96,7 @@ def warm_device(gp) -> None:
         m = int(gp.indptr_host[n] - gp.indptr_host[0])
         cnt.fill(0)
         vis.fill(0)
-        expand(k, gp.indptr, gp.indices, q, n, m, vis, scratch, claims, cnt[0], gp.base, 0)
+        expand(k, gp.indptr, gp.adj, q, n, m, vis, scratch, claims, cnt[0], gp.base, 0)
         nc = int(cnt[0, 0].get())
         if nc:
             hist = cp.zeros(gp.P, cp.uint64)
@@ -120,7 +120,7 @@ class _GpuPart:
     def __init__(self, p):
         import cupy as cp
 
-        from dbfs.bfs.gpu import _BLOCK, _VID, _grid, _i64, _kernels
+        from dbfs.bfs.gpu import _BLOCK, _VID, _grid, _i64, _kernels, whole
 
         if p.code != 0:
             raise DbfsError(f"partition {p.rank} is cyclic: GPU workers hold block partitions only; build the "
@@ -134,6 +134,7 @@ class _GpuPart:
         self.device_bytes = device_bytes(p.nloc, p.nnz, p.n)
         self.indptr = cp.asarray(p.indptr)
         self.indices = cp.asarray(np.asarray(p.indices).astype(vdt, copy=False))
+        self.adj = whole(self.indices)                  # bfs.cu's ADJ_PARAMS: one device piece
         self.hub = cp.asarray(np.asarray(p.hub).astype(vdt, copy=False))
         nw32 = 2 * self.words
         self.base_visited = cp.empty(max(nw32, 1), cp.uint32)

@@ -180,7 +180,7 @@ class _GpuSearch(_Search):
         if self.direct:
             st = self.states[0]
             examined = st.m
-            expand(self.k, st.p.indptr, st.p.indices, st.queue, st.nq, st.m, st.visited, st.parent, st.queue2,
+            expand(self.k, st.p.indptr, st.p.adj, st.queue, st.nq, st.m, st.visited, st.parent, st.queue2,
                    self.cnt[1], 0, 1)
             st.queue, st.queue2 = st.queue2, st.queue
             h = self.cnt.get()
@@ -191,7 +191,7 @@ class _GpuSearch(_Search):
         examined = 0
         for st in self.states.values():
             examined += st.m
-            expand(self.k, st.p.indptr, st.p.indices, st.queue, st.nq, st.m, self.visited_g, self.scratch,
+            expand(self.k, st.p.indptr, st.p.adj, st.queue, st.nq, st.m, self.visited_g, self.scratch,
                    self.claims, self.cnt[0], st.p.base, 0)
         nc = int(self.cnt[0, 0].get())
         v = self.claims[:nc]
@@ -266,7 +266,7 @@ class _GpuSearch(_Search):
             p = st.p
             nw = st.fbm.shape[0]
             self.k["bu_step"]((min(-(-nw * 32 // _BLOCK), 32 * _sm_count()),), (_BLOCK,),
-                              (p.indptr, p.indices, p.hub, self.front, st.visited, st.nxt, st.parent, _i64(nw),
+                              (p.indptr, *p.adj, p.hub, self.front, st.visited, st.nxt, st.parent, _i64(nw),
                                self.cnt[r]))
             st.fbm, st.nxt = st.nxt, st.fbm
         self.front_next.fill(0)

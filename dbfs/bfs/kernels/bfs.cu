@@ -9,7 +9,12 @@
 //   TD_SMALL  largest frontier handled by td_expand_small (shared memory)
 //
 // Encodings:
-//   indptr   int64, n + 1 entries; row v is indices[indptr[v] .. indptr[v+1])
+//   indptr   int64, n + 1 entries; row v is entries indptr[v] .. indptr[v+1] of the adjacency
+//   adjacency  the neighbour array in two pieces (ADJ_PARAMS): entries [0, ix_split)
+//            in ix_a, entries [ix_split, nnz) in ix_b at (entry - ix_split). One piece in
+//            device memory and the other in mapped pinned host memory is the device/host
+//            split (dbfs/split.py); a CSR wholly in one place passes ix_b = ix_a and
+//            ix_split >= nnz. Every read goes through ADJ(j): one body per kernel.
 //   parent   vid_t (int32 while n < 2**31, else int64), n entries, -1 unreached, parent[root] = root
 //   bitmaps  uint32 words, bit (v & 31) of word (v >> 5); `visited` has the
 //            padding bits past n set, and zero-degree vertices set (they can
@@ -45,6 +50,8 @@ typedef unsigned long long u64;
 typedef unsigned int u32;
 
 #define FULL_MASK 0xffffffffu
+#define ADJ_PARAMS const vid_t* ix_a, const vid_t* ix_b, i64 ix_split
+#define ADJ(j) ((j) < ix_split ? ix_a[(j)] : ix_b[(j) - ix_split])
 
 __device__ __forceinline__ i64 imin64(i64 a, i64 b) { return a < b ? a : b; }
 
@@ -179,7 +186,7 @@ __device__ __forceinline__ i64 upper_bound(const i64* offs, i64 nf, i64 x) {
 // over global ids, next_q the claimed global ids) leaves degrees to the
 // owner's absorb (dbfs/bfs/dask/gpu_search.py).
 extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs, i64 E,
-                                     const i64* indptr, const vid_t* indices, u32* visited,
+                                     const i64* indptr, ADJ_PARAMS, u32* visited,
                                      vid_t* parent, vid_t* next_q, u64* cnt, i64 gadd, int count_deg) {
     const i64 CH = (i64)TD_BLOCK * TD_ITEMS;
     const int lane = threadIdx.x & 31;
@@ -205,7 +212,7 @@ extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs
                 }
                 const i64 excl = a > 0 ? offs[a - 1] : 0;
                 const i64 u = queue[a];
-                v = indices[indptr[u] + (e - excl)];
+                v = ADJ(indptr[u] + (e - excl));
                 const u32 bit = 1u << (v & 31);
                 u32* wp = visited + (v >> 5);
                 if (!(*wp & bit)) {
@@ -236,7 +243,7 @@ extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs
 // scans them itself (no separate degree kernel or global scan), then
 // expands its chunks of the E frontier edges exactly as td_expand does.
 extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, const i64* indptr,
-                                           const vid_t* indices, u32* visited, vid_t* parent,
+                                           ADJ_PARAMS, u32* visited, vid_t* parent,
                                            vid_t* next_q, u64* cnt, i64 gadd, int count_deg) {
     __shared__ i64 s_offs[TD_SMALL];    // inclusive scan of the degrees
     __shared__ i64 s_row[TD_SMALL];     // indptr[u] of frontier entry i
@@ -286,7 +293,7 @@ extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, co
                 }
                 const i64 excl = a > 0 ? s_offs[a - 1] : 0;
                 const i64 u = queue[a];
-                v = indices[s_row[a] + (e - excl)];
+                v = ADJ(s_row[a] + (e - excl));
                 const u32 bit = 1u << (v & 31);
                 u32* wp = visited + (v >> 5);
                 if (!(*wp & bit)) {
@@ -424,7 +431,7 @@ extern "C" __global__ void bucket_scatter(const vid_t* V, i64 m, const i64* star
 // hub[v]: v's highest-degree neighbour (first in row order on ties), -1 for an
 // empty row; one warp per vertex (lanes stride the row, then a warp argmax).
 // Kernel-1 data for bu_step, built once per device graph.
-extern "C" __global__ void hub_of(const i64* indptr, const vid_t* indices, i64 n, vid_t* hub) {
+extern "C" __global__ void hub_of(const i64* indptr, ADJ_PARAMS, i64 n, vid_t* hub) {
     const int lane = threadIdx.x & 31;
     const i64 warp = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;
     const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
@@ -432,7 +439,7 @@ extern "C" __global__ void hub_of(const i64* indptr, const vid_t* indices, i64 n
         const i64 s = indptr[v], e = indptr[v + 1];
         i64 bd = -1, bj = -1;
         for (i64 j = s + lane; j < e; j += 32) {
-            const i64 u = (i64)indices[j];
+            const i64 u = (i64)ADJ(j);
             const i64 d = indptr[u + 1] - indptr[u];
             if (d > bd) { bd = d; bj = j; }
         }
@@ -441,7 +448,7 @@ extern "C" __global__ void hub_of(const i64* indptr, const vid_t* indices, i64 n
             const i64 oj = __shfl_down_sync(FULL_MASK, bj, o);
             if (od > bd || (od == bd && oj >= 0 && (bj < 0 || oj < bj))) { bd = od; bj = oj; }
         }
-        if (lane == 0) hub[v] = bj >= 0 ? indices[bj] : (vid_t)-1;
+        if (lane == 0) hub[v] = bj >= 0 ? ADJ(bj) : (vid_t)-1;
     }
 }
 
@@ -454,7 +461,7 @@ extern "C" __global__ void hub_of(const i64* indptr, const vid_t* indices, i64 n
 // first one in `front`; lanes still searching are then served one at a time
 // by the whole warp, 32 neighbours per step, stopping at the first hit
 // (ballot). The warp owns its words of `next` and `visited`, so no atomics.
-extern "C" __global__ void bu_step(const i64* indptr, const vid_t* indices, const vid_t* hub, const u32* front,
+extern "C" __global__ void bu_step(const i64* indptr, ADJ_PARAMS, const vid_t* hub, const u32* front,
                                    u32* visited, u32* next, vid_t* parent, i64 nwords, u64* cnt) {
     const int lane = threadIdx.x & 31;
     const i64 warp = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;
@@ -497,10 +504,10 @@ extern "C" __global__ void bu_step(const i64* indptr, const vid_t* indices, cons
                 // forming a chain of dependent memory latencies
                 j = s;
                 while (j < lim) {
-                    const vid_t u0 = indices[j];
-                    const vid_t u1 = j + 1 < lim ? indices[j + 1] : (vid_t)-1;
-                    const vid_t u2 = j + 2 < lim ? indices[j + 2] : (vid_t)-1;
-                    const vid_t u3 = j + 3 < lim ? indices[j + 3] : (vid_t)-1;
+                    const vid_t u0 = ADJ(j);
+                    const vid_t u1 = j + 1 < lim ? ADJ(j + 1) : (vid_t)-1;
+                    const vid_t u2 = j + 2 < lim ? ADJ(j + 2) : (vid_t)-1;
+                    const vid_t u3 = j + 3 < lim ? ADJ(j + 3) : (vid_t)-1;
                     const bool h0 = test_bit(front, u0);
                     const bool h1 = u1 >= 0 && test_bit(front, u1);
                     const bool h2 = u2 >= 0 && test_bit(front, u2);
@@ -527,7 +534,7 @@ extern "C" __global__ void bu_step(const i64* indptr, const vid_t* indices, cons
                     bool hit = false;
                     i64 u = 0;
                     if (jj < je) {
-                        u = indices[jj];
+                        u = ADJ(jj);
                         hit = test_bit(front, u);
                     }
                     const u32 hm = __ballot_sync(FULL_MASK, hit);
@@ -566,7 +573,7 @@ extern "C" __global__ void bu_step(const i64* indptr, const vid_t* indices, cons
 // Quadratic baseline: every level launches one thread per vertex; those at
 // level L scan their whole list and claim unvisited neighbours (atomicCAS on
 // the level, so each vertex is counted once and gets one parent).
-extern "C" __global__ void harish_step(const i64* indptr, const vid_t* indices, int* level,
+extern "C" __global__ void harish_step(const i64* indptr, ADJ_PARAMS, int* level,
                                        vid_t* parent, i64 n, i64 L, u64* cnt) {
     i64 acc_n = 0, acc_deg = 0, acc_exam = 0;
     const int cur = (int)L;
@@ -575,7 +582,7 @@ extern "C" __global__ void harish_step(const i64* indptr, const vid_t* indices, 
         const i64 s = indptr[v], e = indptr[v + 1];
         acc_exam += e - s;
         for (i64 j = s; j < e; ++j) {
-            const i64 u = indices[j];
+            const i64 u = ADJ(j);
             if (level[u] == -1 && atomicCAS(&level[u], -1, cur + 1) == -1) {
                 parent[u] = (vid_t)v;
                 acc_n += 1;
