@@ -98,9 +98,9 @@ def _check_prefix(xp, parent, root, n):
 def _levels(xp, parent, root, n):
     """Pointer jumping. Returns (levels with -1/-2, chain failures)."""
     reached = parent >= 0
-    ids = xp.arange(n, dtype=np.int64)
+    ids = xp.arange(n, dtype=parent.dtype)
     anc = xp.where(reached, parent, ids)          # root and unreached point to themselves
-    dist = reached.astype(np.int64)
+    dist = reached.astype(parent.dtype)
     dist[root] = 0
     for _ in range(max(1, n.bit_length())):       # 2**rounds > n
         a2 = anc[anc]
@@ -109,7 +109,9 @@ def _levels(xp, parent, root, n):
         dist = dist + dist[anc]
         anc = a2
     to_root = anc == root
-    lev = xp.where(reached, xp.where(to_root, dist, -2), -1)
+    del ids, a2
+    minus = parent.dtype.type
+    lev = xp.where(reached, xp.where(to_root, dist, minus(-2)), minus(-1))
     failures = []
     # broken chains whose end is reached sit on a cycle after >= n steps
     ends = anc[~to_root & reached & (parent[anc] >= 0)]
@@ -140,8 +142,8 @@ def _examples(xp, u, v, mask, have):
 
 
 _EDGE_KERNEL = r"""
-extern "C" __global__ void dbfs_validate_edges(const ET* e, long long k, long long n, const long long* lev,
-                                               const long long* parent, bool* found, unsigned long long* cnt) {
+extern "C" __global__ void dbfs_validate_edges(const ET* e, long long k, long long n, const VT* lev,
+                                               const VT* parent, bool* found, unsigned long long* cnt) {
     unsigned long long c_bad = 0, c_span = 0, c_diff = 0, c_nedge = 0;
     long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < k; i += stride) {
@@ -184,9 +186,11 @@ def _fused_counts(chunk, parent, lev, n, found):
           np.dtype(np.int32): "int", np.dtype(np.uint64): "unsigned long long"}.get(np.dtype(chunk.dtype))
     if et is None:
         return None
-    fn = _KERNELS.get(et)
+    vt = "int" if lev.dtype == cp.int32 else "long long"
+    fn = _KERNELS.get((et, vt))
     if fn is None:
-        fn = _KERNELS[et] = cp.RawKernel(_EDGE_KERNEL.replace("ET", et), "dbfs_validate_edges")
+        fn = _KERNELS[(et, vt)] = cp.RawKernel(_EDGE_KERNEL.replace("ET", et).replace("VT", vt),
+                                               "dbfs_validate_edges")
     chunk = cp.ascontiguousarray(chunk)
     k = int(chunk.shape[0])
     cnt = cp.zeros(4, cp.uint64)
@@ -248,6 +252,12 @@ def _check_edges(xp, edges, parent, lev, n, chunk_edges):
 
 
 # ----------------------------------------------------------------- driver
+def _width(n: int):
+    """The id width of the per-vertex arrays: int32 while ids fit (half the memory; SCALE 30
+    validates beside its CSR on one GPU), else int64."""
+    return np.int32 if n < 2**31 else np.int64
+
+
 def _pick_xp(xp, parent, edges):
     if xp is not None:
         return xp
@@ -288,12 +298,13 @@ def validate_gpu(edges, root, parent, n_vertices=None, xp=None,
     xp = _pick_xp(xp, parent, edges)
     if _is_cupy(parent) and xp is np:
         parent = parent.get()
-    parent = xp.asarray(parent).astype(np.int64)
+    parent = xp.asarray(parent)
     n = int(n_vertices) if n_vertices is not None else int(parent.shape[0])
     root = int(root)
-    f = _check_prefix(xp, parent, root, n)
+    f = _check_prefix(xp, parent, root, n)      # in the given width: a value past int32 is a range failure
     if f:
         return ValidationResult(False, 0, [f])
+    parent = parent.astype(_width(n), copy=False)
     lev, failures = _levels(xp, parent, root, n)
     nedge, edge_failures, found = _check_edges(xp, edges, parent, lev, n, chunk_edges)
     failures += edge_failures
