@@ -50,7 +50,7 @@ from dbfs.kernel1.gpu import _grid, _kernels, _BLOCK
 from dbfs.kernel1.passes import _Assemble, plan_ranges
 from dbfs.progress import say
 
-__all__ = ["build_csr_gpu_passes", "device_cost"]
+__all__ = ["build_csr_gpu_passes", "device_cost", "degree_pass", "pass_device", "spans_of"]
 
 _ENTRY = 32
 _ROW = 48
@@ -65,7 +65,7 @@ def device_cost(n_vertices: int, step: int, entries: int, rows: int) -> int:
     return fixed + (_ENTRY * int(entries) + _ROW * (int(rows) + 1) if rows else 0)
 
 
-def _spans(source):
+def spans_of(source):
     m, step = int(source.m), max(1, int(source.step))
     return [(a, min(a + step, m)) for a in range(0, m, step)]
 
@@ -74,7 +74,7 @@ def _as_i64(e):
     return e if e.dtype == cp.int64 and e.flags.c_contiguous else cp.ascontiguousarray(e, dtype=cp.int64)
 
 
-def _degrees(source, spans, n, k):
+def degree_pass(source, spans, n, k):
     """Degree pass: raw row starts (int64 N + 1) on the device; ids outside [0, N) refused."""
     counts = cp.zeros(max(n, 1), cp.uint64)
     for a, b in spans:
@@ -94,13 +94,13 @@ def _degrees(source, spans, n, k):
     return raw_ptr
 
 
-def _one_pass(source, spans, lo, hi, raw_ptr, idt, dedupe, k):
-    """Rows [lo, hi) on the device -> host (block indptr from 0, block indices)."""
+def pass_device(source, spans, lo, hi, raw_ptr, idt, dedupe, k):
+    """Rows [lo, hi) built on the device: (block indptr from 0, int64 rows + 1; block indices), CuPy."""
     base = int(raw_ptr[lo])
     cnt = int(raw_ptr[hi]) - base
     rows = hi - lo
     if cnt == 0:
-        return np.zeros(rows + 1, np.int64), np.empty(0, idt)
+        return cp.zeros(rows + 1, cp.int64), cp.empty(0, idt)
     cursor = (raw_ptr[lo:hi] - base).astype(cp.uint64)
     keys = cp.empty(cnt, cp.uint64)
     for a, b in spans:
@@ -115,10 +115,15 @@ def _one_pass(source, spans, lo, hi, raw_ptr, idt, dedupe, k):
         keys = keys[keep.view(cp.bool_)]
         del keep
     starts = cp.arange(rows + 1, dtype=cp.uint64) << np.uint64(32)
-    ptr = cp.asnumpy(cp.searchsorted(keys, starts).astype(cp.int64))
+    ptr = cp.searchsorted(keys, starts).astype(cp.int64)
     del starts
-    idx = cp.asnumpy((keys & np.uint64(0xFFFFFFFF)).astype(idt))
-    return ptr, idx
+    return ptr, (keys & np.uint64(0xFFFFFFFF)).astype(idt)
+
+
+def _one_pass(source, spans, lo, hi, raw_ptr, idt, dedupe, k):
+    """Rows [lo, hi) on the device -> host (block indptr from 0, block indices)."""
+    ptr, idx = pass_device(source, spans, lo, hi, raw_ptr, idt, dedupe, k)
+    return cp.asnumpy(ptr), cp.asnumpy(idx)
 
 
 def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_budget: int = 1 << 30,
@@ -160,10 +165,10 @@ def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_bu
     k = _kernels()
     pool = cp.get_default_memory_pool()
     hook = on_pass or (lambda *a: None)
-    spans = _spans(source)
+    spans = spans_of(source)
     pool.free_all_blocks()
     hook("start", -1, {"planned": fixed + 8 * n})
-    raw_ptr = _degrees(source, spans, n, k)
+    raw_ptr = degree_pass(source, spans, n, k)
     hook("end", -1, {"planned": fixed + 8 * n})
     # the plan on the host (a copy of the row starts, host memory): the device cost per entry and per row
     host_ptr = cp.asnumpy(raw_ptr)

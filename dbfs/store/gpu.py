@@ -333,7 +333,37 @@ def search_edges(ds):
         the stored array, which the GPU validator and
         :func:`dbfs.roots.eligible` stream in chunks.
     """
-    return device_edges(ds) if edges_fit(ds) else ds.edges()
+    if edges_fit(ds):
+        return device_edges(ds)
+    if ds.storage == "virtual" and ds.spec.kind == "kronecker":
+        return DeviceRows(ds)
+    return ds.edges()
+
+
+class DeviceRows:
+    """A virtual Kronecker dataset's INPUT edges as row slices made on the device.
+
+    ``rows[a:b]`` -> CuPy (b - a, 2) in the stored dtype
+    (:func:`dbfs.store.virtual.device_rows`, the same bytes as a stored copy;
+    the dataset's ``edges_checksum`` was checked on the device by Kernel 1's
+    first sweep); ``shape``, ``dtype`` and ``chunks`` as the stored array's.
+    What the GPU validator, ``count_nedge`` and root selection read when the
+    edge list does not fit the device (SCALE 30: 128 GiB).
+    """
+
+    def __init__(self, ds):
+        from dbfs.store.datasets import open_edges
+
+        self.arr = open_edges(ds.path, ds.attrs, verify_sum=False)
+        self.shape, self.dtype, self.chunks = self.arr.shape, self.arr.dtype, self.arr.chunks
+
+    def __getitem__(self, key):
+        from dbfs.store.virtual import device_rows
+
+        if not isinstance(key, slice) or key.step not in (None, 1):
+            raise TypeError("DeviceRows reads row slices a[lo:hi] only")
+        a, b, _ = key.indices(int(self.shape[0]))
+        return device_rows(self.arr.spec, a, max(a, b), self.dtype)
 
 
 class _DeviceChunks:
@@ -364,8 +394,8 @@ class _DeviceChunks:
 
         if self.memo is not None:
             e = self.memo[a:b]
-        elif self.regen:
-            e = device_rows(self.arr.spec, a, b, self.arr.dtype)
+        elif self.regen:            # the generator's int64 rows, as Kernel 1 reads them (same values)
+            e = device_rows(self.arr.spec, a, b, np.int64)
         else:
             e = cp.asarray(self.arr[a:b])
         if self.parts is not None:
@@ -414,6 +444,78 @@ def _build_passes(ds, dedupe: bool, device_budget: int, quiet: bool) -> dict:
     return {**attrs, "passes": info["count"]}
 
 
+#: device bytes per vertex the searches and validations of a placed CSR need besides it (``indptr``
+#: excluded): the hub table and zero-degree bitmap (~4.2 N), a search's parents, queues, bitmaps and
+#: degree scan (~29 N) or a validation's int32 pointer jumping beside the kept parents (~34 N)
+SEARCH_PER_VERTEX = 40
+_SLACK = 2 << 30
+#: edge rows a placed build reads at once (about 3 GiB of device memory for a chunk, pass model)
+PLACED_STEP = 1 << 25
+
+
+def placed_budgets(n: int, free: int, device_limit: int | None = None) -> tuple:
+    """(device piece entries' bytes, pass budget) of :func:`build_placed` for ``n`` vertices.
+
+    The device piece gets what the searches and validations leave of ``free``
+    (or ``device_limit`` less the row offsets: the CSR's share of the device,
+    as ``--device-memory-limit`` means for the searches); a Kernel 1 pass gets
+    what the piece leaves of ``free``."""
+    ip = 8 * (int(n) + 1)
+    if device_limit is not None:
+        piece = max(0, int(device_limit) - ip)
+    else:
+        piece = max(0, int(free) - ip - SEARCH_PER_VERTEX * int(n) - _SLACK)
+    return piece, int(free) - piece - (_SLACK >> 1)
+
+
+def build_placed(ds, dedupe: bool = True, device_limit: int | None = None, quiet: bool = False,
+                 pass_budget: int | None = None) -> dict:
+    """GPU Kernel 1 in passes into the searches' device/host split, kept in ``ds.memo["graph"]``, not stored.
+
+    Parameters
+    ----------
+    ds : Dataset
+    dedupe : bool
+    device_limit : int, optional
+        Device bytes for the CSR (row offsets and the device piece); None: what
+        the searches leave of the free device memory (:func:`placed_budgets`).
+    quiet : bool
+    pass_budget : int, optional
+        Device bytes of one Kernel 1 pass (None: what the device piece leaves).
+
+    Returns
+    -------
+    dict
+        ``construction_time``, ``in_memory``, ``note`` (said on stderr too),
+        ``nnz``, ``passes``, ``placement``.
+    """
+    from dbfs.kernel1 import variant_name
+    from dbfs.kernel1.placed_gpu import build_csr_placed
+    from dbfs.units import human
+
+    t0 = time.perf_counter()
+    free = int(0.94 * _free_device_bytes())
+    piece, passes = placed_budgets(ds.n_vertices, free, device_limit)
+    from dbfs.graph import id_dtype
+
+    g = build_csr_placed(device_chunks(ds, step=min(PLACED_STEP, max(int(ds.n_edges), 1))), ds.n_vertices, piece // np.dtype(id_dtype(ds.n_vertices)).itemsize,
+                         pass_budget if pass_budget is not None else passes, dedupe=dedupe, quiet=quiet)
+    info = g.meta["passes"]
+    pl = info["placement"]
+    note = (f"the CSR of {ds.name} is kept in memory for this run, not stored (no room on disk or in host memory "
+            f"for it whole): {human(pl['device_bytes'])} of adjacency on the device, {human(pl['host_bytes'])} "
+            f"in pinned host memory ({pl['device_fraction']:.0%} of {pl['device_entries'] + pl['host_entries']:,} "
+            f"entries on the device)")
+    say(note, quiet)
+    seconds = time.perf_counter() - t0
+    say(f"GPU Kernel 1 placed {g.nnz:,} entries in {info['count']} pass(es) in {seconds:.2f} s", quiet)
+    g.meta.update({"variant": variant_name(1, "block", dedupe, "none"), "construction_time": seconds,
+                   "load_time": 0.0})
+    ds.memo["graph"] = g
+    return {"construction_time": seconds, "in_memory": True, "note": note, "nnz": int(g.nnz),
+            "passes": info["count"], "placement": pl}
+
+
 def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = False, force: bool = False,
               device_budget: int | None = None) -> dict:
     """GPU Kernel 1 of a dataset into its store (see the module docstring).
@@ -448,6 +550,8 @@ def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = Fals
     old = None if force else reusable(ds.path, 1, "block", dedupe, relabel, quiet)
     if old is not None:
         return old
+    if device_budget == "auto":
+        device_budget = int(0.85 * _free_device_bytes())
     if device_budget is not None:
         return _build_passes(ds, dedupe, int(device_budget), quiet)
     if not kernel1_fits(ds):
@@ -491,8 +595,10 @@ def eligible_gpu(edges, cands: np.ndarray, rows: int = 1 << 26) -> np.ndarray:
     hit = cp.zeros(uniq.shape[0], dtype=cp.bool_)
     k = int(uniq.shape[0])
     for a in range(0, int(edges.shape[0]), rows):
-        u = edges[a:a + rows, 0].astype(cp.int64)
-        v = edges[a:a + rows, 1].astype(cp.int64)
+        e = cp.asarray(edges[a:a + rows])
+        u = e[:, 0].astype(cp.int64)
+        v = e[:, 1].astype(cp.int64)
+        del e
         keep = u != v
         for x in (u[keep], v[keep]):
             j = cp.minimum(cp.searchsorted(uniq, x), k - 1)

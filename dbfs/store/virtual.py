@@ -209,4 +209,5 @@ def device_rows(spec, start: int, stop: int, dtype):
                         f"read these virtual edges on the CPU")
     from dbfs.generate.gpu import kronecker_edges_gpu
 
-    return kronecker_edges_gpu(spec.scale, spec.edgefactor, spec.seed1, spec.seed2, start, stop).astype(dtype)
+    return kronecker_edges_gpu(spec.scale, spec.edgefactor, spec.seed1, spec.seed2, start, stop).astype(dtype,
+                                                                                                     copy=False)
