@@ -50,7 +50,8 @@ FLAGS = {"partitions": "--partitions", "partitioning": "--partitioning", "relabe
          "n_roots": "--roots", "transport": "--transport", "placement": "--placement"}
 
 #: why an option of one backend does not apply to the others (unless a backend says more)
-_WHY = {"placement": "it places partitions on Dask workers: add --backend dask or drop it"}
+_WHY = {"placement": "it places partitions on Dask workers (--backend dask) or splits the CSR between GPU and "
+                     "host memory (--backend gpu): use one of those or drop it"}
 
 
 @dataclass
@@ -134,7 +135,7 @@ class Backend:
         from dbfs.spec import GraphSpec
 
         if isinstance(target, GraphSpec):
-            ds, _ = store.generate(target, root_dir, client=client, quiet=quiet)
+            ds, _ = store.generate(target, root_dir, client=client, quiet=quiet, edges="auto")
             return ds
         return store.open_dataset(target, root_dir)
 

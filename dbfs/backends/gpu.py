@@ -19,6 +19,7 @@ import time
 import numpy as np
 
 from dbfs.backends import Backend
+from dbfs.errors import DbfsError
 from dbfs.progress import say
 
 __all__ = ["GpuBackend", "ENERGY_MIN_SECONDS"]
@@ -32,10 +33,13 @@ class GpuBackend(Backend):
     name = "gpu"
     kernels = "gpu"
     cluster = "never"
-    options = frozenset({"relabel", "partitioning", "device_memory_limit", "energy"})
+    options = frozenset({"relabel", "partitioning", "device_memory_limit", "energy", "placement"})
     refusals = {
         "partitions": "it searches one partition on one GPU: use --backend dask for P > 1",
     }
+    in_memory_csr = True
+    #: --placement -> the device/host split order (dbfs.split): which rows keep their adjacency on the device
+    SPLIT_ORDER = {"block": "prefix", "degree": "prefix", "degree-low": "suffix"}
 
     @classmethod
     def unavailable(cls):
@@ -57,6 +61,12 @@ class GpuBackend(Backend):
     @classmethod
     def check(cls, cfg, given=()):
         super().check(cfg, given)
+        if cfg.placement not in cls.SPLIT_ORDER:
+            raise DbfsError(f"--placement {cfg.placement} does not apply to --backend gpu: one GPU splits the "
+                            f"adjacency by row order; use block, degree or degree-low")
+        if cfg.placement.startswith("degree") and cfg.relabel != "degree":
+            raise DbfsError(f"--placement {cfg.placement} keeps degree classes on the device: it needs the "
+                            f"degree-ordered CSR, add --relabel degree")
         if cfg.energy:   # NVML missing: fail now, not after generation and Kernel 1
             from dbfs.energy import PowerMeter
 
@@ -69,7 +79,7 @@ class GpuBackend(Backend):
 
         if isinstance(target, GraphSpec):
             gen = "gpu" if target.kind == "kronecker" else "cpu"
-            ds, _ = store.generate(target, root_dir, client=client, quiet=quiet, backend=gen)
+            ds, _ = store.generate(target, root_dir, client=client, quiet=quiet, backend=gen, edges="auto")
             return ds
         return store.open_dataset(target, root_dir)
 
@@ -81,10 +91,33 @@ class GpuBackend(Backend):
             from dbfs.store.gpu import build_gpu, kernel1_fits
 
             variant = kernel1.variant_name(1, "block", cfg.dedupe, "none")
-            if kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe) or kernel1_fits(ds):
+            if kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe):
                 return variant, build_gpu(ds, dedupe=cfg.dedupe, quiet=cfg.quiet)
-            say(f"GPU Kernel 1 of {ds.name} does not fit the free device memory: building on the CPU", cfg.quiet)
+            if not cls._csr_stores(ds):
+                return variant, cls.csr_in_memory(ds, cfg, None, None)
+            if kernel1_fits(ds):
+                return variant, build_gpu(ds, dedupe=cfg.dedupe, quiet=cfg.quiet)
+            say(f"GPU Kernel 1 of {ds.name} does not fit the free device memory in one pass: building in passes",
+                cfg.quiet)
+            return variant, build_gpu(ds, dedupe=cfg.dedupe, quiet=cfg.quiet, device_budget="auto")
         return super().csr(ds, cfg, client)
+
+    @staticmethod
+    def _csr_stores(ds) -> bool:
+        """Whether the CSR can be assembled in host memory and stored (disk and host have room)."""
+        from dbfs.preflight import csr_bytes, host_available
+        from dbfs.store.space import MARGIN, free_bytes
+
+        need = sum(csr_bytes(ds.n_vertices, ds.n_edges))
+        return need + MARGIN <= free_bytes(ds.path) and need + (need >> 2) <= host_available()
+
+    @classmethod
+    def csr_in_memory(cls, ds, cfg, need, free) -> dict:
+        """GPU Kernel 1 in passes straight into the searches' device/host split, kept for this run
+        (:func:`dbfs.store.gpu.build_placed`); said on stderr and in the JSON notes."""
+        from dbfs.store.gpu import build_placed
+
+        return build_placed(ds, dedupe=cfg.dedupe, device_limit=cfg.device_memory_limit, quiet=cfg.quiet)
 
     def load(self, ds, variant):
         from dbfs import kernel1
@@ -109,14 +142,33 @@ class GpuBackend(Backend):
         opts = dict(self.cfg.opts)
         if self.cfg.device_memory_limit is not None:
             opts["device_memory_limit"] = self.cfg.device_memory_limit
+        if self.SPLIT_ORDER[self.cfg.placement] != "prefix":
+            opts["split_order"] = self.SPLIT_ORDER[self.cfg.placement]
         return opts
+
+    def _sample_memory(self):
+        """Device memory in use now (CuPy's pool keeps freed blocks, so this tracks the high-water mark)."""
+        import cupy as cp
+
+        free, total = cp.cuda.runtime.memGetInfo()
+        self.peak_device = max(getattr(self, "peak_device", 0), int(total - free))
+
+    def describe(self) -> dict:
+        """The adjacency's device/host split (bytes and entries each side) and the peak memories."""
+        import resource
+
+        dg = self.graph.meta.get("gpu")
+        self._sample_memory()
+        return {"placement": dg.placement if dg is not None else {},
+                "memory": {"peak_device_bytes": self.peak_device,
+                           "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}}
 
     def eligible(self):
         from dbfs.roots import eligible
-        from dbfs.store.gpu import eligible_gpu, search_edges
+        from dbfs.store.gpu import DeviceRows, eligible_gpu, search_edges
 
         edges = search_edges(self.ds)
-        if type(edges).__module__.startswith("cupy"):
+        if type(edges).__module__.startswith("cupy") or isinstance(edges, DeviceRows):
             return lambda cands: eligible_gpu(edges, cands)   # on the device copy of the edges
         return lambda cands: eligible(edges, cands)
 
@@ -124,6 +176,7 @@ class GpuBackend(Backend):
         from dbfs.bfs import gpu
 
         parent, t, rec = gpu.search_device(self.graph, root, self.cfg.algorithm, stats=True, **self._opts())
+        self._sample_memory()
         self.parent_dev = parent
         if self.graph.perm is None:   # into one reused pinned buffer, after the clock stopped
             if self._pinned is None:
@@ -144,14 +197,16 @@ class GpuBackend(Backend):
         from dbfs.store.gpu import search_edges
         from dbfs.validate.gpu import validate_gpu
 
-        return validate_gpu(search_edges(self.ds), root, self.parent_dev, n_vertices=self.n, levels=False)
+        res = validate_gpu(search_edges(self.ds), root, self.parent_dev, n_vertices=self.n, levels=False)
+        self._sample_memory()
+        return res
 
     def nedge(self, root):
         from dbfs.backends.cpu import nedge_only
         from dbfs.bfs.gpu import count_nedge
-        from dbfs.store.gpu import edges_fit, search_edges
+        from dbfs.store.gpu import search_edges
 
-        if self.graph.perm is not None or not edges_fit(self.ds):
+        if self.graph.perm is not None:
             return nedge_only(self.ds.edges(), self.parent, self.n)
         return count_nedge(search_edges(self.ds), self.parent_dev)
 

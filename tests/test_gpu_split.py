@@ -1,0 +1,122 @@
+"""Device/host split of the adjacency on the GPU (issue #20 item 3), and GPU Kernel 1 in passes straight
+into that split (dbfs.kernel1.placed_gpu), marked ``gpu`` (skip without cupy or a CUDA device).
+
+Invariants: a search over a split CSR (prefix or suffix of the rows on the device, the rest read
+zero-copy from pinned host memory) validates and equals the all-device search level for level
+(direction, frontier, edges examined, discovered); the placed build holds the bytes of the one-pass
+build; `dbfs run --backend gpu` with no room on disk keeps the CSR placed in memory, says so, reports
+the split and peak memories in its JSON and gives the stored run's Graph500 nedge lines."""
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from dbfs import store
+from dbfs.cli import cli
+from dbfs.kernel1 import build_csr
+from dbfs.spec import GraphSpec
+from dbfs.validate import validate
+
+pytestmark = pytest.mark.gpu
+ALGOS = ["harish", "td", "bu", "do"]
+
+
+def _levels(rec):
+    return [(r["level"], r["direction"], r["frontier"], r["edges"], r["discovered"]) for r in rec]
+
+
+def _search(gpu, g, root, algo, **opts):
+    parent, _t, rec = gpu.search_timed(g, root, algo, stats=True, **opts)
+    return parent, _levels(rec)
+
+
+@pytest.mark.parametrize("order", ["prefix", "suffix"])
+@pytest.mark.parametrize("relabel", ["none", "degree"])
+def test_split_search_equals_device_search(cp, golden10, order, relabel):
+    from dbfs.bfs import gpu
+
+    e, n = golden10["edges"], 1 << 10
+    full = build_csr(e, n_vertices=n, relabel=relabel)
+    half = build_csr(e, n_vertices=n, relabel=relabel)
+    limit = full.indptr.nbytes + full.indices.nbytes // 2
+    for algo in ALGOS:
+        for root in golden10["roots"][:8]:
+            p0, l0 = _search(gpu, full, root, algo)
+            p1, l1 = _search(gpu, half, root, algo, device_memory_limit=limit, split_order=order)
+            v = validate(e, root, p1, n)
+            assert v.ok, f"{algo} {order} root {root}: {v.summary()}"
+            assert l1 == l0, f"{algo} {order} root {root}: levels differ from the all-device search"
+    dg = half.meta["gpu"]
+    assert dg.mode == "split" and dg.placement["order"] == order
+    assert 0 < dg.placement["device_entries"] < half.nnz and len(dg.keep) == 1
+    dev, host = (dg.indices, dg.indices_b) if order == "prefix" else (dg.indices_b, dg.indices)
+    assert host.data.ptr == dg.keep[0].ptr, "the host piece is the mapped pinned allocation"
+    joined = np.concatenate([dg.indices.get(), dg.indices_b.get()])
+    assert joined.tobytes() == half.indices.tobytes() and dev.size == dg.placement["device_entries"]
+
+
+@pytest.fixture(scope="module")
+def ds14(tmp_path_factory, cp):
+    spec = GraphSpec.make(scale=14, edgefactor=16)
+    ds, _ = store.generate(spec, tmp_path_factory.mktemp("s14"), quiet=True, backend="gpu", edges="virtual")
+    ds.memo.pop("device_edges", None)           # read through the device chunk source (regenerated)
+    return ds
+
+
+@pytest.mark.parametrize("frac", [0.0, 0.37, 1.5])
+def test_placed_build_same_bytes(cp, ds14, frac):
+    from dbfs.kernel1.passes_gpu import device_cost
+    from dbfs.kernel1.placed_gpu import build_csr_placed
+    from dbfs.store.gpu import device_chunks
+
+    ref = build_csr(ds14.edges()[:], n_vertices=ds14.n_vertices)
+    src = device_chunks(ds14, step=50_000)
+    budget = device_cost(ds14.n_vertices, src.step, ref.nnz // 5, 1 << 12)     # several passes
+    g = build_csr_placed(src, ds14.n_vertices, int(frac * ref.nnz), budget)
+    info, pieces = g.meta["passes"], g.meta["gpu_pieces"]
+    assert info["count"] >= 4 and g.indptr.tobytes() == ref.indptr.tobytes()
+    sp = pieces["split"]
+    assert sp.mode == {0.0: "host", 0.37: "split", 1.5: "device"}[frac]
+    a, b, split = pieces["adj"]
+    got = a.get() if sp.mode == "device" else np.concatenate([a[:int(split)].get(), b[:sp.nnz - int(split)].get()]) \
+        if sp.mode == "split" else b[:sp.nnz].get()
+    assert got.tobytes() == ref.indices.tobytes()
+    if sp.mode == "split":
+        assert sp.device_entries <= 0.37 * ref.nnz < sp.device_entries + np.diff(ref.indptr)[sp.row]
+
+
+def test_run_placed_in_memory_matches_stored_run(cp, tmp_path, monkeypatch):
+    """No room on disk for the CSR: the GPU backend builds it in passes into a device/host split (the
+    limit forces one), says so, reports it; same Graph500 nedge block as a run with the CSR stored."""
+    args = ("run", "--scale", 14, "--backend", "gpu", "--roots", 6)
+    ref = CliRunner().invoke(cli, [*args, "--datasets", str(tmp_path / "a")], catch_exceptions=False)
+    assert ref.exit_code == 0, ref.output
+    monkeypatch.setenv("DBFS_DISK_BUDGET", "2MiB")
+    js = tmp_path / "r.json"
+    res = CliRunner().invoke(cli, [*args, "--datasets", str(tmp_path / "b"), "--device-memory-limit", "1MiB",
+                                   "--json", str(js)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "kept in memory for this run, not stored" in res.stderr and "virtual edges" in res.stderr
+    pick = lambda out: [l for l in out.splitlines() if "nedge" in l or l.startswith("NBFS")]  # noqa: E731
+    assert pick(res.stdout) == pick(ref.stdout) and pick(ref.stdout)
+    cfg = json.loads(js.read_text())["config"]
+    assert cfg["placement"]["mode"] == "split" and cfg["placement"]["host_bytes"] > 0
+    assert cfg["memory"]["peak_device_bytes"] > 0 and cfg["memory"]["peak_host_rss_bytes"] > 0
+    assert any("kept in memory" in n for n in cfg["notes"])
+
+
+def test_gpu_placement_flags(cp, tmp_path):
+    res = CliRunner().invoke(cli, ["run", "--scale", 8, "--backend", "gpu", "--placement", "random",
+                                   "--datasets", str(tmp_path)])
+    assert res.exit_code == 2 and "--placement random does not apply to --backend gpu" in res.stderr
+    res = CliRunner().invoke(cli, ["run", "--scale", 8, "--backend", "gpu", "--placement", "degree-low",
+                                   "--datasets", str(tmp_path)])
+    assert res.exit_code == 2 and "add --relabel degree" in res.stderr
+    res = CliRunner().invoke(cli, ["run", "--scale", 10, "--backend", "gpu", "--placement", "degree-low",
+                                   "--relabel", "degree", "--device-memory-limit", "12KiB", "--roots", 4,
+                                   "--datasets", str(tmp_path), "--json", str(tmp_path / "r.json")],
+                             catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    pl = json.loads((tmp_path / "r.json").read_text())["config"]["placement"]
+    assert pl["order"] == "suffix" and pl["mode"] == "split"
