@@ -64,26 +64,38 @@ def ds14(tmp_path_factory, cp):
     return ds
 
 
+def _joined(pieces) -> np.ndarray:
+    """The whole adjacency from a placed build's pieces (entries [0, split) from one, the rest the other)."""
+    sp, (a, b, split) = pieces["split"], pieces["adj"]
+    if sp.mode != "split":
+        return a[:sp.nnz].get()
+    return np.concatenate([a[:int(split)].get(), b[:sp.nnz - int(split)].get()])
+
+
+@pytest.mark.parametrize("relabel", ["none", "degree"])
+@pytest.mark.parametrize("order", ["prefix", "suffix"])
 @pytest.mark.parametrize("frac", [0.0, 0.37, 1.5])
-def test_placed_build_same_bytes(cp, ds14, frac):
+def test_placed_build_same_bytes(cp, ds14, frac, order, relabel):
     from dbfs.kernel1.passes_gpu import device_cost
     from dbfs.kernel1.placed_gpu import build_csr_placed
     from dbfs.store.gpu import device_chunks
 
-    ref = build_csr(ds14.edges()[:], n_vertices=ds14.n_vertices)
+    ref = build_csr(ds14.edges()[:], n_vertices=ds14.n_vertices, relabel=relabel)
     src = device_chunks(ds14, step=50_000)
-    budget = device_cost(ds14.n_vertices, src.step, ref.nnz // 5, 1 << 12)     # several passes
-    g = build_csr_placed(src, ds14.n_vertices, int(frac * ref.nnz), budget)
+    budget = device_cost(ds14.n_vertices, src.step, ref.nnz // 5, 1 << 12) + 16 * ds14.n_vertices
+    g = build_csr_placed(src, ds14.n_vertices, int(frac * ref.nnz), budget, order=order, relabel=relabel)
     info, pieces = g.meta["passes"], g.meta["gpu_pieces"]
     assert info["count"] >= 4 and g.indptr.tobytes() == ref.indptr.tobytes()
+    assert _joined(pieces).tobytes() == ref.indices.tobytes()
+    if relabel == "degree":
+        assert np.array_equal(g.perm, ref.perm) and np.array_equal(g.iperm, ref.iperm)
+        assert np.array_equal(pieces["perm"].get(), ref.perm)
     sp = pieces["split"]
-    assert sp.mode == {0.0: "host", 0.37: "split", 1.5: "device"}[frac]
-    a, b, split = pieces["adj"]
-    got = a.get() if sp.mode == "device" else np.concatenate([a[:int(split)].get(), b[:sp.nnz - int(split)].get()]) \
-        if sp.mode == "split" else b[:sp.nnz].get()
-    assert got.tobytes() == ref.indices.tobytes()
-    if sp.mode == "split":
-        assert sp.device_entries <= 0.37 * ref.nnz < sp.device_entries + np.diff(ref.indptr)[sp.row]
+    assert sp.mode == {0.0: "host", 0.37: "split", 1.5: "device"}[frac] and sp.order == order
+    deg = np.diff(ref.indptr)
+    if sp.mode == "split":       # the next row toward the other end would not fit
+        nxt = deg[sp.row] if order == "prefix" else deg[sp.row - 1]
+        assert sp.device_entries <= 0.37 * ref.nnz < sp.device_entries + nxt
 
 
 def test_run_placed_in_memory_matches_stored_run(cp, tmp_path, monkeypatch):
@@ -104,6 +116,24 @@ def test_run_placed_in_memory_matches_stored_run(cp, tmp_path, monkeypatch):
     assert cfg["placement"]["mode"] == "split" and cfg["placement"]["host_bytes"] > 0
     assert cfg["memory"]["peak_device_bytes"] > 0 and cfg["memory"]["peak_host_rss_bytes"] > 0
     assert any("kept in memory" in n for n in cfg["notes"])
+
+
+def test_run_relabelled_on_the_gpu(cp, tmp_path):
+    """--relabel degree: GPU Kernel 1 relabels on the device into a split (the low-degree rows on the
+    device), searches map parents to original ids on the device: the plain run's nedge per root."""
+    args = ("run", "--scale", 13, "--backend", "gpu", "--roots", 6)
+    ref = CliRunner().invoke(cli, [*args, "--datasets", str(tmp_path / "a")], catch_exceptions=False)
+    js = tmp_path / "r.json"
+    res = CliRunner().invoke(cli, [*args, "--datasets", str(tmp_path / "b"), "--relabel", "degree", "--placement",
+                                   "degree-low", "--device-memory-limit", "300KiB", "--json", str(js)],
+                             catch_exceptions=False)
+    assert res.exit_code == 0 and ref.exit_code == 0, res.output
+    assert "relabelled on the GPU" in res.stderr
+    pick = lambda out: [l for l in out.splitlines() if "nedge" in l or l.startswith("NBFS")]  # noqa: E731
+    assert pick(res.stdout) == pick(ref.stdout) and pick(ref.stdout)
+    rec = json.loads(js.read_text())
+    assert rec["config"]["variant"].endswith("deg") and rec["config"]["placement"]["order"] == "suffix"
+    assert rec["config"]["placement"]["mode"] == "split" and all(s["valid"] for s in rec["searches"])
 
 
 def test_gpu_placement_flags(cp, tmp_path):

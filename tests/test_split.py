@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dbfs.split import plan_split
-from dbfs.store.gpu import SEARCH_PER_VERTEX, placed_budgets
+from dbfs.store.gpu_placed import PASS_PER_VERTEX, SEARCH_PER_VERTEX, placed_budgets
 
 
 @settings(max_examples=200, deadline=None)
@@ -46,9 +46,14 @@ def test_split_modes_and_orders():
 
 def test_placed_budgets():
     n, gib = 1 << 30, 1 << 30
-    piece, passes = placed_budgets(n, 131 * gib)                    # SCALE 30 on an H200
+    adj = 2 * (16 << 30) * 4                                        # SCALE 30's raw adjacency, int32
+    piece, passes = placed_budgets(n, adj, 131 * gib)                # on an H200
     assert piece == 131 * gib - 8 * (n + 1) - SEARCH_PER_VERTEX * n - 2 * gib
-    assert passes == 131 * gib - piece - gib and passes > 8 * n     # a pass holds the raw row starts
-    piece, passes = placed_budgets(1024, 10 * gib, device_limit=8 * 1025 + 4096)
+    assert passes == 131 * gib - piece - gib and passes > PASS_PER_VERTEX * n
+    piece, passes = placed_budgets(1 << 28, adj >> 2, 131 * gib)     # SCALE 28: the whole adjacency fits
+    assert piece == adj >> 2 and passes == 131 * gib - piece - gib
+    piece, passes = placed_budgets(1 << 26, 1 << 33, 13 * gib)       # a small GPU: a pass keeps its floor
+    assert passes >= PASS_PER_VERTEX * (1 << 26) + 3 * gib
+    piece, passes = placed_budgets(1024, 1 << 20, 10 * gib, device_limit=8 * 1025 + 4096)
     assert piece == 4096 and passes == 10 * gib - 4096 - gib        # the limit is the CSR's share of the device
-    assert placed_budgets(1024, 10 * gib, device_limit=10)[0] == 0
+    assert placed_budgets(1024, 1 << 20, 10 * gib, device_limit=10)[0] == 0

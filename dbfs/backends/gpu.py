@@ -2,15 +2,25 @@
 
 Contract: :class:`dbfs.backends.Backend`. The whole pipeline stays on the
 device where it fits: a Kronecker graph is generated there (same bytes as
-the CPU generator, written to zarr), Kernel 1 builds the one-partition CSR
-there from the device copy of the edges (same bytes as the CPU build; a
-build that does not fit the free device memory runs on the CPU), the
-searches read that CSR without a reload, and every search is validated on
-the device against the INPUT edges (:mod:`dbfs.validate.gpu`; a relabelled
-CSR is validated on the host). Timing: the device is synchronised before
-each clock read; the parent array is copied to the host after the clock
-stops. ``energy``: GPU power through NVML over back-to-back searches after
-the timed ones (GreenGraph500's MTEPS/W).
+the CPU generator; stored, or virtual when the disk has no room), Kernel 1
+builds the one-partition CSR there (same bytes as the CPU build): in one
+pass from the device copy of the edges, in passes when that does not fit
+(stored either way), or, when the CSR has no room on disk or in host memory
+or ``--relabel degree`` asks for the degree order, in passes straight into
+the searches' placement, kept in memory for the run and said so
+(:func:`dbfs.store.gpu_placed.build_placed`): as many whole rows of one end of the
+row order as fit on the device (``--placement``: ``block``/``degree`` the
+first rows, ``degree-low`` the last, i.e. the low-degree rows of a
+degree-ordered CSR), the rest in pinned host memory read zero-copy. The
+searches read that CSR without a reload; every search is validated on the
+device against the INPUT edges (:mod:`dbfs.validate.gpu`; a virtual list is
+regenerated there chunk by chunk; a relabelled search's parents are mapped
+to original ids on the device first). Timing: the device is synchronised
+before each clock read; parents are copied to the host only when asked
+(``parents()``). ``energy``: GPU power through NVML over back-to-back
+searches after the timed ones (GreenGraph500's MTEPS/W). The JSON gets the
+adjacency's device/host split and the peak device memory and host RSS
+(:meth:`GpuBackend.describe`).
 """
 from __future__ import annotations
 
@@ -87,13 +97,14 @@ class GpuBackend(Backend):
     def csr(cls, ds, cfg, client=None):
         from dbfs import kernel1
 
-        if cfg.partitions == 1 and cfg.partitioning == "block" and cfg.relabel == "none":
+        if cfg.partitions == 1 and cfg.partitioning == "block":
             from dbfs.store.gpu import build_gpu, kernel1_fits
 
-            variant = kernel1.variant_name(1, "block", cfg.dedupe, "none")
-            if kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe):
-                return variant, build_gpu(ds, dedupe=cfg.dedupe, quiet=cfg.quiet)
-            if not cls._csr_stores(ds):
+            variant = kernel1.variant_name(1, "block", cfg.dedupe, cfg.relabel)
+            if kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe, cfg.relabel):
+                return super().csr(ds, cfg, client) if cfg.relabel != "none" else \
+                    (variant, build_gpu(ds, dedupe=cfg.dedupe, quiet=cfg.quiet))
+            if cfg.relabel != "none" or not cls._csr_stores(ds):
                 return variant, cls.csr_in_memory(ds, cfg, None, None)
             if kernel1_fits(ds):
                 return variant, build_gpu(ds, dedupe=cfg.dedupe, quiet=cfg.quiet)
@@ -114,10 +125,12 @@ class GpuBackend(Backend):
     @classmethod
     def csr_in_memory(cls, ds, cfg, need, free) -> dict:
         """GPU Kernel 1 in passes straight into the searches' device/host split, kept for this run
-        (:func:`dbfs.store.gpu.build_placed`); said on stderr and in the JSON notes."""
-        from dbfs.store.gpu import build_placed
+        (:func:`dbfs.store.gpu_placed.build_placed`; ``--relabel degree`` relabels there, on the device);
+        said on stderr and in the JSON notes."""
+        from dbfs.store.gpu_placed import build_placed
 
-        return build_placed(ds, dedupe=cfg.dedupe, device_limit=cfg.device_memory_limit, quiet=cfg.quiet)
+        return build_placed(ds, dedupe=cfg.dedupe, device_limit=cfg.device_memory_limit, quiet=cfg.quiet,
+                            relabel=cfg.relabel, order=cls.SPLIT_ORDER[cfg.placement])
 
     def load(self, ds, variant):
         from dbfs import kernel1
@@ -177,23 +190,12 @@ class GpuBackend(Backend):
 
         parent, t, rec = gpu.search_device(self.graph, root, self.cfg.algorithm, stats=True, **self._opts())
         self._sample_memory()
-        self.parent_dev = parent
-        if self.graph.perm is None:   # into one reused pinned buffer, after the clock stopped
-            if self._pinned is None:
-                import cupyx
-
-                self._pinned = cupyx.empty_pinned(parent.shape, np.int64)
-            self.parent = gpu.host_parent(parent, out=self._pinned)
-        else:
-            self.parent = self.graph.to_original(gpu.host_parent(parent))
+        self.parent_dev = gpu.original_parent(self.graph, parent)    # after the clock stopped
+        self.parent = None
         self.level_stats = rec
         return t
 
     def validate(self, root):
-        if self.graph.perm is not None:
-            from dbfs.validate import validate
-
-            return validate(self.ds.edges(), root, self.parent, n_vertices=self.n)
         from dbfs.store.gpu import search_edges
         from dbfs.validate.gpu import validate_gpu
 
@@ -202,15 +204,21 @@ class GpuBackend(Backend):
         return res
 
     def nedge(self, root):
-        from dbfs.backends.cpu import nedge_only
         from dbfs.bfs.gpu import count_nedge
         from dbfs.store.gpu import search_edges
 
-        if self.graph.perm is not None:
-            return nedge_only(self.ds.edges(), self.parent, self.n)
         return count_nedge(search_edges(self.ds), self.parent_dev)
 
     def parents(self):
+        """The last search's parents in original ids, copied to one reused pinned host buffer on demand."""
+        if self.parent is None:
+            from dbfs.bfs import gpu
+
+            if self._pinned is None:
+                import cupyx
+
+                self._pinned = cupyx.empty_pinned(self.parent_dev.shape, np.int64)
+            self.parent = gpu.host_parent(self.parent_dev, out=self._pinned)
         return self.parent
 
     def energy_phase(self, roots, times, nedges, min_seconds: float = ENERGY_MIN_SECONDS):

@@ -82,7 +82,8 @@ from dbfs.split import plan_split
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph
 
-__all__ = ["DeviceGraph", "device_graph", "search_device", "search_timed", "count_nedge", "expand", "ALGORITHMS"]
+__all__ = ["DeviceGraph", "device_graph", "search_device", "search_timed", "original_parent", "count_nedge", "expand",
+           "ALGORITHMS"]
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 
@@ -516,6 +517,29 @@ def host_parent(parent, out=None) -> np.ndarray:
     Called after the clock stopped."""
     wide = parent.astype(cp.int64, copy=False)
     return wide.get(out=out) if out is not None else wide.get()
+
+
+_REMAP = None
+
+
+def original_parent(graph: CSRGraph, parent):
+    """A device parent array over INTERNAL ids as one over ORIGINAL ids, on the device:
+    ``out[perm[v]] = perm[parent[v]]`` (-1 stays -1); ``parent`` itself when not relabelled. The
+    device ``perm`` is Kernel 1's (a placed build) or a copy of ``graph.perm`` kept in ``graph.meta``."""
+    global _REMAP
+    if graph.perm is None:
+        return parent
+    pd = (graph.meta.get("gpu_pieces") or {}).get("perm")
+    if pd is None or pd.dtype != parent.dtype:
+        pd = graph.meta.get("gpu_perm")
+        if pd is None or pd.dtype != parent.dtype:
+            pd = graph.meta["gpu_perm"] = cp.asarray(graph.perm.astype(parent.dtype))
+    if _REMAP is None:
+        _REMAP = cp.ElementwiseKernel("T p, raw T perm", "raw T out", "out[perm[i]] = p >= 0 ? perm[p] : (T)-1",
+                                      "dbfs_original_parent")
+    out = cp.empty_like(parent)
+    _REMAP(parent, pd, out)
+    return out
 
 
 def search_timed(graph: CSRGraph, root: int, algorithm: str = "do", stats: bool = False, **opts):

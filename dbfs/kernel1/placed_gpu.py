@@ -2,13 +2,16 @@
 
 Contract
 --------
-``build_csr_placed(source, n_vertices, device_entries, pass_budget, dedupe=True)``
-returns a :class:`dbfs.graph.CSRGraph` whose CSR is byte-for-byte that of
-:func:`dbfs.kernel1.passes_gpu.build_csr_gpu_passes` with the same options,
-but never assembled in one place: rows ``[0, split.row)`` have their
-adjacency entries in ONE device array of at most ``device_entries``
-entries, the rest in ONE mapped pinned host array (zero-copy for the
-kernels), ``indptr`` (int64, N + 1) in host memory and on the device. It is
+``build_csr_placed(source, n_vertices, device_entries, pass_budget, dedupe=True,
+order="prefix", relabel="none")`` returns a :class:`dbfs.graph.CSRGraph`
+whose CSR is byte-for-byte that of :func:`dbfs.kernel1.build_csr` with the
+same ``dedupe`` and ``relabel`` (``"degree"``: ids by descending raw degree,
+ties by id, computed on the device from the degree pass), but never
+assembled in one place: the rows of one end of the row order (``order``,
+:mod:`dbfs.split`) have their adjacency entries in ONE device array of at
+most ``device_entries`` entries, the rest in ONE mapped pinned host array
+(zero-copy for the kernels), ``indptr`` (int64, N + 1) in host memory and
+on the device. It is
 what the GPU backend searches when the CSR fits neither the device alone
 nor the disk (SCALE 30 on one H200: ~125 GiB of adjacency against 141 GiB of
 device memory that the searches and validations also need).
@@ -17,20 +20,25 @@ Encoding: ``graph.indices`` is an EMPTY array of the id width (the
 adjacency is not in one host array); ``graph.meta["gpu_pieces"]`` holds
 ``indptr`` (CuPy), ``adj`` (the kernels' ``ADJ_PARAMS``: device piece, host
 piece, entry where they meet, :mod:`dbfs.split` order ``prefix``),
-``split`` (:class:`dbfs.split.Split`) and ``keep`` (the pinned
-allocation's owner), read by :func:`dbfs.bfs.gpu.device_graph`;
+``split`` (:class:`dbfs.split.Split`), ``keep`` (the pinned
+allocation's owner) and ``perm`` (relabelled: ``perm[new] = original`` on
+the device, else None), read by :func:`dbfs.bfs.gpu.device_graph`;
 ``meta["passes"]`` is the pass report of :mod:`.passes_gpu` plus
 ``placement`` (bytes and entries each side).
 
 Method: :mod:`.passes_gpu`'s degree pass and per-range passes (each range
 regenerates or rereads the edge chunks: ``pass_budget`` bounds a pass's
-device bytes, the raw row starts included, as there). Ranges go in row
-order; a range's rows are copied into the device piece while they fit
+device bytes, the raw row starts included, as there). Relabelling sorts one
+key per vertex (``(max - degree) << 32 | id``) and maps every chunk's ids
+through ``iperm`` before a pass. Ranges go in row order (``suffix``:
+backwards); a range's rows are copied into the device piece while they fit
 whole, and from the first row that does not fit on, every row goes to the
 host piece (one split point, so one comparison per read in ``ADJ``). The
 device piece is allocated once at the start (``min(device_entries, raw
 entries)``); the host piece when the split is crossed, sized by the raw
-(undeduplicated) entries still to come, an upper bound.
+(undeduplicated) entries still to come, an upper bound. On a degree-ordered
+CSR the ``suffix`` (the low-degree rows on the device) is the placement to
+use: measured in docs/BENCHMARKS.md.
 
 Reference: Graph 500 Benchmark 1 specification 3.0.1, Kernel 1; the
 split of one adjacency between GPU and host memory follows Kolganov &
@@ -57,52 +65,123 @@ __all__ = ["build_csr_placed"]
 
 
 class _Placer:
-    """Puts pass blocks into the device piece while whole rows fit, then into the host piece."""
+    """Puts pass blocks into the device piece while whole rows fit, then into the host piece.
 
-    def __init__(self, n, cap, raw_ptr_host, idt):
-        self.n, self.idt, self.raw = n, idt, raw_ptr_host
+    ``prefix``: ranges arrive in ascending row order and fill both pieces
+    from their start; ``suffix``: descending, filling both from their end
+    (the pieces are then the filled tails). Row lengths are kept and summed
+    into ``indptr`` at the end."""
+
+    def __init__(self, n, cap, raw_ptr_host, idt, order):
+        self.n, self.idt, self.raw, self.order = n, idt, raw_ptr_host, order
         self.dev = cp.empty(max(cap, 1), idt)
         self.cap = int(cap)
-        self.indptr = np.empty(n + 1, np.int64)
-        self.indptr[0] = 0
-        self.pos = 0                        # entries placed so far
-        self.row = None                     # the split row once crossed
-        self.entry = None
+        self.lens = np.zeros(n + 1, np.int64)   # lens[v + 1] = row v's length; cumsum -> indptr
+        self.dev_used = self.host_used = 0
+        self.row = None                         # the split row once crossed
         self.host = self.host_dev = None
+        self.hcap = 0
         self.keep: list = []
 
-    def _cross(self, row: int, entry: int):
-        self.row, self.entry = row, entry
-        left = int(self.raw[self.n] - self.raw[row])      # raw entries still to come: an upper bound
-        self.host, self.host_dev = mapped_host_empty((max(left, 1),), self.idt, self.keep)
+    def _cross(self, row: int):
+        self.row = row
+        # raw (undeduplicated) entries of the rows still to come: an upper bound of the host piece
+        left = int(self.raw[self.n] - self.raw[row]) if self.order == "prefix" else int(self.raw[row])
+        self.hcap = max(left, 1)
+        self.host, self.host_dev = mapped_host_empty((self.hcap,), self.idt, self.keep)
+
+    def _to_host(self, part):
+        k = int(part.size)
+        if not k:
+            return
+        if self.order == "prefix":
+            part.get(out=self.host[self.host_used:self.host_used + k])
+        else:
+            part.get(out=self.host[self.hcap - self.host_used - k:self.hcap - self.host_used])
+        self.host_used += k
 
     def __call__(self, lo: int, hi: int, ptr_d, idx_d):
         ptr = cp.asnumpy(ptr_d)
         c, rows = int(ptr[-1]), hi - lo
-        self.indptr[lo + 1:hi + 1] = self.pos + ptr[1:]
-        put = 0                             # the block's entries that go to the device piece
-        if self.row is None:
-            fit = min(int(np.searchsorted(ptr, self.cap - self.pos, side="right")) - 1, rows)  # whole rows
-            put = int(ptr[fit])
+        self.lens[lo + 1:hi + 1] = np.diff(ptr)
+        if self.row is not None:
+            self._to_host(idx_d)
+            return
+        room = self.cap - self.dev_used
+        if self.order == "prefix":       # whole rows from the block's start
+            fit = min(int(np.searchsorted(ptr, room, side="right")) - 1, rows)
+            put, cut = int(ptr[fit]), fit
             if put:
-                self.dev[self.pos:self.pos + put] = idx_d[:put]
-            if fit < rows:
-                self._cross(lo + fit, self.pos + put)
-        if put < c:
-            at = self.pos + put - self.entry
-            idx_d[put:].get(out=self.host[at:at + c - put])
-        self.pos += c
+                self.dev[self.dev_used:self.dev_used + put] = idx_d[:put]
+            rest = idx_d[put:]
+        else:                            # whole rows from the block's end
+            cut = min(max(int(np.searchsorted(ptr, c - room, side="left")), 0), rows)
+            put = c - int(ptr[cut])
+            if put:
+                self.dev[self.cap - self.dev_used - put:self.cap - self.dev_used] = idx_d[c - put:]
+            rest = idx_d[:c - put]
+        self.dev_used += put
+        if (self.order == "prefix" and cut < rows) or (self.order == "suffix" and cut > 0):
+            self._cross(lo + cut)
+            self._to_host(rest)
 
-    def finish(self) -> tuple:
-        nnz = self.pos
-        if self.row is None:                # everything fitted: one device piece
-            return self.indptr, Split("prefix", self.n, nnz, nnz, self.idt.itemsize), (self.dev, None)
-        sp = Split("prefix", self.row, self.entry, nnz, self.idt.itemsize)
-        return self.indptr, sp, (self.dev if self.entry else None, self.host_dev)
+    def finish(self):
+        """(indptr, Split, adj): the kernels' ``ADJ_PARAMS`` over the filled pieces."""
+        indptr = np.cumsum(self.lens, out=self.lens)
+        nnz, item = int(indptr[-1]), self.idt.itemsize
+        whole = np.int64(1 << 62)
+        if self.order == "prefix":
+            dev, host = self.dev[:self.dev_used], (self.host_dev[:self.host_used] if self.host_used else None)
+            row = self.n if self.row is None else self.row
+            sp = Split("prefix", row, self.dev_used, nnz, item)
+            first, second = dev, host
+        else:
+            dev = self.dev[self.cap - self.dev_used:self.cap]
+            host = self.host_dev[self.hcap - self.host_used:] if self.host_used else None
+            row = 0 if self.row is None else self.row
+            sp = Split("suffix", row, self.host_used, nnz, item)
+            first, second = host, dev
+        if sp.mode == "device":
+            return indptr, sp, (dev, dev, whole)
+        if sp.mode == "host":
+            return indptr, sp, (host, host, whole)
+        return indptr, sp, (first, second, np.int64(sp.entry))
+
+
+class _Relabelled:
+    """A chunk source with every id mapped through ``iperm`` (the degree relabelling) on the device."""
+
+    def __init__(self, source, iperm):
+        self.source, self.iperm = source, iperm
+        self.m, self.step = source.m, source.step
+
+    def read(self, a: int, b: int):
+        e = self.source.read(a, b)
+        return self.iperm[e.astype(cp.int64, copy=False)]
+
+    def done(self):
+        self.source.done()
+
+
+def degree_order(raw_ptr, vid):
+    """(perm, iperm) on the device: vertices by descending raw degree, ties by id ascending (the rule of
+    :func:`dbfs.kernel1.inmemory.degree_permutation`), as ``vid`` arrays; one key sort."""
+    n = int(raw_ptr.shape[0]) - 1
+    deg = cp.diff(raw_ptr)
+    top = int(deg.max()) if n else 0
+    keys = ((np.uint64(top) - deg.astype(cp.uint64)) << np.uint64(32)) | cp.arange(n, dtype=cp.uint64)
+    del deg
+    keys.sort()
+    perm = (keys & np.uint64(0xFFFFFFFF)).astype(vid)
+    del keys
+    iperm = cp.empty(n, vid)
+    iperm[perm] = cp.arange(n, dtype=vid)
+    return perm, iperm
 
 
 def build_csr_placed(source, n_vertices: int, device_entries: int, pass_budget: int, dedupe: bool = True,
-                     budget_name: str = "--device-memory-limit", quiet: bool = True) -> CSRGraph:
+                     order: str = "prefix", relabel: str = "none", budget_name: str = "--device-memory-limit",
+                     quiet: bool = True) -> CSRGraph:
     """Build the CSR on the GPU in passes into a device/host split (see the module docstring).
 
     Parameters
@@ -118,6 +197,11 @@ def build_csr_placed(source, n_vertices: int, device_entries: int, pass_budget: 
         Device bytes of one pass (raw row starts and a chunk included), besides the device piece.
     dedupe : bool
         Drop duplicate entries.
+    order : {"prefix", "suffix"}
+        Which end of the row order keeps its adjacency on the device (:mod:`dbfs.split`).
+    relabel : {"none", "degree"}
+        Renumber by descending raw degree first (the bytes of ``dbfs.kernel1.build_csr(...,
+        relabel="degree")``; ``perm``/``iperm`` on the graph, the device ``perm`` in the pieces).
     budget_name : str
         The option named in budget errors.
     quiet : bool
@@ -131,45 +215,57 @@ def build_csr_placed(source, n_vertices: int, device_entries: int, pass_budget: 
     n = int(n_vertices)
     if n > 2**32:
         raise DbfsError(f"GPU Kernel 1 packs vertex ids in 32 bits, {n} vertices do not fit")
+    if relabel not in ("none", "degree"):
+        raise DbfsError(f"unknown relabel {relabel!r}: use 'none' or 'degree'")
     idt = np.dtype(id_dtype(n))
-    fixed = device_cost(n, source.step, 0, 0)
+    vid = cp.int32 if n < 2**31 else cp.int64
+    vb = np.dtype(vid).itemsize
+    fixed = device_cost(n, source.step, 0, 0) + (vb * n if relabel == "degree" else 0)    # + iperm
     if fixed + 8 * n > pass_budget:
         raise DbfsError(f"{budget_name} leaves {pass_budget:,} B of device memory for Kernel 1's passes over "
                         f"{n:,} vertices, they need at least {fixed + 8 * n:,} B: raise {budget_name}")
     t0 = time.perf_counter()
+    m = int(source.m)
     k = _kernels()
     pool = cp.get_default_memory_pool()
     spans = spans_of(source)
     raw_ptr = degree_pass(source, spans, n, k)
+    hp = iperm = None
+    if relabel == "degree":
+        perm, iperm = degree_order(raw_ptr, vid)
+        deg = cp.diff(raw_ptr)[perm]
+        raw_ptr[1:] = cp.cumsum(deg)
+        hp = cp.asnumpy(perm)           # host while the passes run: they need only iperm on the device
+        del deg, perm
+        source = _Relabelled(source, iperm)
     host_ptr = cp.asnumpy(raw_ptr)
     ranges = plan_ranges(host_ptr, pass_budget, _ENTRY, fixed, budget_name, row_cost=_ROW) if n else []
     cap = min(int(device_entries), int(host_ptr[n]) if n else 0)
-    placer = _Placer(n, max(cap, 0), host_ptr, idt)
-    say(f"GPU Kernel 1 placed: {len(ranges)} pass(es) over {source.m:,} edges, device piece up to "
-        f"{cap * idt.itemsize:,} B, passes within {pass_budget:,} B", quiet)
-    for i, (lo, hi, _cost) in enumerate(ranges):
+    placer = _Placer(n, max(cap, 0), host_ptr, idt, order)
+    say(f"GPU Kernel 1 placed: {len(ranges)} pass(es) over {m:,} edges, device piece up to "
+        f"{cap * idt.itemsize:,} B ({order}), passes within {pass_budget:,} B", quiet)
+    todo = ranges if order == "prefix" else ranges[::-1]
+    for i, (lo, hi, _cost) in enumerate(todo):
         pool.free_all_blocks()
         ptr_d, idx_d = pass_device(source, spans, lo, hi, raw_ptr, idt, dedupe, k)
         placer(lo, hi, ptr_d, idx_d)
         del ptr_d, idx_d
-        if not quiet and (i + 1) % 8 == 0:
+        if (i + 1) % 8 == 0:
             say(f"GPU Kernel 1 placed: pass {i + 1}/{len(ranges)} done", quiet)
     del raw_ptr, host_ptr
+    if iperm is not None:
+        del iperm, source
     pool.free_all_blocks()
-    indptr, sp, (dev, host) = placer.finish()
-    if n == 0:
-        indptr = np.zeros(1, np.int64)
-    ip_dev = cp.asarray(indptr)
-    if sp.mode == "device":
-        adj = (dev[:sp.nnz], dev[:sp.nnz], np.int64(1 << 62))
-    elif sp.mode == "host":
-        adj = (host, host, np.int64(1 << 62))
-    else:
-        adj = (dev[:sp.entry], host, np.int64(sp.entry))
+    indptr, sp, adj = placer.finish()
     info = {"count": len(ranges), "ranges": [(lo, hi) for lo, hi, _ in ranges],
             "planned": [c for _, _, c in ranges], "peak_planned": max([c for _, _, c in ranges], default=0),
             "budget": int(pass_budget), "nnz": sp.nnz, "placement": sp.report(),
             "seconds": time.perf_counter() - t0}
-    meta = {"dedupe": bool(dedupe), "relabel": "none", "n_edges": int(source.m), "passes": info,
-            "gpu_pieces": {"indptr": ip_dev, "adj": adj, "split": sp, "keep": placer.keep}}
-    return CSRGraph(indptr, np.empty(0, idt), n, meta=meta)
+    meta = {"dedupe": bool(dedupe), "relabel": relabel, "n_edges": m, "passes": info,
+            "gpu_pieces": {"indptr": cp.asarray(indptr), "adj": adj, "split": sp, "keep": placer.keep,
+                           "perm": None if hp is None else cp.asarray(hp)}}
+    hi_p = None
+    if hp is not None:          # host copies in the id width (SCALE 30: 4 GiB each, not 8)
+        hi_p = np.empty(n, hp.dtype)
+        hi_p[hp] = np.arange(n, dtype=hp.dtype)
+    return CSRGraph(indptr, np.empty(0, idt), n, perm=hp, iperm=hi_p, meta=meta)

@@ -12,8 +12,10 @@ cores, memory, package versions: :func:`machine`), ``spec`` (the dataset's
 generation spec), ``dataset``, ``n_vertices``, ``n_edges``, ``config``
 (algorithm, backend, CSR variant, options, partitions), ``graph500`` (every
 key of the Graph500 text output, as numbers), ``validated``,
-``generation_time``, ``construction_time``, ``load_time``, ``timer`` (what
-the search clock includes on this backend), ``energy``, ``failures``, and
+``generation_time``, ``construction_time``, ``load_time``, ``stages`` (wall
+seconds of each stage in this run: generate, kernel1, load, warm-up,
+searches, validation), ``timer`` (what the search clock includes on this
+backend), ``energy``, ``failures``, and
 ``searches``: one record per root with ``root``, ``time`` (s), ``nedge``,
 ``teps``, ``validate_time`` (s or null), ``valid`` (bool or null) and
 ``levels`` (the per-level records of the search: level, direction, frontier,
@@ -100,8 +102,9 @@ def result_dict(res, graph500: dict) -> dict:
             "dataset": res.dataset, "n_vertices": res.n_vertices, "n_edges": res.n_edges,
             "config": res.config, "graph500": graph500, "validated": res.validated,
             "generation_time": res.generation_time, "construction_time": res.construction_time,
-            "load_time": res.load_time,
-            "timer": ("device synchronised before each clock read; parents copied to host memory AFTER the timer"
+            "load_time": res.load_time, "stages": dict(getattr(res, "stages", None) or {}),
+            "timer": ("device synchronised before each clock read; parents stay on the device (copied to host "
+                      "memory after the timer, when asked)"
                       if res.config.get("backend") == "gpu" else
                       "host clock around one backend call; parents written in host memory inside the timer"),
             "energy": res.energy, "failures": res.failures, "searches": searches}
