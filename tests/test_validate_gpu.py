@@ -14,7 +14,7 @@ from dbfs.bfs import bfs
 from dbfs.bfs.reference import bfs_levels
 from dbfs.kernel1 import build_csr
 from dbfs.validate import MAX_EXAMPLES, ValidationResult, validate
-from dbfs.validate.gpu import _pick_xp, validate_gpu
+from dbfs.validate.gpu import _pick_xp, validate_gpu, validate_many_gpu
 
 N10 = 1 << 10
 N16 = 1 << 16
@@ -182,6 +182,35 @@ def test_uint32_edges_and_parent(case10):
     res = compare(edges.astype(np.uint32), root, parent)
     assert res.ok
     assert_same(validate_gpu(edges, root, parent.astype(np.int32)), res)
+
+
+def test_many_searches_in_one_read_equal_one_at_a_time(case10, golden10):
+    """validate_many_gpu: each search's result is the CPU validator's, good and corrupted searches mixed,
+    the edges read once (an edge list that counts its reads)."""
+    edges, root, parent, lev = case10
+    searches = [(root, parent)]
+    for name in ("cycle", "range-1024", "skipped_level", "not_a_neighbour", "combined"):
+        bad = parent.copy()
+        CORRUPTIONS[name](edges, root, bad, lev)
+        searches.append((root, bad))
+    for r in golden10["roots"][:3]:
+        searches.append((r, bfs(build_csr(golden10["edges"], n_vertices=N10), r).parent))
+
+    class Counted:
+        def __init__(self, e):
+            self.e, self.shape, self.reads = e, e.shape, 0
+
+        def __getitem__(self, key):
+            self.reads += 1
+            return self.e[key]
+
+    for e, group in ((edges, searches[:-3]), (golden10["edges"], searches[-3:])):
+        src = Counted(e)
+        got = validate_many_gpu(src, group, N10, xp=np, chunk_edges=3000)
+        assert src.reads == -(-e.shape[0] // 3000), "one read of every chunk for the whole batch"
+        assert len(got) == len(group) >= 2
+        for (r, p), g in zip(group, got):
+            assert_same(g, validate(e, r, p, N10))
 
 
 # ------------------------------------------------------------ corruptions

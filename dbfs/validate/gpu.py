@@ -3,7 +3,10 @@
 Contract
 --------
 ``validate_gpu(edges, root, parent, n_vertices=None, xp=None, chunk_edges=2**26,
-levels=True) -> ValidationResult(ok, nedge, failures, levels)``: the same as
+levels=True) -> ValidationResult(ok, nedge, failures, levels)``, and
+``validate_many_gpu(edges, [(root, parent), ...], ...)`` (the same for several
+searches over one read of the edge list: a regenerated list is made once per
+batch): the same as
 :func:`dbfs.validate.validate`, rule by rule, and the same result type
 (``Failure``, ``ValidationResult`` and ``RULES`` come from
 :mod:`dbfs.validate.cpu`): same ``ok``, ``nedge``, failed rules (in ``RULES``
@@ -55,7 +58,7 @@ import numpy as np
 
 from dbfs.validate.cpu import _EDGE_RULES, MAX_EXAMPLES, RULES, Failure, ValidationResult
 
-__all__ = ["validate_gpu"]
+__all__ = ["validate_gpu", "validate_many_gpu"]
 
 DEFAULT_CHUNK_EDGES = 1 << 26
 
@@ -200,31 +203,25 @@ def _fused_counts(chunk, parent, lev, n, found):
     return [int(x) for x in cnt.get()]
 
 
-def _check_edges(xp, edges, parent, lev, n, chunk_edges):
-    m = int(edges.shape[0])
-    found = xp.zeros(n, dtype=bool)
-    totals = [0, 0, 0]
-    examples = [np.empty(0, np.int64) for _ in range(3)]
-    nedge = 0
-    step = max(1, int(chunk_edges))
-    cupy_xp = xp is not np
-    for s in range(0, m, step):
-        chunk = edges[s:min(s + step, m)]
-        if _is_cupy(chunk) and not cupy_xp:
-            chunk = chunk.get()
-        elif not _is_cupy(chunk):
-            chunk = np.asarray(chunk)
-        chunk = xp.asarray(chunk)
-        if chunk.ndim != 2 or chunk.shape[1] != 2:
-            raise ValueError(f"edges must have shape (M, 2); got a chunk of shape {chunk.shape}")
-        if cupy_xp:   # fast path: counts only; a chunk with a failure is redone below for its examples
-            c = _fused_counts(chunk, parent, lev, n, found)
+class _EdgeCheck:
+    """The edge rules of one search, accumulated chunk by chunk (``found``, counts, examples, nedge)."""
+
+    def __init__(self, xp, parent, lev, n):
+        self.parent, self.lev, self.n = parent, lev, n
+        self.found = xp.zeros(n, dtype=bool)
+        self.totals = [0, 0, 0]
+        self.examples = [np.empty(0, np.int64) for _ in range(3)]
+        self.nedge = 0
+
+    def chunk(self, xp, chunk):
+        parent, lev, n = self.parent, self.lev, self.n
+        if xp is not np:   # fast path: counts only; a chunk with a failure is redone below for its examples
+            c = _fused_counts(chunk, parent, lev, n, self.found)
             if c is not None and c[0] == c[1] == c[2] == 0:
-                nedge += c[3]
-                continue
+                self.nedge += c[3]
+                return
         u = chunk[:, 0].astype(np.int64)
         v = chunk[:, 1].astype(np.int64)
-        del chunk
         bad = (u < 0) | (v < 0) | (u >= n) | (v >= n)
         uu = xp.where(bad, 0, u)
         vv = xp.where(bad, 0, v)
@@ -235,20 +232,36 @@ def _check_edges(xp, edges, parent, lev, n, chunk_edges):
         span = ok & ((lu >= 0) != (lv >= 0))
         diff = both & (xp.abs(lu - lv) > 1)
         tree = both & (uu != vv)
-        nedge += int(tree.sum())
-        found[vv[tree & (parent[vv] == uu)]] = True
-        found[uu[tree & (parent[uu] == vv)]] = True
+        self.nedge += int(tree.sum())
+        self.found[vv[tree & (parent[vv] == uu)]] = True
+        self.found[uu[tree & (parent[uu] == vv)]] = True
         for kind, mask in enumerate((bad, span, diff)):
             c = int(mask.sum())
             if c:
-                totals[kind] += c
-                examples[kind] = _examples(xp, u, v, mask, examples[kind])
-    failures = []
-    for kind, (rule, text) in enumerate(_EDGE_RULES):
-        if totals[kind]:
-            failures.append(_fail(rule, f"{totals[kind]} " + text.format(n=n), examples[kind],
-                                  totals[kind]))
-    return nedge, failures, found
+                self.totals[kind] += c
+                self.examples[kind] = _examples(xp, u, v, mask, self.examples[kind])
+
+    def failures(self):
+        return [_fail(rule, f"{self.totals[kind]} " + text.format(n=self.n), self.examples[kind], self.totals[kind])
+                for kind, (rule, text) in enumerate(_EDGE_RULES) if self.totals[kind]]
+
+
+def _sweep(xp, edges, checks, chunk_edges):
+    """Read the edge list once, chunk by chunk, and feed every chunk to every check."""
+    m = int(edges.shape[0])
+    step = max(1, int(chunk_edges))
+    for s in range(0, m, step):
+        chunk = edges[s:min(s + step, m)]
+        if _is_cupy(chunk) and xp is np:
+            chunk = chunk.get()
+        elif not _is_cupy(chunk):
+            chunk = np.asarray(chunk)
+        chunk = xp.asarray(chunk)
+        if chunk.ndim != 2 or chunk.shape[1] != 2:
+            raise ValueError(f"edges must have shape (M, 2); got a chunk of shape {chunk.shape}")
+        for c in checks:
+            c.chunk(xp, chunk)
+        del chunk
 
 
 # ----------------------------------------------------------------- driver
@@ -295,24 +308,54 @@ def validate_gpu(edges, root, parent, n_vertices=None, xp=None,
     ValidationResult
         Equal to :func:`dbfs.validate.validate`'s on the same input.
     """
-    xp = _pick_xp(xp, parent, edges)
-    if _is_cupy(parent) and xp is np:
-        parent = parent.get()
-    parent = xp.asarray(parent)
-    n = int(n_vertices) if n_vertices is not None else int(parent.shape[0])
-    root = int(root)
-    f = _check_prefix(xp, parent, root, n)      # in the given width: a value past int32 is a range failure
-    if f:
-        return ValidationResult(False, 0, [f])
-    parent = parent.astype(_width(n), copy=False)
-    lev, failures = _levels(xp, parent, root, n)
-    nedge, edge_failures, found = _check_edges(xp, edges, parent, lev, n, chunk_edges)
-    failures += edge_failures
-    missing = (lev > 0) & ~found
-    cnt = int(missing.sum())
-    if cnt:
-        failures.append(_fail("tree-edge",
-                              f"{cnt} reached vertex(es) have a parent that is not an input neighbour",
-                              _first(xp, missing), cnt))
-    failures.sort(key=lambda x: RULES.index(x.rule))
-    return ValidationResult(not failures, int(nedge), failures, _host(lev) if levels else None)
+    return validate_many_gpu(edges, [(root, parent)], n_vertices, xp, chunk_edges, levels)[0]
+
+
+def validate_many_gpu(edges, searches, n_vertices=None, xp=None, chunk_edges=DEFAULT_CHUNK_EDGES,
+                      levels: bool = True) -> list:
+    """:func:`validate_gpu` of several searches over ONE read of the edge list.
+
+    ``searches`` is a list of ``(root, parent)``; each search's levels are
+    computed first (its vertex rules), then every edge chunk is read once and
+    checked against every search: what a regenerated (virtual) edge list
+    costs once per batch instead of once per search. Memory: a level array
+    (the id width) and a ``found`` flag per vertex per search. Returns one
+    :class:`ValidationResult` per search, in order.
+    """
+    if not searches:
+        return []
+    xp = _pick_xp(xp, searches[0][1], edges)
+    out, checks = [], []
+    for root, parent in searches:
+        if _is_cupy(parent) and xp is np:
+            parent = parent.get()
+        parent = xp.asarray(parent)
+        n = int(n_vertices) if n_vertices is not None else int(parent.shape[0])
+        root = int(root)
+        f = _check_prefix(xp, parent, root, n)      # in the given width: a value past int32 is a range failure
+        if f:
+            out.append(ValidationResult(False, 0, [f]))
+            continue
+        parent = parent.astype(_width(n), copy=False)
+        lev, failures = _levels(xp, parent, root, n)
+        c = _EdgeCheck(xp, parent, lev, n)
+        checks.append(c)
+        out.append((c, failures))
+    _sweep(xp, edges, checks, chunk_edges)
+    results = []
+    for item in out:
+        if isinstance(item, ValidationResult):
+            results.append(item)
+            continue
+        c, failures = item
+        failures += c.failures()
+        missing = (c.lev > 0) & ~c.found
+        cnt = int(missing.sum())
+        if cnt:
+            failures.append(_fail("tree-edge",
+                                  f"{cnt} reached vertex(es) have a parent that is not an input neighbour",
+                                  _first(xp, missing), cnt))
+        failures.sort(key=lambda x: RULES.index(x.rule))
+        results.append(ValidationResult(not failures, int(c.nedge), failures, _host(c.lev) if levels else None))
+        c.found = c.lev = c.parent = None
+    return results
