@@ -150,3 +150,20 @@ def test_gpu_placement_flags(cp, tmp_path):
     assert res.exit_code == 0, res.output
     pl = json.loads((tmp_path / "r.json").read_text())["config"]["placement"]
     assert pl["order"] == "suffix" and pl["mode"] == "split"
+
+
+def test_run_validates_regenerated_edges_in_batches(cp, tmp_path, monkeypatch):
+    """When the edge list does not fit the device (SCALE 30), validation regenerates it chunk by chunk on
+    the device and checks VALIDATE_BATCH searches per regeneration: same results as one at a time."""
+    import dbfs.store.gpu as sg
+    from dbfs.pipeline import RunConfig, run_graph500
+    from dbfs.store.gpu_placed import VALIDATE_BATCH
+
+    spec = GraphSpec.make(scale=13, edgefactor=16)
+    ref = run_graph500(spec, tmp_path / "a", RunConfig(backend="gpu", n_roots=7, quiet=True))
+    store.generate(spec, tmp_path / "b", quiet=True, backend="gpu", edges="virtual")
+    monkeypatch.setattr(sg, "edges_fit", lambda ds, free=None: False)      # the SCALE 30 condition
+    res = run_graph500(spec.name, tmp_path / "b", RunConfig(backend="gpu", n_roots=7, quiet=True))
+    assert VALIDATE_BATCH > 1 and len(res.valid) == 7 and all(res.valid)
+    assert res.nedges == ref.nedges and res.roots == ref.roots
+    assert len(set(res.validate_times[:VALIDATE_BATCH])) == 1, "one batch, its time shared"

@@ -13,6 +13,7 @@ Contract (the Graph500 reference's ``make_graph_data_structure`` /
     roots = b.roots(n)             # the Graph500 search keys
     b.search(root)                 # -> seconds (Graph500 Kernel 2 time); b.level_stats
     b.validate(root)               # -> ValidationResult against the INPUT edges
+    b.validate_many(roots)         # -> the same for the last searches, when b.validate_batch > 1
     b.nedge(root)                  # -> Graph500 nedge without the other checks
     b.parents()                    # -> int64 parents in original ids
     b.close()
@@ -224,6 +225,15 @@ class Backend:
         raise NotImplementedError
 
     def nedge(self, root: int) -> int:
+        raise NotImplementedError
+
+    #: searches validated together (the backend keeps their parents until :meth:`validate_many`); 1: each
+    #: search is validated right after it
+    validate_batch = 1
+
+    def validate_many(self, roots) -> list:
+        """ValidationResults of the last ``len(roots)`` searches (from ``roots``, in order), for a
+        backend with ``validate_batch`` > 1."""
         raise NotImplementedError
 
     def parents(self):

@@ -149,6 +149,13 @@ class GpuBackend(Backend):
             self.graph = kernel1.load_csr(ds.path, variant)
             self.load_time = time.perf_counter() - t0
         self.parent = self.parent_dev = self._pinned = None
+        from dbfs.store.gpu import DeviceRows, search_edges
+        from dbfs.store.gpu_placed import VALIDATE_BATCH
+
+        # a regenerated edge list costs one generation per validation: validate VALIDATE_BATCH searches per
+        # generation (the placed build kept device memory for their parents and levels)
+        self.validate_batch = VALIDATE_BATCH if isinstance(search_edges(ds), DeviceRows) else 1
+        self.held = []
         return self.load_time
 
     def _opts(self) -> dict:
@@ -191,9 +198,24 @@ class GpuBackend(Backend):
         parent, t, rec = gpu.search_device(self.graph, root, self.cfg.algorithm, stats=True, **self._opts())
         self._sample_memory()
         self.parent_dev = gpu.original_parent(self.graph, parent)    # after the clock stopped
+        del parent
+        if self.validate_batch > 1:     # the last K searches' parents, for validate_many
+            self.held = self.held[len(self.held) + 1 - self.validate_batch:] + [(int(root), self.parent_dev)]
         self.parent = None
         self.level_stats = rec
         return t
+
+    def validate_many(self, roots):
+        """The last ``len(roots)`` searches validated over one regeneration of the edge list
+        (:func:`dbfs.validate.gpu.validate_many_gpu`)."""
+        from dbfs.store.gpu import search_edges
+        from dbfs.validate.gpu import validate_many_gpu
+
+        held, self.held = self.held[-len(roots):], []
+        assert [r for r, _ in held] == [int(r) for r in roots], "validate_many: not the last searches"
+        res = validate_many_gpu(search_edges(self.ds), held, n_vertices=self.n, levels=False)
+        self._sample_memory()
+        return res
 
     def validate(self, root):
         from dbfs.store.gpu import search_edges

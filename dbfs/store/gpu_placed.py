@@ -24,7 +24,8 @@ from dbfs.graph import id_dtype
 from dbfs.progress import say
 from dbfs.store.gpu import _free_device_bytes, device_chunks
 
-__all__ = ["build_placed", "placed_budgets", "SEARCH_PER_VERTEX", "PLACED_STEP"]
+__all__ = ["build_placed", "placed_budgets", "reserve_per_vertex", "SEARCH_PER_VERTEX", "VALIDATE_BATCH",
+           "PLACED_STEP"]
 
 
 #: device bytes per vertex the searches and validations of a placed CSR need besides it (``indptr``
@@ -32,6 +33,15 @@ __all__ = ["build_placed", "placed_budgets", "SEARCH_PER_VERTEX", "PLACED_STEP"]
 #: search's parents, queues, bitmaps and degree scan (~29 N) or a validation's int32 pointer jumping
 #: beside the kept parents and their original-id copy (~34 N)
 SEARCH_PER_VERTEX = 44
+#: searches the GPU backend validates per regeneration of a virtual edge list (each one more keeps its
+#: parents and levels, 8 B per vertex, on the device: :func:`reserve_per_vertex`)
+VALIDATE_BATCH = 4
+
+
+def reserve_per_vertex(batch: int = 1) -> int:
+    """Device bytes per vertex the searches and validations of a placed CSR keep free, validating
+    ``batch`` searches at once."""
+    return SEARCH_PER_VERTEX + 8 * (max(1, int(batch)) - 1)
 _SLACK = 2 << 30
 #: edge rows a placed build reads at once (about 3 GiB of device memory for a chunk, pass model)
 PLACED_STEP = 1 << 25
@@ -42,12 +52,13 @@ PLACED_STEP = 1 << 25
 PASS_PER_VERTEX = 32
 
 
-def placed_budgets(n: int, adjacency: int, free: int, device_limit: int | None = None) -> tuple:
+def placed_budgets(n: int, adjacency: int, free: int, device_limit: int | None = None,
+                   per_vertex: int = SEARCH_PER_VERTEX) -> tuple:
     """(device piece bytes, pass budget) of :func:`build_placed` for ``n`` vertices.
 
     The device piece gets at most ``adjacency`` bytes (the raw entries' upper
     bound), what the searches and validations leave of ``free``
-    (:data:`SEARCH_PER_VERTEX`) and what leaves a pass at least
+    (``per_vertex`` bytes per vertex: :func:`reserve_per_vertex`) and what leaves a pass at least
     :data:`PASS_PER_VERTEX` per vertex plus 4 GiB; or ``device_limit`` less
     the row offsets (the CSR's share of the device, as
     ``--device-memory-limit`` means for the searches). A Kernel 1 pass gets
@@ -57,7 +68,7 @@ def placed_budgets(n: int, adjacency: int, free: int, device_limit: int | None =
     if device_limit is not None:
         piece = max(0, min(int(device_limit) - ip, int(adjacency)))
     else:
-        piece = max(0, min(int(adjacency), free - ip - SEARCH_PER_VERTEX * n - _SLACK,
+        piece = max(0, min(int(adjacency), free - ip - int(per_vertex) * n - _SLACK,
                            free - PASS_PER_VERTEX * n - 2 * _SLACK))
     return piece, free - piece - (_SLACK >> 1)
 
@@ -93,7 +104,9 @@ def build_placed(ds, dedupe: bool = True, device_limit: int | None = None, quiet
     t0 = time.perf_counter()
     free = int(0.94 * _free_device_bytes())
     item = np.dtype(id_dtype(ds.n_vertices)).itemsize
-    piece, passes = placed_budgets(ds.n_vertices, 2 * int(ds.n_edges) * item, free, device_limit)
+    regen = ds.storage == "virtual" and ds.spec.kind == "kronecker"      # validated in batches (the backend)
+    piece, passes = placed_budgets(ds.n_vertices, 2 * int(ds.n_edges) * item, free, device_limit,
+                                   reserve_per_vertex(VALIDATE_BATCH if regen else 1))
     budget_name = "--device-memory-limit" if device_limit is not None else "the free device memory"
     g = build_csr_placed(device_chunks(ds, step=min(PLACED_STEP, max(int(ds.n_edges), 1))), ds.n_vertices,
                          piece // item, pass_budget if pass_budget is not None else passes, dedupe=dedupe,
