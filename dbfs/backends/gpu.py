@@ -154,7 +154,8 @@ class GpuBackend(Backend):
 
         # a regenerated edge list costs one generation per validation: validate VALIDATE_BATCH searches per
         # generation (the placed build kept device memory for their parents and levels)
-        self.validate_batch = VALIDATE_BATCH if isinstance(search_edges(ds), DeviceRows) else 1
+        self.validate_batch = ds.memo.get("validate_batch", VALIDATE_BATCH) if isinstance(search_edges(ds), DeviceRows) \
+            else 1
         self.held = []
         return self.load_time
 
@@ -200,7 +201,7 @@ class GpuBackend(Backend):
         self.parent_dev = gpu.original_parent(self.graph, parent)    # after the clock stopped
         del parent
         if self.validate_batch > 1:     # the last K searches' parents, for validate_many
-            self.held = self.held[len(self.held) + 1 - self.validate_batch:] + [(int(root), self.parent_dev)]
+            self.held = self.held[max(0, len(self.held) + 1 - self.validate_batch):] + [(int(root), self.parent_dev)]
         self.parent = None
         self.level_stats = rec
         return t

@@ -25,15 +25,18 @@ Method: the CPU algorithm of :mod:`.passes` with
 ``k1_count`` per chunk into the raw degrees, prefix sum; ranges cut by
 :func:`.passes.plan_ranges` on the device cost; per range, ``k1_emit`` per
 chunk writes ``(src - lo) << 32 | dst`` at the row's cursor, one key sort,
-``k1_first_of_run`` drops duplicates, ``searchsorted`` on row starts gives
-the block's ``indptr``, the low 32 bits its ``indices``; both are copied to
-the host.
+``searchsorted`` on row starts finds each row among the sorted keys;
+``k1_first_of_run`` flags the first of each run of equal keys, their
+inclusive scan gives every kept key its slot and the block's ``indptr`` (the
+scan before each row start), one scatter writes the kept keys' low 32 bits
+as the block's ``indices``; both are copied to the host (or kept on the
+device by :mod:`.placed_gpu`).
 
 Device memory model (bytes): resident ``8 * (N + 1)`` (raw row starts;
 the degree pass also holds the ``8 * N`` counts); per pass
-``32 * E_pass + 48 * (rows + 1)`` (keys 8, the sort's buffer 8, the dedupe
-mask 1 and its scan 8, the kept keys 8; per row cursor, row starts, bounds,
-``indptr``) plus ``96 * step + 1 MiB`` for a chunk (its rows, their int64
+``24 * E_pass + 48 * (rows + 1)`` (keys 8 and the sort's buffer 8, then
+keys 8, the dedupe flags 1, their scan 8 and the kept low words 4; per row
+cursor, row starts, bounds, ``indptr``) plus ``96 * step + 1 MiB`` for a chunk (its rows, their int64
 copy, the generator's buffers, the degree pass's checksum terms). See :func:`device_cost`.
 
 Reference: Graph 500 Benchmark 1 specification 3.0.1, Kernel 1,
@@ -52,7 +55,7 @@ from dbfs.progress import say
 
 __all__ = ["build_csr_gpu_passes", "device_cost", "degree_pass", "pass_device", "spans_of"]
 
-_ENTRY = 32
+_ENTRY = 24
 _ROW = 48
 _CHUNK_ROW = 96
 _CHUNK_FIXED = 1 << 20
@@ -109,15 +112,33 @@ def pass_device(source, spans, lo, hi, raw_ptr, idt, dedupe, k):
         del e
     del cursor
     keys.sort()
-    if dedupe and cnt > 1:
-        keep = cp.empty(cnt, cp.uint8)
-        k["k1_first_of_run"](_grid(cnt), (_BLOCK,), (keys, np.int64(cnt), keep))
-        keys = keys[keep.view(cp.bool_)]
-        del keep
     starts = cp.arange(rows + 1, dtype=cp.uint64) << np.uint64(32)
-    ptr = cp.searchsorted(keys, starts).astype(cp.int64)
+    pos = cp.searchsorted(keys, starts).astype(cp.int64)       # row starts among the sorted raw keys
     del starts
-    return ptr, (keys & np.uint64(0xFFFFFFFF)).astype(idt)
+    if not (dedupe and cnt > 1):
+        return pos, (keys & np.uint64(0xFFFFFFFF)).astype(idt)
+    # dedupe without a second key array: first-of-run flags, their inclusive scan, and one scatter of the
+    # kept keys' low words (keys 8 + flag 1 + scan 8 + output 4 bytes per entry, the model's _ENTRY)
+    keep = cp.empty(cnt, cp.uint8)
+    k["k1_first_of_run"](_grid(cnt), (_BLOCK,), (keys, np.int64(cnt), keep))
+    scan = cp.cumsum(keep, dtype=cp.int64)
+    idx = cp.empty(int(scan[-1]), idt)
+    _compact()(keys, keep, scan, idx)
+    del keys, keep
+    ptr = scan[cp.maximum(pos - 1, 0)] * (pos > 0)             # kept keys before each row start
+    return ptr, idx
+
+
+_COMPACT = None
+
+
+def _compact():
+    """ElementwiseKernel: ``out[scan - 1] = low 32 bits of key`` where ``keep``."""
+    global _COMPACT
+    if _COMPACT is None:
+        _COMPACT = cp.ElementwiseKernel("uint64 key, uint8 keep, int64 at", "raw T out",
+                                        "if (keep) out[at - 1] = (T)(key & 0xFFFFFFFFULL);", "dbfs_k1_compact")
+    return _COMPACT
 
 
 def _one_pass(source, spans, lo, hi, raw_ptr, idt, dedupe, k):

@@ -64,6 +64,11 @@ from dbfs.split import Split
 __all__ = ["build_csr_placed"]
 
 
+def _bisect(ptr_d, x: int, side: str) -> int:
+    """``searchsorted`` of one value in a device array."""
+    return int(cp.searchsorted(ptr_d, cp.asarray([x], dtype=ptr_d.dtype), side=side)[0])
+
+
 class _Placer:
     """Puts pass blocks into the device piece while whole rows fit, then into the host piece.
 
@@ -72,8 +77,8 @@ class _Placer:
     (the pieces are then the filled tails). Row lengths are kept and summed
     into ``indptr`` at the end."""
 
-    def __init__(self, n, cap, raw_ptr_host, idt, order):
-        self.n, self.idt, self.raw, self.order = n, idt, raw_ptr_host, order
+    def __init__(self, n, cap, raw_ptr, idt, order):
+        self.n, self.idt, self.raw, self.order = n, idt, raw_ptr, order     # raw row starts (device)
         self.dev = cp.empty(max(cap, 1), idt)
         self.cap = int(cap)
         self.lens = np.zeros(n + 1, np.int64)   # lens[v + 1] = row v's length; cumsum -> indptr
@@ -86,7 +91,7 @@ class _Placer:
     def _cross(self, row: int):
         self.row = row
         # raw (undeduplicated) entries of the rows still to come: an upper bound of the host piece
-        left = int(self.raw[self.n] - self.raw[row]) if self.order == "prefix" else int(self.raw[row])
+        left = int(self.raw[self.n]) - int(self.raw[row]) if self.order == "prefix" else int(self.raw[row])
         self.hcap = max(left, 1)
         self.host, self.host_dev = mapped_host_empty((self.hcap,), self.idt, self.keep)
 
@@ -101,22 +106,23 @@ class _Placer:
         self.host_used += k
 
     def __call__(self, lo: int, hi: int, ptr_d, idx_d):
-        ptr = cp.asnumpy(ptr_d)
-        c, rows = int(ptr[-1]), hi - lo
-        self.lens[lo + 1:hi + 1] = np.diff(ptr)
+        # the block's row lengths go straight into ``lens`` (no host copy of a block's ``indptr``: a pass
+        # over the zero-degree tail spans hundreds of millions of rows at SCALE 30)
+        cp.diff(ptr_d).get(out=self.lens[lo + 1:hi + 1])
+        c, rows = int(ptr_d[-1]), hi - lo
         if self.row is not None:
             self._to_host(idx_d)
             return
         room = self.cap - self.dev_used
         if self.order == "prefix":       # whole rows from the block's start
-            fit = min(int(np.searchsorted(ptr, room, side="right")) - 1, rows)
-            put, cut = int(ptr[fit]), fit
+            fit = min(_bisect(ptr_d, room, "right") - 1, rows)
+            put, cut = int(ptr_d[fit]), fit
             if put:
                 self.dev[self.dev_used:self.dev_used + put] = idx_d[:put]
             rest = idx_d[put:]
         else:                            # whole rows from the block's end
-            cut = min(max(int(np.searchsorted(ptr, c - room, side="left")), 0), rows)
-            put = c - int(ptr[cut])
+            cut = min(max(_bisect(ptr_d, c - room, "left"), 0), rows)
+            put = c - int(ptr_d[cut])
             if put:
                 self.dev[self.cap - self.dev_used - put:self.cap - self.dev_used] = idx_d[c - put:]
             rest = idx_d[:c - put]
@@ -241,7 +247,8 @@ def build_csr_placed(source, n_vertices: int, device_entries: int, pass_budget: 
     host_ptr = cp.asnumpy(raw_ptr)
     ranges = plan_ranges(host_ptr, pass_budget, _ENTRY, fixed, budget_name, row_cost=_ROW) if n else []
     cap = min(int(device_entries), int(host_ptr[n]) if n else 0)
-    placer = _Placer(n, max(cap, 0), host_ptr, idt, order)
+    del host_ptr                # host memory goes to the pinned piece (SCALE 30: 8 GiB back)
+    placer = _Placer(n, max(cap, 0), raw_ptr, idt, order)
     say(f"GPU Kernel 1 placed: {len(ranges)} pass(es) over {m:,} edges, device piece up to "
         f"{cap * idt.itemsize:,} B ({order}), passes within {pass_budget:,} B", quiet)
     todo = ranges if order == "prefix" else ranges[::-1]
@@ -252,8 +259,11 @@ def build_csr_placed(source, n_vertices: int, device_entries: int, pass_budget: 
         del ptr_d, idx_d
         if (i + 1) % 8 == 0:
             say(f"GPU Kernel 1 placed: pass {i + 1}/{len(ranges)} done", quiet)
-    del raw_ptr, host_ptr
-    if iperm is not None:
+    placer.raw = None
+    del raw_ptr
+    hi_p = None
+    if iperm is not None:       # host copies in the id width (SCALE 30: 4 GiB each, not 8)
+        hi_p = cp.asnumpy(iperm)
         del iperm, source
     pool.free_all_blocks()
     indptr, sp, adj = placer.finish()
@@ -264,8 +274,4 @@ def build_csr_placed(source, n_vertices: int, device_entries: int, pass_budget: 
     meta = {"dedupe": bool(dedupe), "relabel": relabel, "n_edges": m, "passes": info,
             "gpu_pieces": {"indptr": cp.asarray(indptr), "adj": adj, "split": sp, "keep": placer.keep,
                            "perm": None if hp is None else cp.asarray(hp)}}
-    hi_p = None
-    if hp is not None:          # host copies in the id width (SCALE 30: 4 GiB each, not 8)
-        hi_p = np.empty(n, hp.dtype)
-        hi_p[hp] = np.arange(n, dtype=hp.dtype)
     return CSRGraph(indptr, np.empty(0, idt), n, perm=hp, iperm=hi_p, meta=meta)

@@ -24,7 +24,7 @@ from dbfs.graph import id_dtype
 from dbfs.progress import say
 from dbfs.store.gpu import _free_device_bytes, device_chunks
 
-__all__ = ["build_placed", "placed_budgets", "reserve_per_vertex", "SEARCH_PER_VERTEX", "VALIDATE_BATCH",
+__all__ = ["build_placed", "placed_budgets", "host_need", "reserve_per_vertex", "SEARCH_PER_VERTEX", "VALIDATE_BATCH",
            "PLACED_STEP"]
 
 
@@ -73,6 +73,32 @@ def placed_budgets(n: int, adjacency: int, free: int, device_limit: int | None =
     return piece, free - piece - (_SLACK >> 1)
 
 
+def host_need(n: int, adjacency: int, piece: int, vid_bytes: int) -> int:
+    """Host bytes a placed build holds: the pinned piece (the adjacency the device piece leaves), the row
+    lengths that become ``indptr`` (8 N), a relabelling's two host copies and 4 GiB for the process."""
+    return max(0, int(adjacency) - int(piece)) + 8 * (int(n) + 1) + 2 * int(vid_bytes) * int(n) + (4 << 30)
+
+
+def _fit_host(ds, item: int, free: int, device_limit, batch: int) -> tuple:
+    """(validation batch, piece, pass budget): the largest batch (down to 1) whose placement leaves the
+    pinned piece room in host memory; none: a one-line DbfsError naming what is short (never the OOM killer)."""
+    from dbfs.errors import DbfsError
+    from dbfs.preflight import host_available
+    from dbfs.units import human
+
+    n, adj = int(ds.n_vertices), 2 * int(ds.n_edges) * item
+    have = int(0.92 * host_available())
+    for k in range(max(1, batch), 0, -1):
+        piece, passes = placed_budgets(n, adj, free, device_limit, reserve_per_vertex(k))
+        need = host_need(n, adj, piece, item)
+        if need <= have:
+            return k, piece, passes
+    raise DbfsError(f"the CSR of {ds.name} fits neither the GPU nor the GPU and host memory together: the "
+                    f"adjacency the device leaves needs {human(need)} of host memory, {human(have)} is available "
+                    f"({human(need - have)} short): use a machine with more host or device memory, or "
+                    f"--backend dask with more workers")
+
+
 def build_placed(ds, dedupe: bool = True, device_limit: int | None = None, quiet: bool = False,
                  pass_budget: int | None = None, relabel: str = "none", order: str = "prefix") -> dict:
     """GPU Kernel 1 in passes into the searches' device/host split, kept in ``ds.memo["graph"]``, not stored.
@@ -105,8 +131,8 @@ def build_placed(ds, dedupe: bool = True, device_limit: int | None = None, quiet
     free = int(0.94 * _free_device_bytes())
     item = np.dtype(id_dtype(ds.n_vertices)).itemsize
     regen = ds.storage == "virtual" and ds.spec.kind == "kronecker"      # validated in batches (the backend)
-    piece, passes = placed_budgets(ds.n_vertices, 2 * int(ds.n_edges) * item, free, device_limit,
-                                   reserve_per_vertex(VALIDATE_BATCH if regen else 1))
+    batch, piece, passes = _fit_host(ds, item, free, device_limit, VALIDATE_BATCH if regen else 1)
+    ds.memo["validate_batch"] = batch
     budget_name = "--device-memory-limit" if device_limit is not None else "the free device memory"
     g = build_csr_placed(device_chunks(ds, step=min(PLACED_STEP, max(int(ds.n_edges), 1))), ds.n_vertices,
                          piece // item, pass_budget if pass_budget is not None else passes, dedupe=dedupe,
@@ -120,7 +146,14 @@ def build_placed(ds, dedupe: bool = True, device_limit: int | None = None, quiet
             f"entries on the device)")
     say(note, quiet)
     seconds = time.perf_counter() - t0
-    say(f"GPU Kernel 1 placed {g.nnz:,} entries in {info['count']} pass(es) in {seconds:.2f} s", quiet)
+    import resource
+
+    import cupy as cp
+
+    free_now, total = cp.cuda.runtime.memGetInfo()
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    say(f"GPU Kernel 1 placed {g.nnz:,} entries in {info['count']} pass(es) in {seconds:.2f} s (peak host RSS "
+        f"{human(rss)}, device in use {human(total - free_now)})", quiet)
     g.meta.update({"variant": variant_name(1, "block", dedupe, relabel), "construction_time": seconds,
                    "load_time": 0.0})
     ds.memo["graph"] = g
