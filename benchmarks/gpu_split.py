@@ -108,8 +108,8 @@ def main(argv=None):
                          "valid": ok, "split": pl})
             print(f"{name:>10} {pl['device_fraction']:5.0%} on device ({pl['mode']}): {hm / 1e9:8.2f} GTEPS, "
                   f"{hm / ref[key]:.3f}x all-device, valid={ok}", flush=True)
-    rec = {"scale": a.scale, "roots": len(roots), "commit": dbfs_commit(), "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-           "nnz": int(base.nnz), "rows": rows}
+    rec = {"scale": a.scale, "roots": len(roots), "commit": dbfs_commit(),
+           "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "nnz": int(base.nnz), "rows": rows}
     print("record:", write_record("gpu_split", rec))
 
 

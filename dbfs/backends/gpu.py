@@ -134,6 +134,8 @@ class GpuBackend(Backend):
 
     def load(self, ds, variant):
         from dbfs import kernel1
+        from dbfs.store.gpu import DeviceRows, search_edges
+        from dbfs.store.gpu_placed import VALIDATE_BATCH
 
         self.ds, self.n = ds, ds.n_vertices
         self.meter = None
@@ -149,13 +151,10 @@ class GpuBackend(Backend):
             self.graph = kernel1.load_csr(ds.path, variant)
             self.load_time = time.perf_counter() - t0
         self.parent = self.parent_dev = self._pinned = None
-        from dbfs.store.gpu import DeviceRows, search_edges
-        from dbfs.store.gpu_placed import VALIDATE_BATCH
-
-        # a regenerated edge list costs one generation per validation: validate VALIDATE_BATCH searches per
+        # a regenerated edge list costs one generation per validation: validate a batch of searches per
         # generation (the placed build kept device memory for their parents and levels)
-        self.validate_batch = ds.memo.get("validate_batch", VALIDATE_BATCH) if isinstance(search_edges(ds), DeviceRows) \
-            else 1
+        regen = isinstance(search_edges(ds), DeviceRows)
+        self.validate_batch = ds.memo.get("validate_batch", VALIDATE_BATCH) if regen else 1
         self.held = []
         return self.load_time
 

@@ -426,7 +426,8 @@ def _harish(dg: DeviceGraph, root: int, stats: bool):
 
 
 def _search(graph: CSRGraph, root: int, algorithm: str, stats: bool = False, device_memory_limit=None,
-            split_order: str = "prefix", policy: str = "beamer", alpha=None, beta=None, unexplored: str = "gap", tail: str = "cost"):
+            split_order: str = "prefix", policy: str = "beamer", alpha=None, beta=None, unexplored: str = "gap",
+            tail: str = "cost"):
     """Run one search from INTERNAL ``root``; returns (device parent, level stats)."""
     dg = device_graph(graph, device_memory_limit, split_order)
     if algorithm == "harish":
