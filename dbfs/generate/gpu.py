@@ -46,11 +46,12 @@ def _tables(block: int):
     return btab, cstep
 
 
-def kronecker_edges_gpu(scale, edgefactor=16, seed1=2, seed2=3, start=0, stop=None, edges_per_thread=16):
+def kronecker_edges_gpu(scale, edgefactor=16, seed1=2, seed2=3, start=0, stop=None, edges_per_thread=64):
     """Graph500 3.0.1 edge tuples ``[start, stop)`` as a CuPy int64 (k, 2) array.
 
     Same parameters and bytes as :func:`dbfs.generate.graph500.kronecker_edges`;
-    ``edges_per_thread`` only changes the launch shape.
+    ``edges_per_thread`` only changes the launch shape (64: each thread's jump to its first
+    edge, up to 34 matrix products, is shared by 64 edges; docs/BENCHMARKS.md).
     """
     graph500.check_params(scale, edgefactor, seed1, seed2)
     scale, seed1, seed2 = int(scale), int(seed1), int(seed2)

@@ -75,7 +75,7 @@ extern "C" __global__ void kron_edges(i64 start, i64 count, i64 scale, const i64
                 z2 = z1;
                 z1 = v;
             } while (v < REJECT_LIMIT);
-            const i64 r = v % 10000;
+            const i64 r = (i64)((unsigned)v % 10000u);   // v < 2**31: a 32-bit modulo (multiply-shift)
             const int k = (r >= t1) + (r >= t2) + (r >= t3);   // 0 B, 1 C, 2 A, 3 D
             i64 so = (0xA >> k) & 1, to = (0x9 >> k) & 1;
             if (src == tgt && so > to) {   // clip-and-flip: src <= tgt on the diagonal
