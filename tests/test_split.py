@@ -57,3 +57,29 @@ def test_placed_budgets():
     piece, passes = placed_budgets(1024, 1 << 20, 10 * gib, device_limit=8 * 1025 + 4096)
     assert piece == 4096 and passes == 10 * gib - 4096 - gib        # the limit is the CSR's share of the device
     assert placed_budgets(1024, 1 << 20, 10 * gib, device_limit=10)[0] == 0
+
+
+def test_placed_build_fits_host_memory_or_refuses_in_one_line(monkeypatch):
+    """The placed build's host check: the validation batch shrinks (device memory back to the adjacency)
+    until the pinned piece fits; when even one search per batch does not fit, one line before any pass."""
+    from types import SimpleNamespace
+
+    import dbfs.preflight as pf
+    from dbfs.errors import DbfsError
+    from dbfs.store.gpu_placed import VALIDATE_BATCH, _fit_host, host_need
+
+    gib = 1 << 30
+    ds = SimpleNamespace(name="kron-s30-ef16-s2-3", n_vertices=1 << 30, n_edges=16 << 30)
+    free = 131 * gib
+    monkeypatch.setattr(pf, "host_available", lambda: 200 * gib)         # room for the largest batch
+    assert _fit_host(ds, 4, free, None, VALIDATE_BATCH)[0] == VALIDATE_BATCH
+    monkeypatch.setattr(pf, "host_available", lambda: 123 * gib)         # the H200 box: a batch of 3
+    k, piece, passes = _fit_host(ds, 4, free, None, VALIDATE_BATCH)
+    assert k == 3 and host_need(ds.n_vertices, 2 * ds.n_edges * 4, piece, 4) <= 0.88 * 123 * gib
+    assert piece + passes < free
+    monkeypatch.setattr(pf, "host_available", lambda: 40 * gib)
+    with pytest.raises(DbfsError) as e:
+        _fit_host(ds, 4, free, None, VALIDATE_BATCH)
+    msg = str(e.value)
+    assert "\n" not in msg and "fits neither the GPU nor the GPU and host memory together" in msg
+    assert "short" in msg and "kron-s30-ef16-s2-3" in msg
