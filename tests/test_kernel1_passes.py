@@ -173,3 +173,33 @@ def test_gpu_cli_build_in_passes(cp, tmp_path):
                     "--device-memory-limit", "100KiB"], catch_exceptions=False)
     lines = res.stderr.strip().splitlines()
     assert res.exit_code == 2 and len(lines) == 1 and "--device-memory-limit" in lines[0], res.stderr
+
+
+@pytest.mark.parametrize("order", ["prefix", "suffix"])
+@pytest.mark.parametrize("frac", [0.0, 0.3, 1.5])
+def test_placer_splits_cpu_passes(s12, order, frac):
+    """The device/host placement of the GPU's placed Kernel 1 (dbfs.kernel1.placer), run here with NumPy
+    pieces and the CPU passes as the source (the split simulated by budget on the CPU): the pieces hold the
+    one-pass CSR's bytes, split at whole rows, the device piece within its budget and maximal."""
+    from dbfs.kernel1.placer import Placer
+
+    ds, ref = s12["stored"], s12["ref"]
+    n = ds.n_vertices
+    blocks = []
+    build_csr_passes(ds.edges(), n, memory_budget=_budget_for(ds.edges(), n, 5),
+                     sink=lambda lo, hi, ptr, idx: blocks.append((lo, hi, ptr.copy(), idx.copy())))
+    assert len(blocks) >= 4
+    cap = int(frac * ref.nnz)
+    placer = Placer(n, cap, _raw_ptr(ds.edges()[:], n), ref.indices.dtype, order)
+    for b in (blocks if order == "prefix" else blocks[::-1]):
+        placer(*b)
+    indptr, sp, (a, b, split) = placer.finish()
+    assert indptr.tobytes() == ref.indptr.tobytes()
+    assert sp.mode == {0.0: "host", 0.3: "split", 1.5: "device"}[frac] and sp.order == order
+    whole = a[:sp.nnz] if sp.mode != "split" else np.concatenate([a[:int(split)], b[:sp.nnz - int(split)]])
+    assert whole.tobytes() == ref.indices.tobytes()
+    assert sp.device_entries <= cap and sp.entry == ref.indptr[sp.row]
+    if sp.mode == "split":      # the next row toward the other end would not fit
+        deg = np.diff(ref.indptr)
+        nxt = deg[sp.row] if order == "prefix" else deg[sp.row - 1]
+        assert sp.device_entries + nxt > cap

@@ -31,7 +31,9 @@ regenerates or rereads the edge chunks: ``pass_budget`` bounds a pass's
 device bytes, the raw row starts included, as there). Relabelling sorts one
 key per vertex (``(max - degree) << 32 | id``) and maps every chunk's ids
 through ``iperm`` before a pass. Ranges go in row order (``suffix``:
-backwards); a range's rows are copied into the device piece while they fit
+backwards) to :class:`dbfs.kernel1.placer.Placer` (CuPy arrays, mapped pinned
+host memory; CI runs the same placer with NumPy and the CPU passes): a
+range's rows are copied into the device piece while they fit
 whole, and from the first row that does not fit on, every row goes to the
 host piece (one split point, so one comparison per read in ``ADJ``). The
 device piece is allocated once at the start (``min(device_entries, raw
@@ -57,101 +59,11 @@ from dbfs.graph import CSRGraph, id_dtype
 from dbfs.kernel1.gpu import _kernels
 from dbfs.kernel1.passes import plan_ranges
 from dbfs.kernel1.passes_gpu import _ENTRY, _ROW, degree_pass, device_cost, pass_device, spans_of
+from dbfs.kernel1.placer import Placer
 from dbfs.pinned import mapped_host_empty
 from dbfs.progress import say
-from dbfs.split import Split
 
 __all__ = ["build_csr_placed"]
-
-
-def _bisect(ptr_d, x: int, side: str) -> int:
-    """``searchsorted`` of one value in a device array."""
-    return int(cp.searchsorted(ptr_d, cp.asarray([x], dtype=ptr_d.dtype), side=side)[0])
-
-
-class _Placer:
-    """Puts pass blocks into the device piece while whole rows fit, then into the host piece.
-
-    ``prefix``: ranges arrive in ascending row order and fill both pieces
-    from their start; ``suffix``: descending, filling both from their end
-    (the pieces are then the filled tails). Row lengths are kept and summed
-    into ``indptr`` at the end."""
-
-    def __init__(self, n, cap, raw_ptr, idt, order):
-        self.n, self.idt, self.raw, self.order = n, idt, raw_ptr, order     # raw row starts (device)
-        self.dev = cp.empty(max(cap, 1), idt)
-        self.cap = int(cap)
-        self.lens = np.zeros(n + 1, np.int64)   # lens[v + 1] = row v's length; cumsum -> indptr
-        self.dev_used = self.host_used = 0
-        self.row = None                         # the split row once crossed
-        self.host = self.host_dev = None
-        self.hcap = 0
-        self.keep: list = []
-
-    def _cross(self, row: int):
-        self.row = row
-        # raw (undeduplicated) entries of the rows still to come: an upper bound of the host piece
-        left = int(self.raw[self.n]) - int(self.raw[row]) if self.order == "prefix" else int(self.raw[row])
-        self.hcap = max(left, 1)
-        self.host, self.host_dev = mapped_host_empty((self.hcap,), self.idt, self.keep)
-
-    def _to_host(self, part):
-        k = int(part.size)
-        if not k:
-            return
-        if self.order == "prefix":
-            part.get(out=self.host[self.host_used:self.host_used + k])
-        else:
-            part.get(out=self.host[self.hcap - self.host_used - k:self.hcap - self.host_used])
-        self.host_used += k
-
-    def __call__(self, lo: int, hi: int, ptr_d, idx_d):
-        # the block's row lengths go straight into ``lens`` (no host copy of a block's ``indptr``: a pass
-        # over the zero-degree tail spans hundreds of millions of rows at SCALE 30)
-        cp.diff(ptr_d).get(out=self.lens[lo + 1:hi + 1])
-        c, rows = int(ptr_d[-1]), hi - lo
-        if self.row is not None:
-            self._to_host(idx_d)
-            return
-        room = self.cap - self.dev_used
-        if self.order == "prefix":       # whole rows from the block's start
-            fit = min(_bisect(ptr_d, room, "right") - 1, rows)
-            put, cut = int(ptr_d[fit]), fit
-            if put:
-                self.dev[self.dev_used:self.dev_used + put] = idx_d[:put]
-            rest = idx_d[put:]
-        else:                            # whole rows from the block's end
-            cut = min(max(_bisect(ptr_d, c - room, "left"), 0), rows)
-            put = c - int(ptr_d[cut])
-            if put:
-                self.dev[self.cap - self.dev_used - put:self.cap - self.dev_used] = idx_d[c - put:]
-            rest = idx_d[:c - put]
-        self.dev_used += put
-        if (self.order == "prefix" and cut < rows) or (self.order == "suffix" and cut > 0):
-            self._cross(lo + cut)
-            self._to_host(rest)
-
-    def finish(self):
-        """(indptr, Split, adj): the kernels' ``ADJ_PARAMS`` over the filled pieces."""
-        indptr = np.cumsum(self.lens, out=self.lens)
-        nnz, item = int(indptr[-1]), self.idt.itemsize
-        whole = np.int64(1 << 62)
-        if self.order == "prefix":
-            dev, host = self.dev[:self.dev_used], (self.host_dev[:self.host_used] if self.host_used else None)
-            row = self.n if self.row is None else self.row
-            sp = Split("prefix", row, self.dev_used, nnz, item)
-            first, second = dev, host
-        else:
-            dev = self.dev[self.cap - self.dev_used:self.cap]
-            host = self.host_dev[self.hcap - self.host_used:] if self.host_used else None
-            row = 0 if self.row is None else self.row
-            sp = Split("suffix", row, self.host_used, nnz, item)
-            first, second = host, dev
-        if sp.mode == "device":
-            return indptr, sp, (dev, dev, whole)
-        if sp.mode == "host":
-            return indptr, sp, (host, host, whole)
-        return indptr, sp, (first, second, np.int64(sp.entry))
 
 
 class _Relabelled:
@@ -248,7 +160,7 @@ def build_csr_placed(source, n_vertices: int, device_entries: int, pass_budget: 
     ranges = plan_ranges(host_ptr, pass_budget, _ENTRY, fixed, budget_name, row_cost=_ROW) if n else []
     cap = min(int(device_entries), int(host_ptr[n]) if n else 0)
     del host_ptr                # host memory goes to the pinned piece (SCALE 30: 8 GiB back)
-    placer = _Placer(n, max(cap, 0), raw_ptr, idt, order)
+    placer = Placer(n, max(cap, 0), raw_ptr, idt, order, cp, mapped_host_empty)
     say(f"GPU Kernel 1 placed: {len(ranges)} pass(es) over {m:,} edges, device piece up to "
         f"{cap * idt.itemsize:,} B ({order}), passes within {pass_budget:,} B", quiet)
     todo = ranges if order == "prefix" else ranges[::-1]
