@@ -42,6 +42,8 @@ def reserve_per_vertex(batch: int = 1) -> int:
     """Device bytes per vertex the searches and validations of a placed CSR keep free, validating
     ``batch`` searches at once."""
     return SEARCH_PER_VERTEX + 8 * (max(1, int(batch)) - 1)
+
+
 _SLACK = 2 << 30
 #: edge rows a placed build reads at once (about 3 GiB of device memory for a chunk, pass model)
 PLACED_STEP = 1 << 25
@@ -58,8 +60,9 @@ def placed_budgets(n: int, adjacency: int, free: int, device_limit: int | None =
 
     The device piece gets at most ``adjacency`` bytes (the raw entries' upper
     bound), what the searches and validations leave of ``free``
-    (``per_vertex`` bytes per vertex: :func:`reserve_per_vertex`) and what leaves a pass at least
-    :data:`PASS_PER_VERTEX` per vertex plus 4 GiB; or ``device_limit`` less
+    (``per_vertex`` bytes per vertex: :func:`reserve_per_vertex`) and what
+    leaves a pass at least :data:`PASS_PER_VERTEX` per vertex plus 4 GiB; or
+    ``device_limit`` less
     the row offsets (the CSR's share of the device, as
     ``--device-memory-limit`` means for the searches). A Kernel 1 pass gets
     what the piece leaves of ``free``."""
