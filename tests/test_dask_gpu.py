@@ -5,7 +5,8 @@ parents gathered from the workers validate against the INPUT edge list;
 per level, the direction, the frontier size and the edges examined equal
 ``--backend gpu``'s single-process search of the same graph and root
 (P = 1, 2, 4 on one GPU worker; two GPU workers on one GPU, the second
-started by hand as dask-cuda refuses two workers per device; GPU + CPU
+started by hand as dask-cuda refuses two workers per device, their pairs
+and frontiers shared through CUDA IPC or staged through the host; GPU + CPU
 workers, where only directions and frontier sizes are compared: the CPU
 kernels count examined edges their own way). A GPU worker killed mid-search
 is replaced and the search rerun (an event recorded).
@@ -140,6 +141,7 @@ def test_gpu_plus_cpu_workers(gclient, gds, single):
         try:
             kinds = sorted(dg.rank_kind.values())
             assert kinds == ["cpu", "cpu", "gpu", "gpu"], kinds
+            assert dg.frontier_sharing.startswith("mesh: GPU and CPU workers"), dg.frontier_sharing
             _check(gclient, dg, gds, single, full_levels=False)
         finally:
             dg.close()
@@ -192,18 +194,36 @@ def two_gpu(gclient):
             time.sleep(0.2)
 
 
-def test_two_gpu_workers_exchange(gclient, gds, single, two_gpu):
-    """P = 4 over two GPU workers: pairs and frontier slices go GPU worker to GPU worker."""
+def _ipc_bytes(mesh_id, dask_worker=None):
+    from dbfs.bfs.dask.plugin import get_plugin
+
+    sh = get_plugin(dask_worker).shms.get(mesh_id)
+    return None if sh is None else (sh.published, sh.collected, sh.pulled)
+
+
+@pytest.mark.parametrize("P", [2, 4])
+def test_two_gpu_workers_exchange(gclient, gds, single, two_gpu, P):
+    """P = 2, 4 over two GPU workers: top-down pairs and frontier bitmaps go device to device
+    through CUDA IPC, and, switched off, through host staging and the mesh; both equal
+    --backend gpu level for level."""
     import dbfs.bfs.dask as D
     from dbfs import kernel1
 
     assert len(two_gpu) == 2
-    dg = D.load_distributed(gclient, gds[0].path, kernel1.variant_name(4), workers=two_gpu)
-    try:
-        assert len(dg.mesh_workers) == 2 and set(dg.rank_kind.values()) == {"gpu"}
-        _check(gclient, dg, gds, single)
-    finally:
-        dg.close()
+    for shared, how in ((None, "cuda-ipc"), (False, "mesh: switched off")):
+        dg = D.load_distributed(gclient, gds[0].path, kernel1.variant_name(P), workers=two_gpu,
+                                shared_memory=shared)
+        try:
+            assert len(dg.mesh_workers) == 2 and set(dg.rank_kind.values()) == {"gpu"}
+            assert dg.frontier_sharing == how, dg.frontier_sharing
+            _check(gclient, dg, gds, single)
+            moved = gclient.run(_ipc_bytes, dg.mesh_id, workers=two_gpu)
+            if shared is None:   # both workers moved bottom-up frontiers and top-down pairs device to device
+                assert all(pub > 0 and col > 0 and pulled > 0 for pub, col, pulled in moved.values()), moved
+            else:
+                assert all(v is None for v in moved.values()), moved
+        finally:
+            dg.close()
 
 
 def _install_exit(level, dask_worker=None):

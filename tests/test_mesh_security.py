@@ -99,6 +99,18 @@ def test_frame_roundtrip(decode):
 
 
 @pytest.mark.parametrize("decode", [_decode, _stream_decode])
+def test_pull_frame(decode):
+    """PULL (pairs left in device memory): three int64 lists of one length, nothing else."""
+    arrays = [(0, 2), (10, 40), (40, 45)]
+    kind, got = decode(_joined(F.PULL, 3, 1, arrays), F.PULL, 3, 1)
+    assert kind == F.PULL and got == arrays
+    kind, got = decode(_joined(F.PULL, 3, 1, [(), (), ()]), F.PULL, 3, 1)
+    assert got == [(), (), ()]
+    with pytest.raises(F.FrameError):                   # lists of unequal length
+        decode(_joined(F.PULL, 3, 1, [(0, 2), (10,), (40, 45)]), F.PULL, 3, 1)
+
+
+@pytest.mark.parametrize("decode", [_decode, _stream_decode])
 @pytest.mark.parametrize("case", ["magic", "version", "kind", "round", "sender", "dtype", "count", "arrays",
                                   "layout", "pair-dtypes"])
 def test_frame_refused(decode, case):

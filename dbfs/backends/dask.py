@@ -108,10 +108,12 @@ class DaskBackend(Backend):
         return self.mod.gather_parent(self.result, self.client, self.dg)
 
     def describe(self) -> dict:
-        """Per worker: kind (cpu/gpu), partitions, device and host bytes; the placement policy."""
+        """Per worker: kind (cpu/gpu), partitions, device and host bytes; the placement policy;
+        how frontiers cross workers."""
         if not hasattr(self, "dg"):
             return {}
-        return {"placement": self.dg.placement, "workers": self.dg.workers_table()}
+        return {"placement": self.dg.placement, "frontier_sharing": self.dg.frontier_sharing,
+                "workers": self.dg.workers_table()}
 
     def close(self):
         if getattr(self, "result", None) is not None:

@@ -14,6 +14,7 @@ Modules, in import order (each imports only those above it)::
     transport   message rounds: tcp (selectors), tcp-threads, dask comm
     listener    authenticated listener thread and dialer
     shm         shared frontier bitmap in /dev/shm
+    ipc         shared frontier bitmap in device memory (CUDA IPC, GPU workers)
     plugin      MeshPlugin: every piece of worker-side state
     exchange    Numba kernels: bucket / absorb pairs, OR slices
     warmup      every kernel of the level loop loaded at load time

@@ -112,10 +112,12 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
     timeout : float
         Seconds any single wait may take before a search is declared failed.
     shared_memory : bool, optional
-        None (default): a shared frontier bitmap in /dev/shm when every worker is
-        on one host, the partitions are blocks and no worker is a GPU worker
+        None (default): a shared frontier bitmap when every worker is on one
+        host and the partitions are blocks: in /dev/shm for CPU workers, in
+        device memory through CUDA IPC when every worker is a GPU worker
         (bottom-up levels then exchange only counts); False: frontier slices
-        always go through the mesh. ``dg.shm`` says why it is off ('' when on).
+        always go through the mesh. ``dg.shm`` says why it is off ('' when on),
+        ``dg.frontier_sharing`` which one is on.
     placement : {"block", "random", "degree", "degree-low"}
         Which ranks GPU workers (Dask resource ``GPU``) hold: :mod:`dbfs.bfs.dask.assign`.
         Without GPU workers rank r goes to worker ``r % W`` (in the policy's order).

@@ -24,7 +24,7 @@ receiver's own count), ``sender`` is the mesh index of the sending worker
 has a fixed layout (:data:`LAYOUTS`): the counts of a level travel as an
 int64 ``[new frontier, its edges, edges examined]`` plus a float64
 ``[kernel seconds]``, rank lists as an int64 array. These small *head*
-arrays (all arrays of START, COUNTS and SYNC; the rank list of PAIRS and
+arrays (all arrays of START, COUNTS, SYNC and PULL; the rank list of PAIRS and
 FRONT; counts and rank list of COUNTS_FRONT) are packed with struct and
 decode to tuples of numbers; the other (*body*) arrays, pairs and bitmap
 slices, decode to numpy arrays.
@@ -49,7 +49,7 @@ from itertools import accumulate
 import numpy as np
 
 __all__ = ["FrameError", "Limits", "Expect", "FrameReader", "encode", "decode_parts", "read_frame", "HEADER",
-           "DESCR", "DTYPES", "LAYOUTS", "START", "PAIRS", "COUNTS", "FRONT", "SYNC", "COUNTS_FRONT"]
+           "DESCR", "DTYPES", "LAYOUTS", "START", "PAIRS", "COUNTS", "FRONT", "SYNC", "COUNTS_FRONT", "PULL"]
 
 MAGIC = b"DBFS"
 VERSION = 1
@@ -69,8 +69,9 @@ COUNTS = 3        # [int64 (3,) counts, float64 (1,) kernel seconds]        end 
 FRONT = 4         # [int64 (k,) sender's ranks] + k x int64 bitmap slices   top-down -> bottom-up
 SYNC = 5          # []                                                      barrier
 COUNTS_FRONT = 6  # COUNTS's two arrays + FRONT's arrays                    end of a bottom-up level
+PULL = 7          # [int64 (k,) destination ranks, int64 (k,) first, (k,) end] PAIRS left in device memory
 KIND_NAMES = {START: "start", PAIRS: "pairs", COUNTS: "counts", FRONT: "front", SYNC: "sync",
-              COUNTS_FRONT: "counts+front"}
+              COUNTS_FRONT: "counts+front", PULL: "pull"}
 
 
 class FrameError(ValueError):
@@ -163,11 +164,18 @@ def _fronts(head_codes, head_counts):
     return check
 
 
+def _pull(codes, counts):
+    """PULL: three int64 lists of one length k (destination ranks, first and end pair of each)."""
+    if codes != (_I64, _I64, _I64) or not counts[0] == counts[1] == counts[2]:
+        raise FrameError("pull frame: three int64 lists of one length expected")
+    return 3, 8 * sum(counts)
+
+
 #: kind -> its layout: a :class:`_Fixed`, or a check ``(codes, counts) -> (head arrays, payload bytes)``
 LAYOUTS = {START: _Fixed([(_I64, 1)]), SYNC: _Fixed([]), COUNTS: _Fixed([(_I64, 3), (_F64, 1)]), PAIRS: _pairs,
-           FRONT: _fronts((), ()), COUNTS_FRONT: _fronts((_I64, _F64), (3, 1))}
+           FRONT: _fronts((), ()), COUNTS_FRONT: _fronts((_I64, _F64), (3, 1)), PULL: _pull}
 #: kind -> dtype codes of its head arrays (counts, rank lists), sent and decoded as tuples of numbers
-_HEAD_CODES = {PAIRS: (_I64,), FRONT: (_I64,), COUNTS_FRONT: (_I64, _F64, _I64)}
+_HEAD_CODES = {PAIRS: (_I64,), FRONT: (_I64,), COUNTS_FRONT: (_I64, _F64, _I64), PULL: (_I64, _I64, _I64)}
 
 
 # ---------------------------------------------------------------- encoding

@@ -57,10 +57,12 @@ def device_bytes(nloc: int, nnz: int, n: int) -> int:
 
 def worker_bytes(n: int) -> int:
     """Device bytes a GPU worker adds once per graph: claim scratch and claim queue over
-    N, three global bitmaps, pairs of one level (at most N), and a 16 MiB margin."""
+    N, three global bitmaps, pairs of one level (at most N), the bitmap buffers shared
+    through CUDA IPC and their private copy (:mod:`dbfs.bfs.dask.ipc`, at most three
+    more bitmaps), and a 16 MiB margin."""
     vb = np.dtype(id_dtype(n)).itemsize
     gw32 = 2 * ((n + 63) >> 6)
-    return 2 * vb * n + 3 * 4 * gw32 + 3 * vb * n + 8 * n + (1 << 24)
+    return 2 * vb * n + 6 * 4 * gw32 + 3 * vb * n + 8 * n + (1 << 24)
 
 
 def _device_info():

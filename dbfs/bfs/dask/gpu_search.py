@@ -24,11 +24,17 @@ gpu`` runs; rows local, neighbour ids global):
   are bucketed by owner on the device (``bucket_count``/``bucket_scatter``:
   owner by binary search over the block starts, one atomic per owner per
   warp), copied to the host once and sent (PAIRS); received pairs are
-  uploaded and absorbed the same way;
+  uploaded and absorbed the same way; when every mesh worker is a GPU worker
+  on this host the buckets stay in this worker's exported pair buffers, each
+  peer gets only their offsets (PULL) and absorbs them in place
+  (:mod:`dbfs.bfs.dask.ipc`);
 - bottom-up: ``bu_step`` over each partition's rows against the GLOBAL
   frontier bitmap on the device; this worker's new slices are OR-ed into the
-  next global frontier on the device, peers' slices arrive on the host and
-  are uploaded (host staging; COUNTS_FRONT).
+  next global frontier on the device; peers' slices arrive on the host and
+  are uploaded (host staging; COUNTS_FRONT), or, all workers GPU workers on
+  this host, are copied device to device through the mesh's shared bitmap
+  buffers (:mod:`dbfs.bfs.dask.ipc`; only COUNTS, or SYNC after a top-down
+  level, cross the mesh).
 
 Directions, frontier sizes and edge counts equal the single-process level
 for level (the counts are the same sums; the policy is fed the same
@@ -46,7 +52,7 @@ import cupy as cp
 import numpy as np
 
 from dbfs.bfs.dask.bsp import _counts_msg, _counts_of, _Search
-from dbfs.bfs.dask.frames import COUNTS, COUNTS_FRONT, FRONT, PAIRS
+from dbfs.bfs.dask.frames import COUNTS, COUNTS_FRONT, FRONT, PAIRS, PULL, SYNC
 from dbfs.bfs.dask.transport import _Timed
 from dbfs.bfs.gpu import _BLOCK, _grid, _i64, _kernels, _sm_count, expand
 from dbfs.graph import id_dtype
@@ -98,12 +104,16 @@ class _GpuSearch(_Search):
         self.listeners = plugin.level_listeners
         gw32 = 2 * ((self.N + 63) >> 6)
         self.direct = self.P == 1                 # one partition = the whole graph: the single-process step
+        self.sh = shm if self.peers else None     # shared device memory (dbfs.bfs.dask.ipc), else host staging
         if not self.direct:                       # the claim pass's arrays over N (P = 1 needs none)
             dev = plugin.scratch.setdefault("gpu", {})
             self.scratch = _shared(dev, "scratch", max(self.N, 1), self.qdt)     # claims: global parent of v
             self.claims = _shared(dev, "claims", max(self.N, 1), self.qdt)       # claimed global ids of a level
-            self.pairL = _shared(dev, "pairL", max(self.N, 1), self.qdt)         # claims bucketed by owner:
-            self.pairU = _shared(dev, "pairU", max(self.N, 1), self.qdt)         # owner-local index, parent
+            if self.sh is not None:               # claims bucketed by owner (owner-local index, parent):
+                self.pairL, self.pairU = self.sh.L, self.sh.U                    # exported to the peers
+            else:
+                self.pairL = _shared(dev, "pairL", max(self.N, 1), self.qdt)
+                self.pairU = _shared(dev, "pairU", max(self.N, 1), self.qdt)
         self.hist = cp.zeros(self.P, cp.uint64)
         self.cursor = cp.zeros(self.P, cp.uint64)
         self.visited_g = cp.zeros(gw32, cp.uint32)
@@ -112,7 +122,6 @@ class _GpuSearch(_Search):
         self.states = {p.rank: _GpuState(p, self.qdt) for p in parts}
         self.my_ranks = tuple(self.states)
         self.cnt = cp.zeros((len(self.states) + 1, 4), cp.uint64)
-        self.sh = None
         cp.cuda.Device().synchronize()
 
     # ------------------------------------------------------------- helpers
@@ -195,6 +204,8 @@ class _GpuSearch(_Search):
                    self.claims, self.cnt[0], st.p.base, 0)
         nc = int(self.cnt[0, 0].get())
         v = self.claims[:nc]
+        if self.sh is not None:
+            return self._td_shared(v, nc, examined, kt, t)
         remote = [d for j in self.peers for d in self.ranks_of[j]]
         send = {j: [[]] for j in self.peers}
         if remote and nc:       # bucket by owner (bfs.cu); what goes to a peer is copied to the host once
@@ -213,13 +224,19 @@ class _GpuSearch(_Search):
         kt += time.perf_counter() - t
         got = self._pairs(self.mesh.exchange(PAIRS, send)) if self.peers else []
         t = time.perf_counter()
+        remote = {rk: [(cp.asarray(arrs[1 + 2 * k]), cp.asarray(arrs[2 + 2 * k]))
+                       for dst, arrs in got for k, d_rk in enumerate(dst) if d_rk == rk] for rk in self.states}
+        return self._absorb_all(v, nc, remote, examined, kt, t)
+
+    def _absorb_all(self, v, nc, remote, examined, kt, t):
+        """Apply this worker's claims ``v[:nc]`` and the pairs received for each rank
+        (``remote``: rank -> [(ids, parents)] device arrays) to the partitions; exchange the counts."""
         rows = list(self.states.items())
         for r, (rk, st) in enumerate(rows, 1):
             p = st.p
             count = p.nloc - p.pad
             srcs = [(v, self.scratch, nc, int(self.starts_h[rk]), 1)]      # this worker's own claims
-            srcs += [(cp.asarray(arrs[1 + 2 * k]), cp.asarray(arrs[2 + 2 * k]), arrs[1 + 2 * k].shape[0], 0, 0)
-                     for dst, arrs in got for k, d_rk in enumerate(dst) if d_rk == rk]
+            srcs += [(V, U, V.shape[0], 0, 0) for V, U in remote[rk]]
             for V, U, m, first, by_v in srcs:
                 if m:
                     self.k["absorb"](_grid(m), (_BLOCK,), (V, U, _i64(m), _i64(first), _i64(count), np.int32(by_v),
@@ -237,6 +254,31 @@ class _GpuSearch(_Search):
         got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in self.peers}) if self.peers else {}
         return [mine] + [_counts_of(a) for a in got.values()], kt
 
+    def _td_shared(self, v, nc, examined, kt, t):
+        """The top-down exchange through shared device memory: claims bucketed into this worker's
+        exported pair buffers, each peer told where its pairs lie (PULL), pairs read in place."""
+        sh = self.sh
+        send = {j: [(), (), ()] for j in self.peers}
+        with sh.guard():
+            if nc:
+                off = self._bucket(v, nc)
+                cp.cuda.get_current_stream().synchronize()       # the pairs are whole before a peer reads them
+                for j in self.peers:
+                    ks = [d for d in self.ranks_of[j] if off[d + 1] > off[d]]
+                    send[j] = [ks, [int(off[d]) for d in ks], [int(off[d + 1]) for d in ks]]
+        kt += time.perf_counter() - t
+        got = self.mesh.exchange(PULL, send)
+        t = time.perf_counter()
+        remote = {rk: [] for rk in self.states}
+        for j, (dst, first, end) in got.items():
+            for d_rk, a, b in zip(dst, first, end):
+                if d_rk not in self.states:
+                    self._bad(j, f"pairs for rank {d_rk}, not held here")
+                remote[d_rk].append((j, a, b))
+        with sh.guard():                        # the absorb kernels read the peers' buffers in place
+            remote = {rk: [sh.peer_pairs(j, a, b) for j, a, b in lst] for rk, lst in remote.items()}
+            return self._absorb_all(v, nc, remote, examined, kt, t)
+
     def to_bitmaps(self):
         t = time.perf_counter()
         for st in self.states.values():
@@ -245,6 +287,13 @@ class _GpuSearch(_Search):
                 self.k["queue_to_bitmap"](_grid(st.nq), (_BLOCK,), (st.queue, _i64(st.nq), st.fbm))
         self.front.fill(0)
         self._or_own(self.front)
+        if self.sh is not None:
+            self.sh.publish(self.states)
+            kt = time.perf_counter() - t
+            self.mesh.exchange(SYNC, {j: [] for j in self.peers})
+            self.sh.collect(self.front, self.bases, self.my_ranks)
+            cp.bitwise_or(self.visited_g, self.front, out=self.visited_g)
+            return kt
         msg = None
         if self.peers:
             msg = [self.my_ranks] + self._host_slices()
@@ -281,7 +330,12 @@ class _GpuSearch(_Search):
         kt += time.perf_counter() - t
         mine = (new_n, new_m, examined, kt)
         totals = [mine]
-        if self.peers:
+        if self.sh is not None:
+            self.sh.publish(self.states)
+            got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in self.peers})
+            totals += [_counts_of(a) for a in got.values()]
+            self.sh.collect(self.front_next, self.bases, self.my_ranks)
+        elif self.peers:
             msg = _counts_msg(mine) + [self.my_ranks] + self._host_slices()
             got = self.mesh.exchange(COUNTS_FRONT, {j: msg for j in self.peers})
             for j, arrs in got.items():

@@ -23,9 +23,11 @@ falls back to ``"dask"`` (distributed's comm layer, TLS included) and
 :func:`open_mesh` refuses them.
 
 For a :class:`dbfs.bfs.dask.placement.DistributedGraph` (duck-typed here),
-:func:`_open_mesh` also gives the mesh a shared frontier in ``/dev/shm``
-when every worker is on one host and the partitions are blocks
-(:func:`_open_shm`, ``dg.shm`` says why not).
+:func:`_open_mesh` also gives the mesh a shared frontier when every worker
+is on one host and the partitions are blocks: in ``/dev/shm`` for CPU
+workers (:func:`_open_shm`), in the first worker's device memory through
+CUDA IPC when every worker is a GPU worker (:func:`_open_ipc`); ``dg.shm``
+says why not.
 """
 from __future__ import annotations
 
@@ -34,12 +36,14 @@ import uuid
 
 from dbfs.bfs.dask.frames import Limits
 from dbfs.bfs.dask.handshake import new_key
-from dbfs.bfs.dask.plugin import (NAME, MeshPlugin, _mesh_close, _mesh_connect, _mesh_listen, _shm_drop, _shm_open,
-                                  _uses_tls)
+from dbfs.bfs.dask.ipc import _front_sizes
+from dbfs.bfs.dask.plugin import (NAME, MeshPlugin, _ipc_alloc, _ipc_map, _mesh_close, _mesh_connect, _mesh_listen,
+                                  _shm_drop, _shm_open, _uses_tls)
 from dbfs.bfs.dask.shm import _shm_path, _unlink
 from dbfs.bfs.dask.transport import TRANSPORTS, _host_of
 from dbfs.bfs.dask.waits import WorkerLost, alive_workers, gather_watched, is_peer_loss, run_within
 from dbfs.errors import DbfsError
+from dbfs.graph import id_dtype
 
 __all__ = ["DEFAULT_TIMEOUT", "open_mesh", "close_mesh", "choose_transport", "ensure_plugin"]
 
@@ -197,10 +201,10 @@ def _open_shm(dg) -> str:
         return "one worker"
     if dg.partitioning.code != 0:
         return "cyclic partitions"
-    if dg.has_gpu:
-        return "GPU workers in the mesh (their frontier lives in device memory)"
     if len({_host_of(w) for w in ws}) > 1:
         return "workers on several hosts"
+    if dg.has_gpu:
+        return _open_ipc(dg)
     gwords = (dg.n_vertices + 63) >> 6
     path = _shm_path(dg.mesh_id, 2 * (gwords + dg.P) * 8)
     if path is None:
@@ -227,6 +231,42 @@ def _open_shm(dg) -> str:
         except DbfsError:
             pass
     return why
+
+
+def _open_ipc(dg) -> str:
+    """Give a mesh of GPU workers on one host shared device memory (CUDA IPC,
+    :mod:`dbfs.bfs.dask.ipc`); returns why not ('' when on)."""
+    ws = dg.mesh_workers
+    if any(dg.worker_kinds.get(w) != "gpu" for w in ws):
+        return "GPU and CPU workers in the mesh (frontiers and pairs go through host memory)"
+    part = dg.partitioning
+    starts = [part.vertex_range(rk).start for rk in range(dg.P)] + [dg.n_vertices]
+    sizes = [int(x) for x in _front_sizes(starts)]
+    n, dtype = dg.n_vertices, id_dtype(dg.n_vertices).name
+    c = dg.client
+    what = "sharing device memory between the GPU workers"
+    why = ""
+    try:
+        got = {}
+        for owner, group in ((True, ws[:1]), (False, ws[1:])):
+            res = run_within(c, _ipc_alloc, dg.mesh_id, sizes, n, dtype, owner, workers=group,
+                             timeout=RUN_TIMEOUT, what=what)
+            _raise_lost(res, what)
+            got.update(res)
+        bad = [v for v in got.values() if not isinstance(v, dict)]
+        if bad:
+            why = f"cannot export device memory: {bad[0]}"
+            return why
+        res = run_within(c, _ipc_map, dg.mesh_id, got[ws[0]]["front"], [got[w]["pairs"] for w in ws],
+                         workers=ws, timeout=RUN_TIMEOUT, what=what)
+        _raise_lost(res, what)
+        bad = [v for v in res.values() if v is not True]
+        if bad:
+            why = f"a worker cannot map a peer's device memory: {bad[0]}"
+        return why
+    finally:
+        if why:
+            run_within(c, _shm_drop, dg.mesh_id, workers=ws, timeout=RUN_TIMEOUT, what=what)
 
 
 def _close_mesh(dg) -> None:

@@ -83,6 +83,14 @@ class DistributedGraph:
     def has_gpu(self) -> bool:
         return any(k == "gpu" for k in self.rank_kind.values())
 
+    @property
+    def frontier_sharing(self) -> str:
+        """How bitmap frontiers cross workers: ``cuda-ipc`` (a device buffer shared by the GPU
+        workers), ``dev-shm`` (a host mapping shared by the CPU workers) or ``mesh: <why not>``."""
+        if self.shm:
+            return f"mesh: {self.shm}"
+        return "cuda-ipc" if self.has_gpu else "dev-shm"
+
     def workers_table(self) -> list:
         """Per mesh worker: address, kind, ranks, device and host bytes of its partitions."""
         out = []

@@ -140,9 +140,10 @@ class MeshPlugin(WorkerPlugin):
             meshes = [self.meshes.pop(k) for k in [k for k in self.meshes if k[0] == mesh_id]]
             lsts = [self.listeners.pop(k) for k in [k for k in self.listeners if k[0] == mesh_id]]
             self.keys.pop(mesh_id, None)
-            self.shms.pop(mesh_id, None)       # numpy views keep the mapping alive while in use
+            sh = self.shms.pop(mesh_id, None)  # numpy views keep a /dev/shm mapping alive while in use
         for m in meshes:
             m.close()
+        _close_front(sh)
         for lst in lsts:
             lst.close()
         return len(meshes)
@@ -163,10 +164,35 @@ class MeshPlugin(WorkerPlugin):
             self.shms[mesh_id] = sh
         return True
 
+    def ipc_alloc(self, mesh_id, sizes, n, dtype, owner):
+        """Allocate this worker's share of the mesh's shared device memory
+        (:class:`dbfs.bfs.dask.ipc._DevMesh`); returns its IPC handles or the error text."""
+        try:
+            from dbfs.bfs.dask.ipc import _DevMesh
+
+            sh = _DevMesh(sizes, n, dtype, owner)
+        except Exception as exc:           # no CuPy, out of memory, a driver refusing IPC: stage through the host
+            return f"{type(exc).__name__}: {exc}"
+        with self.lock:
+            self.shms[mesh_id] = sh
+        return sh.handles
+
+    def ipc_map(self, mesh_id, front, pairs):
+        """Map the owner's bitmap buffers and the peers' pair buffers; True or the error text."""
+        sh = self.shms.get(mesh_id)
+        if sh is None:
+            return "no shared device memory allocated for this mesh"
+        try:
+            sh.map(front, pairs)
+        except Exception as exc:           # e.g. two devices without peer access
+            return f"{type(exc).__name__}: {exc}"
+        return True
+
     def shm_drop(self, mesh_id):
         """Forget the mapping (numpy views keep it alive while in use)."""
         with self.lock:
-            self.shms.pop(mesh_id, None)
+            sh = self.shms.pop(mesh_id, None)
+        _close_front(sh)
         return True
 
     # ------------------------------------------------ "dask" transport
@@ -181,6 +207,13 @@ class MeshPlugin(WorkerPlugin):
             self.reject("bad message", why, src)
             return "refused"
         return "OK"
+
+
+def _close_front(sh) -> None:
+    """Unmap a mesh's shared device frontier (a /dev/shm one goes with its last view)."""
+    close = getattr(sh, "close", None)
+    if close is not None:
+        close()
 
 
 def get_plugin(dask_worker=None) -> MeshPlugin:
@@ -214,6 +247,16 @@ def _mesh_close(mesh_id, dask_worker=None):
 def _shm_open(mesh_id, path, gwords, P, create, dask_worker=None):
     """(client.run) create or map the mesh's shared frontier; returns True or the error text."""
     return get_plugin(dask_worker).shm_open(mesh_id, path, gwords, P, create)
+
+
+def _ipc_alloc(mesh_id, sizes, n, dtype, owner, dask_worker=None):
+    """(client.run) allocate this worker's share of the mesh's shared device memory; its IPC handles or the error."""
+    return get_plugin(dask_worker).ipc_alloc(mesh_id, sizes, n, dtype, owner)
+
+
+def _ipc_map(mesh_id, front, pairs, dask_worker=None):
+    """(client.run) map the mesh's shared device memory allocated elsewhere; True or the error text."""
+    return get_plugin(dask_worker).ipc_map(mesh_id, front, pairs)
 
 
 def _shm_drop(mesh_id, dask_worker=None):
