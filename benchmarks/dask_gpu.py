@@ -16,10 +16,17 @@ worker's cores).
 
 nedge per root is counted on the device from the input edges
 (``count_nedge``, Graph500's rule); every dask search's nedge is checked
-against it on the workers' parents. Prints ratios; writes
+against it on the workers' parents.
+
+Part ``two`` (``--two ROUNDS``, same dataset): two GPU workers on the one
+GPU (the second started by hand), P = 2 and 4: the frontier bitmaps shared
+device to device through CUDA IPC (:mod:`dbfs.bfs.dask.ipc`) against host
+staging through the mesh (``shared_memory=False``), alternated; ratio of
+medians. Prints ratios; writes
 benchmarks/results/dask_gpu-<stamp>.json (or $DBFS_RESULTS).
 
     python benchmarks/dask_gpu.py --scale 26 --roots 16 --hscale 25
+    python benchmarks/dask_gpu.py --scale 24 --roots 16 --skip-one --two 3
 """
 from __future__ import annotations
 
@@ -97,13 +104,13 @@ def _dask_times(client, ds, variant, roots, nedge, **kw):
     return times, lv, table
 
 
-def part_one(scale, n_roots, root_dir):
+def gpu_reference(scale, n_roots, root_dir, parts):
+    """The dataset (block variants ``parts``), its roots, nedge and the ``--backend gpu`` times."""
     from dbfs import kernel1
     from dbfs.bfs.gpu import search_device
-    from dbfs.cluster import client_for
     from dbfs.roots import graph500_roots
 
-    ds, edges = _dataset(scale, root_dir, (1, 4))
+    ds, edges = _dataset(scale, root_dir, parts)
     roots = [int(r) for r in graph500_roots(edges, scale, 2, 3, n=n_roots, n_vertices=ds.n_vertices)]
     g = kernel1.load_csr(ds.path, kernel1.variant_name(1))
     search_device(g, roots[0])
@@ -121,16 +128,66 @@ def part_one(scale, n_roots, root_dir):
     rec = {"scale": scale, "roots": roots, "nedge": nedge, "gpu_times": gtimes,
            "gpu_hmean_teps": _hmean(gtimes, nedge), "gpu_first_levels": rec_lv}
     _say(f"SCALE {scale}: --backend gpu {rec['gpu_hmean_teps'] / 1e9:.1f} GTEPS")
+    return ds, rec
+
+
+def part_one(ds, ref, root_dir):
+    """One GPU worker, P = 1 and 4, against ``--backend gpu``."""
+    from dbfs import kernel1
+    from dbfs.cluster import client_for
+
+    roots, nedge, rec = ref["roots"], ref["nedge"], {}
     prof = Path(root_dir) / "one.yaml"
     prof.write_text("type: local-gpu\nthreads_per_gpu_worker: 8\ncpu_workers: 0\n")
     with client_for(profile=str(prof), quiet=True) as client:
         for P in (1, 4):
             t, lv, table = _dask_times(client, ds, kernel1.variant_name(P), roots, nedge)
             h = _hmean(t, nedge)
-            rec[f"dask_gpu_p{P}"] = {"times": t, "hmean_teps": h, "ratio_vs_gpu": h / rec["gpu_hmean_teps"],
+            rec[f"dask_gpu_p{P}"] = {"times": t, "hmean_teps": h, "ratio_vs_gpu": h / ref["gpu_hmean_teps"],
                                      "first_levels": lv, "workers": table}
-            _say(f"SCALE {scale}: dask, one GPU worker, P={P}: {h / 1e9:.1f} GTEPS = "
-                 f"{h / rec['gpu_hmean_teps']:.3f}x --backend gpu")
+            _say(f"SCALE {ref['scale']}: dask, one GPU worker, P={P}: {h / 1e9:.1f} GTEPS = "
+                 f"{h / ref['gpu_hmean_teps']:.3f}x --backend gpu")
+    return rec
+
+
+def part_two(ds, ref, root_dir, rounds):
+    """Two GPU workers on one GPU (the second started by hand: dask-cuda refuses two per device),
+    P = 2 and 4: the shared device frontier (CUDA IPC) against host staging, alternated ``rounds`` times."""
+    import os
+    import subprocess
+
+    from dbfs import kernel1
+    from dbfs.cluster import client_for
+
+    roots, nedge, rec = ref["roots"], ref["nedge"], {}
+    prof = Path(root_dir) / "two.yaml"
+    prof.write_text("type: local-gpu\nthreads_per_gpu_worker: 8\ncpu_workers: 0\n")
+    with client_for(profile=str(prof), quiet=True) as client:
+        n0 = len(client.scheduler_info(n_workers=-1)["workers"])
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]}
+        proc = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", client.scheduler.address,
+                                 "--resources", "GPU=1", "--nthreads", "8", "--host", "127.0.0.1",
+                                 "--no-dashboard", "--name", "gpu-second"],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            client.wait_for_workers(n0 + 1, timeout=120)
+            for P in (2, 4):
+                for k in range(rounds):
+                    for mode, shared in (("ipc", None), ("host", False)):
+                        t, lv, table = _dask_times(client, ds, kernel1.variant_name(P), roots, nedge,
+                                                   shared_memory=shared)
+                        r = rec.setdefault(f"p{P}_{mode}", {"times": [], "hmean_teps": []})
+                        r["times"].append(t)
+                        r["hmean_teps"].append(_hmean(t, nedge))
+                        r["first_levels"], r["workers"] = lv, table
+                        _say(f"SCALE {ref['scale']}: two GPU workers, P={P}, {mode}: "
+                             f"{r['hmean_teps'][-1] / 1e9:.1f} GTEPS")
+                ipc, host = (statistics.median(rec[f"p{P}_{m}"]["hmean_teps"]) for m in ("ipc", "host"))
+                rec[f"p{P}_ipc_vs_host"] = ipc / host
+                _say(f"SCALE {ref['scale']}: two GPU workers, P={P}: CUDA IPC {ipc / host:.3f}x host staging")
+        finally:
+            proc.terminate()
+            proc.wait(30)
     return rec
 
 
@@ -190,15 +247,24 @@ def main(argv=None):
     ap.add_argument("--cpu-workers", type=int, default=3)
     ap.add_argument("--cpu-threads", type=int, default=4)
     ap.add_argument("--skip-one", action="store_true")
+    ap.add_argument("--two", type=int, default=0, help="rounds of the two-GPU-worker IPC/host A/B (0: skip)")
     a = ap.parse_args(argv)
     rec = {"args": vars(a)}
     with tempfile.TemporaryDirectory(prefix="dbfs-dgpu-") as d:
-        if not a.skip_one:
-            rec["one"] = part_one(a.scale, a.roots, Path(d) / "one")
+        if not a.skip_one or a.two:
+            ds, ref = gpu_reference(a.scale, a.roots, Path(d) / "one", (1, 2, 4) if a.two else (1, 4))
+            rec["one"] = ref
+            if not a.skip_one:
+                ref.update(part_one(ds, ref, Path(d) / "one"))
+            if a.two:
+                rec["two"] = part_two(ds, ref, Path(d) / "one", a.two)
         if a.hscale:
             rec["hetero"] = part_hetero(a.hscale, a.roots, a.hparts, a.cpu_workers, a.cpu_threads, Path(d) / "het")
     write_record("dask_gpu", rec)
-    if "one" in rec:
+    if "two" in rec:
+        print(f"two GPU workers on one GPU (SCALE {a.scale}): CUDA IPC vs host staging: "
+              f"P=2 {rec['two']['p2_ipc_vs_host']:.3f}x, P=4 {rec['two']['p4_ipc_vs_host']:.3f}x")
+    if "dask_gpu_p1" in rec.get("one", {}):
         print(f"one GPU worker vs --backend gpu (SCALE {a.scale}): P=1 {rec['one']['dask_gpu_p1']['ratio_vs_gpu']:.3f}x,"
               f" P=4 {rec['one']['dask_gpu_p4']['ratio_vs_gpu']:.3f}x")
     if "hetero" in rec:
