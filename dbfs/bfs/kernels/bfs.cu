@@ -59,6 +59,28 @@ __device__ __forceinline__ bool test_bit(const u32* bm, i64 v) {
     return (bm[v >> 5] >> (v & 31)) & 1u;
 }
 
+// Claim vertex v in `visited`: true for the one thread whose atomicOr set its bit
+// (a plain read first skips the atomic for vertices visited already).
+__device__ __forceinline__ bool claim(u32* visited, i64 v) {
+    const u32 bit = 1u << (v & 31);
+    u32* wp = visited + (v >> 5);
+    return !(*wp & bit) && !(atomicOr(wp, bit) & bit);
+}
+
+// The warp's winners append x to q at *cursor: one atomicAdd per warp (its first
+// winner's lane), slots in lane order. Every lane of the warp must call it.
+__device__ __forceinline__ void warp_append(bool won, vid_t x, u64* cursor, vid_t* q) {
+    const int lane = threadIdx.x & 31;
+    const u32 m = __ballot_sync(FULL_MASK, won);
+    if (m) {
+        const int leader = __ffs(m) - 1;
+        u64 base = 0;
+        if (lane == leader) base = atomicAdd(cursor, (u64)__popc(m));
+        base = __shfl_sync(FULL_MASK, base, leader);
+        if (won) q[base + __popc(m & ((1u << lane) - 1u))] = x;
+    }
+}
+
 __device__ __forceinline__ i64 warp_sum(i64 x) {
     for (int o = 16; o > 0; o >>= 1) x += __shfl_down_sync(FULL_MASK, x, o);
     return x;
@@ -189,7 +211,6 @@ extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs
                                      const i64* indptr, ADJ_PARAMS, u32* visited,
                                      vid_t* parent, vid_t* next_q, u64* cnt, i64 gadd, int count_deg) {
     const i64 CH = (i64)TD_BLOCK * TD_ITEMS;
-    const int lane = threadIdx.x & 31;
     __shared__ i64 s_lo, s_hi;
     i64 acc_deg = 0;
     for (i64 c0 = (i64)blockIdx.x * CH; c0 < E; c0 += (i64)gridDim.x * CH) {
@@ -213,25 +234,13 @@ extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs
                 const i64 excl = a > 0 ? offs[a - 1] : 0;
                 const i64 u = queue[a];
                 v = ADJ(indptr[u] + (e - excl));
-                const u32 bit = 1u << (v & 31);
-                u32* wp = visited + (v >> 5);
-                if (!(*wp & bit)) {
-                    const u32 old = atomicOr(wp, bit);
-                    if (!(old & bit)) {
-                        won = true;
-                        parent[v] = (vid_t)(u + gadd);
-                        if (count_deg) acc_deg += indptr[v + 1] - indptr[v];
-                    }
+                if (claim(visited, v)) {
+                    won = true;
+                    parent[v] = (vid_t)(u + gadd);
+                    if (count_deg) acc_deg += indptr[v + 1] - indptr[v];
                 }
             }
-            const u32 m = __ballot_sync(FULL_MASK, won);
-            if (m) {
-                const int leader = __ffs(m) - 1;
-                u64 base = 0;
-                if (lane == leader) base = atomicAdd(&cnt[0], (u64)__popc(m));
-                base = __shfl_sync(FULL_MASK, base, leader);
-                if (won) next_q[base + __popc(m & ((1u << lane) - 1u))] = (vid_t)v;
-            }
+            warp_append(won, (vid_t)v, &cnt[0], next_q);
         }
         __syncthreads();
     }
@@ -249,7 +258,6 @@ extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, co
     __shared__ i64 s_row[TD_SMALL];     // indptr[u] of frontier entry i
     __shared__ i64 s_part[TD_BLOCK];
     const int tid = threadIdx.x;
-    const int lane = tid & 31;
     for (int i = tid; i < nf; i += TD_BLOCK) {
         const i64 u = queue[i];
         const i64 a = indptr[u];
@@ -294,25 +302,13 @@ extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, co
                 const i64 excl = a > 0 ? s_offs[a - 1] : 0;
                 const i64 u = queue[a];
                 v = ADJ(s_row[a] + (e - excl));
-                const u32 bit = 1u << (v & 31);
-                u32* wp = visited + (v >> 5);
-                if (!(*wp & bit)) {
-                    const u32 old = atomicOr(wp, bit);
-                    if (!(old & bit)) {
-                        won = true;
-                        parent[v] = (vid_t)(u + gadd);
-                        if (count_deg) acc_deg += indptr[v + 1] - indptr[v];
-                    }
+                if (claim(visited, v)) {
+                    won = true;
+                    parent[v] = (vid_t)(u + gadd);
+                    if (count_deg) acc_deg += indptr[v + 1] - indptr[v];
                 }
             }
-            const u32 m = __ballot_sync(FULL_MASK, won);
-            if (m) {
-                const int leader = __ffs(m) - 1;
-                u64 base = 0;
-                if (lane == leader) base = atomicAdd(&cnt[0], (u64)__popc(m));
-                base = __shfl_sync(FULL_MASK, base, leader);
-                if (won) next_q[base + __popc(m & ((1u << lane) - 1u))] = (vid_t)v;
-            }
+            warp_append(won, (vid_t)v, &cnt[0], next_q);
         }
     }
     block_add3(0, acc_deg, 0, cnt);
@@ -331,7 +327,6 @@ extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, co
 extern "C" __global__ void absorb(const vid_t* V, const vid_t* U, i64 m, i64 first, i64 count, int u_by_v,
                                   i64 pad, i64 base, const i64* indptr, u32* visited, vid_t* parent,
                                   u32* visited_g, vid_t* next_q, u64* cnt) {
-    const int lane = threadIdx.x & 31;
     i64 acc_deg = 0;
     const i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 k0 = blockIdx.x * (i64)blockDim.x; k0 < m; k0 += stride) {
@@ -343,28 +338,16 @@ extern "C" __global__ void absorb(const vid_t* V, const vid_t* U, i64 m, i64 fir
             const i64 l = v - first;
             if (l >= 0 && l < count) {
                 i = l + pad;
-                const u32 bit = 1u << (i & 31);
-                u32* wp = visited + (i >> 5);
-                if (!(*wp & bit)) {
-                    const u32 old = atomicOr(wp, bit);
-                    if (!(old & bit)) {
-                        won = true;
-                        parent[i] = u_by_v ? U[v] : U[k];
-                        const i64 g = base + i;
-                        atomicOr(visited_g + (g >> 5), 1u << (g & 31));
-                        acc_deg += indptr[i + 1] - indptr[i];
-                    }
+                if (claim(visited, i)) {
+                    won = true;
+                    parent[i] = u_by_v ? U[v] : U[k];
+                    const i64 g = base + i;
+                    atomicOr(visited_g + (g >> 5), 1u << (g & 31));
+                    acc_deg += indptr[i + 1] - indptr[i];
                 }
             }
         }
-        const u32 msk = __ballot_sync(FULL_MASK, won);
-        if (msk) {
-            const int leader = __ffs(msk) - 1;
-            u64 b = 0;
-            if (lane == leader) b = atomicAdd(&cnt[0], (u64)__popc(msk));
-            b = __shfl_sync(FULL_MASK, b, leader);
-            if (won) next_q[b + __popc(msk & ((1u << lane) - 1u))] = (vid_t)i;
-        }
+        warp_append(won, (vid_t)i, &cnt[0], next_q);
     }
     block_add3(0, acc_deg, 0, cnt);
 }
