@@ -153,7 +153,8 @@ class GpuBackend(Backend):
         self.parent = self.parent_dev = self._pinned = None
         # a regenerated edge list costs one generation per validation: validate a batch of searches per
         # generation (the placed build kept device memory for their parents and levels)
-        regen = isinstance(search_edges(ds), DeviceRows)
+        self.edges = search_edges(ds)   # decided once: device copy, regenerated rows or the stored array
+        regen = isinstance(self.edges, DeviceRows)
         self.validate_batch = ds.memo.get("validate_batch", VALIDATE_BATCH) if regen else 1
         self.held = []
         return self.load_time
@@ -185,9 +186,9 @@ class GpuBackend(Backend):
 
     def eligible(self):
         from dbfs.roots import eligible
-        from dbfs.store.gpu import DeviceRows, eligible_gpu, search_edges
+        from dbfs.store.gpu import DeviceRows, eligible_gpu
 
-        edges = search_edges(self.ds)
+        edges = self.edges
         if type(edges).__module__.startswith("cupy") or isinstance(edges, DeviceRows):
             return lambda cands: eligible_gpu(edges, cands)   # on the device copy of the edges
         return lambda cands: eligible(edges, cands)
@@ -208,28 +209,25 @@ class GpuBackend(Backend):
     def validate_many(self, roots):
         """The last ``len(roots)`` searches validated over one regeneration of the edge list
         (:func:`dbfs.validate.gpu.validate_many_gpu`)."""
-        from dbfs.store.gpu import search_edges
         from dbfs.validate.gpu import validate_many_gpu
 
         held, self.held = self.held[-len(roots):], []
         assert [r for r, _ in held] == [int(r) for r in roots], "validate_many: not the last searches"
-        res = validate_many_gpu(search_edges(self.ds), held, n_vertices=self.n, levels=False)
+        res = validate_many_gpu(self.edges, held, n_vertices=self.n, levels=False)
         self._sample_memory()
         return res
 
     def validate(self, root):
-        from dbfs.store.gpu import search_edges
         from dbfs.validate.gpu import validate_gpu
 
-        res = validate_gpu(search_edges(self.ds), root, self.parent_dev, n_vertices=self.n, levels=False)
+        res = validate_gpu(self.edges, root, self.parent_dev, n_vertices=self.n, levels=False)
         self._sample_memory()
         return res
 
     def nedge(self, root):
         from dbfs.bfs.gpu import count_nedge
-        from dbfs.store.gpu import search_edges
 
-        return count_nedge(search_edges(self.ds), self.parent_dev)
+        return count_nedge(self.edges, self.parent_dev)
 
     def parents(self):
         """The last search's parents in original ids, copied to one reused pinned host buffer on demand."""
