@@ -45,6 +45,7 @@ the pair dtype) is checked here, and a mismatch is a lost peer.
 """
 from __future__ import annotations
 
+import gc
 import sys
 import time
 
@@ -85,6 +86,9 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_t
     switch = sys.getswitchinterval()
     # a worker thread holding the GIL (event loop, monitors) yields it soon to the waiting search thread
     sys.setswitchinterval(SEARCH_SWITCH_S)
+    # no cyclic collection of the worker's heap inside a timed level (a search allocates little)
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, plugin,
                            plugin.shms.get(mesh_id))
@@ -98,6 +102,8 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_t
         raise
     finally:
         sys.setswitchinterval(switch)
+        if collecting:
+            gc.enable()
 
 
 def _counts_msg(mine):

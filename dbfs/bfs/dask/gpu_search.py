@@ -162,6 +162,11 @@ class _GpuSearch(_Search):
 
     # ------------------------------------------------------------- steps
     def visit_root(self, root):
+        if self.direct:                         # the whole graph: the single-process start, one launch
+            st = self.states[0]
+            self.k["start_search"]((1,), (1,), (st.parent, st.visited, st.fbm, st.queue, _i64(root)))
+            st.nq, st.m = 1, self._deg_of_root(st, root)
+            return
         if self.o_root in self.states:
             st = self.states[self.o_root]
             i = self.l_root + st.p.pad
@@ -285,6 +290,9 @@ class _GpuSearch(_Search):
             st.fbm.fill(0)
             if st.nq:
                 self.k["queue_to_bitmap"](_grid(st.nq), (_BLOCK,), (st.queue, _i64(st.nq), st.fbm))
+        if self.direct:                         # one partition: its bitmap is the global one
+            self.front = self.states[0].fbm
+            return time.perf_counter() - t
         self.front.fill(0)
         self._or_own(self.front)
         if self.sh is not None:
@@ -318,8 +326,11 @@ class _GpuSearch(_Search):
                               (p.indptr, *p.adj, p.hub, self.front, st.visited, st.nxt, st.parent, _i64(nw),
                                self.cnt[r]))
             st.fbm, st.nxt = st.nxt, st.fbm
-        self.front_next.fill(0)
-        self._or_own(self.front_next)
+        if self.direct:                         # one partition: its new bitmap is the next global one
+            self.front_next = rows[0].fbm
+        else:
+            self.front_next.fill(0)
+            self._or_own(self.front_next)
         h = self.cnt.get()
         new_n = new_m = examined = 0
         for r, st in enumerate(rows, 1):
