@@ -23,7 +23,7 @@ gpu`` runs; rows local, neighbour ids global):
   from the claim list (first parent wins); when a peer gets pairs the claims
   are bucketed by owner on the device (``bucket_count``/``bucket_scatter``:
   owner by binary search over the block starts, one atomic per owner per
-  warp), copied to the host once and sent (PAIRS); received pairs are
+  warp), copied to pinned host memory once and sent (PAIRS); received pairs are
   uploaded and absorbed the same way; when every mesh worker is a GPU worker
   on this host the buckets stay in this worker's exported pair buffers, each
   peer gets only their offsets (PULL) and absorbs them in place
@@ -31,10 +31,10 @@ gpu`` runs; rows local, neighbour ids global):
 - bottom-up: ``bu_step`` over each partition's rows against the GLOBAL
   frontier bitmap on the device; this worker's new slices are OR-ed into the
   next global frontier on the device; peers' slices arrive on the host and
-  are uploaded (host staging; COUNTS_FRONT), or, all workers GPU workers on
-  this host, are copied device to device through the mesh's shared bitmap
-  buffers (:mod:`dbfs.bfs.dask.ipc`; only COUNTS, or SYNC after a top-down
-  level, cross the mesh).
+  are uploaded (host staging, pinned on the sending side; COUNTS_FRONT),
+  or, all workers GPU workers on this host, are copied device to device
+  through the mesh's shared bitmap buffers (:mod:`dbfs.bfs.dask.ipc`; only
+  COUNTS, or SYNC after a top-down level, cross the mesh).
 
 Directions, frontier sizes and edge counts equal the single-process level
 for level (the counts are the same sums; the policy is fed the same
@@ -75,6 +75,14 @@ class _GpuState:
         self.queue2 = cp.empty(max(p.nloc, 1), qdt)
         self.nq = 0                                 # queue length
         self.m = 0                                  # degree sum of the current frontier
+
+
+def _to_host(a):
+    """A device array's host copy in pinned memory (CuPy's pinned pool: the block goes back to the
+    pool when the mesh has sent it and dropped it), for what goes to a peer through the host."""
+    import cupyx
+
+    return a.get(out=cupyx.empty_pinned(a.shape, a.dtype))
 
 
 def _shared(store: dict, key, n: int, dtype):
@@ -145,7 +153,7 @@ class _GpuSearch(_Search):
             cp.bitwise_or(seg, st.fbm, out=seg)
 
     def _host_slices(self):
-        return [st.fbm.get().view(np.int64) for st in self.states.values()]
+        return [_to_host(st.fbm).view(np.int64) for st in self.states.values()]
 
     def _bucket(self, v, nc):
         """Claims ``v[:nc]`` -> (owner-local index, parent) pairs grouped by owner rank in
@@ -217,7 +225,7 @@ class _GpuSearch(_Search):
             off = self._bucket(v, nc)
             lo, hi = min(off[d] for d in remote), max(off[d + 1] for d in remote)
             if hi > lo:
-                Lh, Uh = self.pairL[lo:hi].get(), self.pairU[lo:hi].get()
+                Lh, Uh = _to_host(self.pairL[lo:hi]), _to_host(self.pairU[lo:hi])
                 for j in self.peers:
                     dst, arrs = [], []
                     for d_rk in self.ranks_of[j]:
