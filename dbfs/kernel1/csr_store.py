@@ -13,7 +13,9 @@ is a zarr v3 group::
 
 Partition ``PPPP`` holds the rows of the vertices :class:`dbfs.partition.
 Partitioning` gives it, in local-index order. Arrays are zstd (level 1) +
-crc32c (:func:`dbfs.store.integrity.compressors`), chunks of at most
+crc32c (:func:`dbfs.store.integrity.compressors`), ``indices`` blosc's zstd
+(level 1) over byte-shuffled ids + crc32c
+(:func:`dbfs.store.integrity.adjacency_compressors`), chunks of at most
 ``2**21`` entries, and every chunk is written, zeros included, so a missing
 chunk means damage. ``checksums[j]`` holds ``nnz``,
 ``indices_sum`` and ``indptr_sum`` of part ``j``, each the sum of the array's
@@ -50,7 +52,7 @@ from dbfs.kernel1.kernels import _gather_rows, _invert, _numba_threads, _wrapsum
 from dbfs.kernel1.variants import _variant_attrs, reusable_variant, variant_name
 from dbfs.partition import Partitioning
 from dbfs.progress import say
-from dbfs.store.integrity import DECODE_ERRORS, CheckedArray, compressors
+from dbfs.store.integrity import DECODE_ERRORS, CheckedArray, adjacency_compressors, compressors
 from dbfs.store.locks import dataset_lock, variant_lock, writer_lock
 from dbfs.store.space import is_no_space, no_space
 
@@ -369,10 +371,10 @@ def _store_whole(dataset_path: Path, name: str, indptr, indices, n_edges, dedupe
     try:
         vg = zarr.open_group(str(tmp), mode="w")
         pg = zarr.open_group(str(tmp / "part-0000"), mode="w")
-        comp = compressors(_ZSTD_LEVEL)
-        arrays = {"indptr": (indptr, "row"), "indices": (indices, "entry")}
+        arrays = {"indptr": (indptr, "row", compressors(_ZSTD_LEVEL)),
+                  "indices": (indices, "entry", adjacency_compressors(_ZSTD_LEVEL))}
         jobs = []
-        for key, (arr, dim) in arrays.items():
+        for key, (arr, dim, comp) in arrays.items():
             z = _writable(pg.create_array(key, shape=arr.shape, chunks=(_MAX_OUT_CHUNK,), dtype=arr.dtype,
                                           compressors=comp, fill_value=0, dimension_names=[dim]))
             jobs += [(z, arr, a, min(a + 4 * _MAX_OUT_CHUNK, arr.shape[0]))

@@ -77,6 +77,7 @@ from dbfs.kernel1.plan import (_default_budget, _edge_slices, _fine_blocks, _row
 from dbfs.kernel1.variants import variant_name
 from dbfs.partition import Partitioning
 from dbfs.progress import compute
+from dbfs.store.integrity import adjacency_compressors
 from dbfs.store.integrity import compressors as codecs
 from dbfs.store.space import is_no_space, no_space
 from dbfs.zattrs import read_attrs
@@ -352,7 +353,7 @@ def _phase_write(tmp, scratch, part, plan, row_res, idt, out_chunk, per_task, co
         pg.create_array("indptr", shape=(n_j + 1,), chunks=(out_chunk,), dtype=np.int64,
                         compressors=compressors, fill_value=0, dimension_names=["row"])
         pg.create_array("indices", shape=(nnz_j,), chunks=(out_chunk,), dtype=idt,
-                        compressors=compressors, fill_value=0, dimension_names=["entry"])
+                        compressors=adjacency_compressors(_ZSTD_LEVEL), fill_value=0, dimension_names=["entry"])
         # sub-range extents: rows [l0, l1) and entries [e0, e1)
         ext, e0 = [], 0
         for (jj, s, l0, l1, ne, _), rr in mine:

@@ -68,6 +68,15 @@ def compressors(level: int = _ZSTD_LEVEL) -> list:
     return [ZstdCodec(level=level), Crc32cCodec()]
 
 
+def adjacency_compressors(level: int = _ZSTD_LEVEL) -> list:
+    """The bytes-to-bytes codecs of a CSR's ``indices`` (ids ascending within each row):
+    blosc's zstd over byte-shuffled ids, then crc32c; the measured choice among the
+    encodings of sorted adjacency (docs/BENCHMARKS.md, "Compressed encodings")."""
+    from zarr.codecs import BloscCodec
+
+    return [BloscCodec(cname="zstd", clevel=level, shuffle="shuffle"), Crc32cCodec()]
+
+
 def has_crc(arr) -> bool:
     """Whether a zarr array's chunks end in a crc32c (written by this dbfs, not an older one)."""
     try:
