@@ -239,11 +239,16 @@ class _GpuSearch(_Search):
         t = time.perf_counter()
         remote = {rk: [(cp.asarray(arrs[1 + 2 * k]), cp.asarray(arrs[2 + 2 * k]))
                        for dst, arrs in got for k, d_rk in enumerate(dst) if d_rk == rk] for rk in self.states}
-        return self._absorb_all(v, nc, remote, examined, kt, t)
+        return self._counts_round(*self._absorb_all(v, nc, remote, examined, kt, t))
+
+    def _counts_round(self, mine, kt):
+        got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in self.peers}) if self.peers else {}
+        return [mine] + [_counts_of(a) for a in got.values()], kt
 
     def _absorb_all(self, v, nc, remote, examined, kt, t):
         """Apply this worker's claims ``v[:nc]`` and the pairs received for each rank
-        (``remote``: rank -> [(ids, parents)] device arrays) to the partitions; exchange the counts."""
+        (``remote``: rank -> [(ids, parents)] device arrays) to the partitions; returns
+        (this worker's counts, kernel seconds) once the kernels are done."""
         rows = list(self.states.items())
         for r, (rk, st) in enumerate(rows, 1):
             p = st.p
@@ -263,9 +268,7 @@ class _GpuSearch(_Search):
             new_n += st.nq
             new_m += st.m
         kt += time.perf_counter() - t
-        mine = (new_n, new_m, examined, kt)
-        got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in self.peers}) if self.peers else {}
-        return [mine] + [_counts_of(a) for a in got.values()], kt
+        return (new_n, new_m, examined, kt), kt
 
     def _td_shared(self, v, nc, examined, kt, t):
         """The top-down exchange through shared device memory: claims bucketed into this worker's
@@ -290,7 +293,8 @@ class _GpuSearch(_Search):
                 remote[d_rk].append((j, a, b))
         with sh.guard():                        # the absorb kernels read the peers' buffers in place
             remote = {rk: [sh.peer_pairs(j, a, b) for j, a, b in lst] for rk, lst in remote.items()}
-            return self._absorb_all(v, nc, remote, examined, kt, t)
+            mine, kt = self._absorb_all(v, nc, remote, examined, kt, t)
+        return self._counts_round(mine, kt)
 
     def to_bitmaps(self):
         t = time.perf_counter()

@@ -87,9 +87,8 @@ class _DevMesh:
         self.n = int(n)
         self._own = []                                   # this worker's cudaMalloc's (freed with it)
         self._mapped = []                                # pointers opened from peers' handles
-        self.L, hl = self._alloc(self.n * self.dtype.itemsize)
-        self.U, hu = self._alloc(self.n * self.dtype.itemsize)
-        self.L, self.U = self._array(self.L, self.n, self.dtype), self._array(self.U, self.n, self.dtype)
+        (pl, hl), (pu, hu) = (self._alloc(self.n * self.dtype.itemsize) for _ in range(2))
+        self.L, self.U = self._array(pl, self.n, self.dtype), self._array(pu, self.n, self.dtype)
         self.handles = {"pairs": (hl, hu), "front": None}
         self.ptr = 0
         if owner:
@@ -98,7 +97,7 @@ class _DevMesh:
         self.peers = {}                                  # peer handle pair -> (L, U) mapped arrays
         self.stage = cp.zeros(self.total, cp.uint32)     # the private copy a collection reads from
         self.k = 0
-        self.lock = threading.Lock()                     # close() waits for a copy in flight
+        self.lock = threading.Lock()                     # close() waits for kernels queued on the buffers
         self.published = self.collected = self.pulled = 0   # bytes moved device to device (tests, A/B)
 
     # ------------------------------------------------------------ set-up
