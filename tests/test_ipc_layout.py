@@ -1,4 +1,4 @@
-"""The shared device frontier's layout (:func:`dbfs.bfs.dask.ipc._front_sizes`), without a GPU.
+"""The shared device bitmaps' layout (:func:`dbfs.bfs.dask.ipc._front_sizes`), without a GPU.
 
 Every block partition's local bitmap (rows padded at the front to a multiple
 of 64, as the GPU workers hold them) gets its own run of uint32 words, the

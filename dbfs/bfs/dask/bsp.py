@@ -325,7 +325,7 @@ class _Search:
 def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, plugin, shm=None):
     """The level loop of :func:`_bsp_search` (see the module docstring); ``plugin``: this
     worker's :class:`dbfs.bfs.dask.plugin.MeshPlugin`; ``shm``: its shared frontier of the mesh
-    (:class:`dbfs.bfs.dask.shm._ShmFront`, or :class:`dbfs.bfs.dask.ipc._DevFront` on a GPU
+    (:class:`dbfs.bfs.dask.shm._ShmFront`, or :class:`dbfs.bfs.dask.ipc._DevMesh` on a GPU
     worker), or None (frontier slices go by the mesh)."""
     if getattr(parts[0], "on_device", False):       # a GPU worker: the same steps on the device
         from dbfs.bfs.dask.gpu_search import _GpuSearch

@@ -210,7 +210,7 @@ class MeshPlugin(WorkerPlugin):
 
 
 def _close_front(sh) -> None:
-    """Unmap a mesh's shared device frontier (a /dev/shm one goes with its last view)."""
+    """Unmap a mesh's shared device memory (``_DevMesh``; a /dev/shm frontier goes with its last view)."""
     close = getattr(sh, "close", None)
     if close is not None:
         close()
