@@ -9,6 +9,16 @@ no N-sized array reaches the client (:func:`dbfs.bfs.dask.validate_distributed`)
 The timed seconds are measured on the workers from a start barrier to the
 last count exchange (Graph500 3.0.1 section 7).
 
+Kernel 1 in a GPU worker's memory (:mod:`dbfs.bfs.dask.built`): at P = 1 on
+a cluster with a GPU worker, when the CSR has no room on disk or in host
+memory or ``--relabel degree`` asks for the degree order, the GPU backend's
+placed Kernel 1 runs on that worker (as many rows on the device as fit, the
+rest in pinned host memory; ``--placement`` picks which end of the row
+order stays on the device, as for ``--backend gpu``) and the partition is
+searched, validated (several searches per regeneration of a virtual edge
+list) and asked for root eligibility there; it is not stored. A Kronecker
+graph is generated on a GPU worker when the cluster has one (same bytes).
+
 Failures: every wait (load, search, nedge, validation) is bounded and
 reacts to a lost worker within seconds (:mod:`dbfs.bfs.dask.waits`): the
 partitions it held are reloaded on live workers and the step redone
@@ -48,14 +58,75 @@ class DaskBackend(Backend):
 
         return list(ALGORITHMS)
 
+    @staticmethod
+    def _gpu_workers(client) -> list:
+        if client is None:
+            return []
+        from dbfs.bfs.dask.placement import worker_kinds
+        from dbfs.bfs.dask.waits import alive_workers
+
+        return sorted(w for w, k in worker_kinds(client, sorted(alive_workers(client))).items() if k == "gpu")
+
+    @classmethod
+    def dataset(cls, target, root_dir, client=None, quiet=False):
+        """As the base class; a Kronecker graph not yet stored is generated on a GPU worker when the
+        cluster has one (the GPU generator: same bytes, and a virtual list's checksum in seconds)."""
+        from dbfs import store
+        from dbfs.spec import GraphSpec
+
+        gpus = cls._gpu_workers(client) if isinstance(target, GraphSpec) and target.kind == "kronecker" else []
+        if not gpus or store.stored(target, root_dir) is not None:
+            return super().dataset(target, root_dir, client, quiet)
+        from dbfs.bfs.dask.built import generate_on_worker
+
+        say(f"generating {target.name} on GPU worker {gpus[0]}", quiet)
+        return generate_on_worker(client, target, store.datasets_root(root_dir), gpus[0], quiet)
+
+    @classmethod
+    def csr(cls, ds, cfg, client=None):
+        """As the base class, or Kernel 1 in a GPU worker's memory (module docstring)."""
+        from dbfs import kernel1
+        from dbfs.backends.gpu import GpuBackend
+
+        gpus = cls._gpu_workers(client) if cfg.partitions == 1 and cfg.partitioning == "block" else []
+        if not gpus or kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe, cfg.relabel) is not None or \
+                (cfg.relabel == "none" and GpuBackend._csr_stores(ds)):
+            return super().csr(ds, cfg, client)
+        if cfg.placement not in GpuBackend.SPLIT_ORDER:
+            raise DbfsError(f"--placement {cfg.placement} does not apply to a CSR built in a GPU worker's memory "
+                            f"(--partitions 1): it splits the rows between device and host memory; use block, "
+                            f"degree or degree-low")
+        from dbfs.bfs.dask.built import build_on_worker
+
+        say(f"Kernel 1 of {ds.name} runs in GPU worker {gpus[0]}'s memory (not stored: "
+            f"{'relabelled on the GPU' if cfg.relabel != 'none' else 'no room on disk or in host memory'})",
+            cfg.quiet)
+        fut, info = build_on_worker(client, ds, gpus[0], dedupe=cfg.dedupe, relabel=cfg.relabel,
+                                    order=GpuBackend.SPLIT_ORDER[cfg.placement],
+                                    device_limit=cfg.device_memory_limit, quiet=cfg.quiet)
+        ds.memo["built"] = (fut, gpus[0], info)
+        say(info["k1"]["note"], cfg.quiet)
+        return info["variant"], {**info["k1"], "in_memory": True}
+
     def load(self, ds, variant):
         from dbfs.bfs import dask as dbfs_dask
 
         if self.client is None:
             raise DbfsError("--backend dask needs a Dask cluster: drop --scheduler threads")
         self.mod, self.ds = dbfs_dask, ds
-        self.dg = dbfs_dask.load_distributed(self.client, ds.path, variant, placement=self.cfg.placement,
-                                             device_memory_limit=self.cfg.device_memory_limit)
+        self.held = []
+        built = ds.memo.pop("built", None)
+        if built is not None:
+            from dbfs.bfs.dask import built as on_worker
+
+            fut, worker, info = built
+            self.built = on_worker
+            self.validate_batch = max(1, int(info["validate_batch"]))
+            self.dg = on_worker.adopt(self.client, ds.path, fut, worker, info)
+        else:
+            self.built = None
+            self.dg = dbfs_dask.load_distributed(self.client, ds.path, variant, placement=self.cfg.placement,
+                                                 device_memory_limit=self.cfg.device_memory_limit)
         for w in self.dg.workers_table():
             if w["kind"] == "gpu":
                 say(f"GPU worker {w['worker']}: partition(s) {w['partitions']} in device memory "
@@ -74,10 +145,14 @@ class DaskBackend(Backend):
         pass
 
     def search(self, root):
-        if self.result is not None:
-            self.result.release()
+        if self.result is not None and not any(r is self.result for r in self.held):
+            self.result.release()       # (validated already, or never held): its parents go now
         self.result, seconds, self.level_stats = self.mod.search(self.dg, root, algorithm=self.cfg.algorithm,
                                                                  stats=True, **self.cfg.opts)
+        if self.built:                  # the last validate_batch searches' parents stay on the worker
+            self.held.append(self.result)
+            while len(self.held) > self.validate_batch:
+                self.held.pop(0).release()
         self._say_events(self.result.events, f"the search from root {root}")
         return seconds
 
@@ -98,13 +173,35 @@ class DaskBackend(Backend):
         finally:
             self._say_events(self.result.events[seen:], during)
 
+    def eligible(self):
+        if self.built:
+            return lambda cands: self.built.eligible(self.dg, cands)
+        return super().eligible()
+
     def validate(self, root):
+        if self.built:
+            return self.validate_many([root])[0]
         return self._check_parents(root, f"the validation of root {root}")
 
+    def validate_many(self, roots):
+        """(a CSR built on its worker) the last ``len(roots)`` searches validated there together."""
+        held, self.held = self.held[-len(roots):], []
+        assert [r.root for r in held] == [int(r) for r in roots], "validate_many: not the last searches"
+        try:
+            return self.built.validate(self.dg, held)
+        finally:
+            for r in held:
+                if r is not self.result:
+                    r.release()
+
     def nedge(self, root):
+        if self.built:
+            return self.built.nedge(self.dg, self.result)
         return int(self._check_parents(root, f"the nedge count of root {root}").nedge)
 
     def parents(self):
+        if self.built:
+            return self.built.host_parents(self.dg, self.result)
         return self.mod.gather_parent(self.result, self.client, self.dg)
 
     def describe(self) -> dict:
@@ -112,10 +209,16 @@ class DaskBackend(Backend):
         how frontiers cross workers."""
         if not hasattr(self, "dg"):
             return {}
-        return {"placement": self.dg.placement, "frontier_sharing": self.dg.frontier_sharing,
-                "workers": self.dg.workers_table()}
+        out = {"placement": self.dg.placement, "frontier_sharing": self.dg.frontier_sharing,
+               "workers": self.dg.workers_table()}
+        if self.built:                  # the device/host split of the adjacency, as --backend gpu reports it
+            out.update(placement=self.dg.part_info[0]["k1"]["placement"], kernel1=self.dg.built,
+                       memory=self.built.peaks(self.dg))
+        return out
 
     def close(self):
+        for r in getattr(self, "held", []):
+            r.release()
         if getattr(self, "result", None) is not None:
             self.result.release()
         if hasattr(self, "dg"):

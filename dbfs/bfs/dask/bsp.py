@@ -393,5 +393,7 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
         m_u -= g_m
         level += 1
     seconds = time.perf_counter() - t0
-    return {"parents": s.parents(), "seconds": seconds,
+    parents = s.parents()
+    s.states.clear()        # the search's arrays (device memory on a GPU worker) go now, not at a cycle collection
+    return {"parents": parents, "seconds": seconds,
             "records": rec, "kernel_total": kernel_total, "levels": level, "own": own}

@@ -271,7 +271,8 @@ def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: s
     policy_from(**pol)  # check the parameters on the client
     ri = r
     if dgraph.perm_f is not None:     # a degree-ordered variant searches in its own ids
-        ri = gather_watched(dgraph.client, [internal_root(dgraph.client, dgraph.perm_f, r)],
+        ri = gather_watched(dgraph.client, [internal_root(dgraph.client, dgraph.perm_f, r,
+                                                          dgraph.rank_worker[0] if dgraph.built else None)],
                             set(dgraph.rank_worker.values()), f"the new id of root {r}", dgraph.timeout)[0]
     events = []
     attempt = 0

@@ -118,11 +118,14 @@ class _GpuPart:
     """One block partition in device memory (see the module docstring)."""
 
     on_device = True
+    #: parents returned by a search stay on the device (the id width, internal ids) instead of an int64
+    #: host copy: a partition whose validation runs on its worker (:mod:`dbfs.bfs.dask.built`)
+    keep_parents = False
 
     def __init__(self, p):
         import cupy as cp
 
-        from dbfs.bfs.gpu import _BLOCK, _VID, _grid, _i64, _kernels, whole
+        from dbfs.bfs.gpu import whole
 
         if p.code != 0:
             raise DbfsError(f"partition {p.rank} is cyclic: GPU workers hold block partitions only; build the "
@@ -130,20 +133,29 @@ class _GpuPart:
         for k in _COPIED:
             setattr(self, k, getattr(p, k))
         vdt = np.dtype(id_dtype(p.n))
-        self.vid = _VID[vdt]
-        self.words = (p.nloc + 63) >> 6                 # int64 words of a local bitmap (the CPU layout)
         self.indptr_host = p.indptr
         self.device_bytes = device_bytes(p.nloc, p.nnz, p.n)
         self.indptr = cp.asarray(p.indptr)
         self.indices = cp.asarray(np.asarray(p.indices).astype(vdt, copy=False))
         self.adj = whole(self.indices)                  # bfs.cu's ADJ_PARAMS: one device piece
         self.hub = cp.asarray(np.asarray(p.hub).astype(vdt, copy=False))
+        self._finish()
+
+    def _finish(self):
+        """What every GPU partition derives on the device: its local base bitmap, the block starts, the
+        kernels compiled (``rank``, ``P``, ``n``, ``nloc``, ``indptr`` and ``adj`` set)."""
+        import cupy as cp
+
+        from dbfs.bfs.gpu import _BLOCK, _VID, _grid, _i64, _kernels
+
+        self.vid = _VID[np.dtype(id_dtype(self.n))]
+        self.words = (self.nloc + 63) >> 6              # int64 words of a local bitmap (the CPU layout)
         nw32 = 2 * self.words
         self.base_visited = cp.empty(max(nw32, 1), cp.uint32)
         _kernels(self.vid)["base_visited"](_grid(nw32), (_BLOCK,),
-                                           (self.indptr, _i64(p.nloc), _i64(nw32), self.base_visited))
-        blocks = Partitioning(p.n, p.P, "block")
-        self.starts_host = np.array([blocks.vertex_range(r).start for r in range(p.P)] + [p.n], np.int64)
+                                           (self.indptr, _i64(self.nloc), _i64(nw32), self.base_visited))
+        blocks = Partitioning(self.n, self.P, "block")
+        self.starts_host = np.array([blocks.vertex_range(r).start for r in range(self.P)] + [self.n], np.int64)
         self.starts = cp.asarray(self.starts_host)
         warm_device(self)
 

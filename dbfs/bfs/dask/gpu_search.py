@@ -370,5 +370,8 @@ class _GpuSearch(_Search):
         return totals, kt
 
     def parents(self):
+        """Parent slices: int64 host copies, or (a partition that keeps them on the device) device arrays in
+        original ids (:mod:`dbfs.bfs.dask.built`)."""
         cp.cuda.Device().synchronize()
-        return {rk: st.parent[st.p.pad:st.p.nloc].get().astype(np.int64) for rk, st in self.states.items()}
+        return {rk: st.p.original(st.parent[st.p.pad:st.p.nloc]) if st.p.keep_parents else
+                st.parent[st.p.pad:st.p.nloc].get().astype(np.int64) for rk, st in self.states.items()}

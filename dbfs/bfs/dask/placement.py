@@ -70,6 +70,7 @@ class DistributedGraph:
     perm_f: object = None                   # a relabelled variant's perm[new] = original, on one worker
     part_bytes: list = field(default_factory=list)     # rank -> device bytes if held by a GPU worker
     part_info: dict = field(default_factory=dict)      # rank -> the worker's info of its partition
+    built: str = ""                         # where Kernel 1 built the partitions in memory ('' = read from zarr)
 
     @property
     def P(self) -> int:

@@ -148,6 +148,9 @@ def place(dg: DistributedGraph, ranks, stage: str = "load", retries: int = 2, at
 
 def _recover(dg: DistributedGraph, error: str, attempt: int, stage: str = "search") -> dict:
     """Reload lost partitions on live workers and open a new mesh; returns the event record."""
+    if dg.built:        # nothing in zarr to reload from (dbfs.bfs.dask.built)
+        raise DbfsError(f"the worker holding CSR {dg.variant} was lost during the {stage} ({error[:200]}): "
+                        f"{dg.built}, so it cannot be reloaded; rerun (Kernel 1 runs again)")
     t0 = time.perf_counter()
     _close_mesh(dg)
     ev = _move_lost(dg, error, stage, attempt)

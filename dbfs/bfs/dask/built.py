@@ -1,0 +1,306 @@
+"""A CSR that Kernel 1 builds in a GPU worker's memory, searched as a distributed graph without zarr.
+
+Contract
+--------
+:func:`generate_on_worker` makes a Kronecker dataset with the GPU generator
+on a GPU worker (the same bytes as every generator; a virtual list's
+checksum in seconds instead of a CPU pass over 2^34 edges).
+:func:`build_on_worker` runs :func:`dbfs.store.gpu_placed.build_placed` (the
+GPU backend's Kernel 1 in passes straight into a device/pinned-host split,
+edge chunks read or regenerated on that device) as ONE task pinned to a GPU
+worker, and :func:`adopt` makes the result the one partition (P = 1) of a
+:class:`~dbfs.bfs.dask.placement.DistributedGraph` that the ordinary
+distributed search (:func:`dbfs.bfs.dask.search`) runs on. It is the Dask
+backend's path for a graph whose CSR fits neither the disk nor the host
+memory (SCALE 30 on one H200 box) and for ``--relabel degree`` at P = 1
+(relabelled on the device, as ``--backend gpu`` does). Nothing is stored,
+so what the zarr variant would give later is asked of that worker:
+:func:`eligible` (root eligibility from the CSR's degrees: a vertex has a
+non-self-loop input edge iff its CSR row is not empty), :func:`validate`
+(:func:`dbfs.validate.gpu.validate_many_gpu` against the INPUT edges,
+regenerated on the device for a virtual list, several searches per
+regeneration), :func:`nedge`, :func:`host_parents` and :func:`peaks`
+(peak device memory and host RSS of the worker). A lost worker cannot be
+reloaded: ``dg.built`` says why and :func:`dbfs.bfs.dask.recovery._recover`
+fails in one line.
+
+Encoding: :class:`_BuiltPart` is a :class:`~dbfs.bfs.dask.gpu_part._GpuPart`
+of the whole graph (rank 0 of 1, ``base = pad = 0``) whose ``adj`` is the
+placed split (bfs.cu's ``ADJ_PARAMS``: device piece, mapped pinned host
+piece, the entry where they meet, :mod:`dbfs.split`) and whose search
+parents stay on the device in the id width, mapped to ORIGINAL ids there
+when the search ends (:func:`dbfs.bfs.gpu.original_parent`); the client sees
+original ids only (a root is mapped through ``iperm`` on the worker:
+:meth:`_BuiltPart.new_id`).
+
+Reference: Graph 500 Benchmark 1 specification 3.0.1 (Kernel 1: any data
+structure, its construction timed; validation against the input edge
+list); the device/host split after Kolganov & Chernyshev's zero-copy
+Graph500 BFS (2016) and Totem (Gharaibeh et al., PACT 2012).
+"""
+from __future__ import annotations
+
+import gc
+import resource
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from dbfs.bfs.dask.gpu_part import _GpuPart
+from dbfs.graph import id_dtype
+from dbfs.partition import Partitioning
+
+__all__ = ["generate_on_worker", "build_on_worker", "adopt", "eligible", "validate", "nedge", "host_parents", "peaks", "BUILD_TIMEOUT"]
+
+#: seconds the Kernel 1 task may take (SCALE 30 on an H200: about 130 s)
+BUILD_TIMEOUT = 3600.0
+_PIN = {"allow_other_workers": False, "pure": False}
+
+
+#: device bytes per vertex as (a, b) for a * id width + b: a search's arrays (parent, two queues, bitmaps),
+#: the validator's pointer jumping (reached, ids, ancestors, distances, their temporaries and the checks
+#: after it: the ~34 N of dbfs.store.gpu_placed.SEARCH_PER_VERTEX) and each search
+#: validated in a batch (its parents, levels and found flags); and a margin for the edge chunks
+_VALIDATE_MODEL = ((3, 1), (8, 2), (2, 1))
+_MARGIN = 4 << 30
+
+
+class _BuiltPart(_GpuPart):
+    """The whole placed CSR as a GPU partition (module docstring); ``k1`` is Kernel 1's report."""
+
+    keep_parents = True
+
+    def __init__(self, ds, graph, k1: dict):
+        from dbfs.bfs.gpu import device_graph
+
+        t0 = time.perf_counter()
+        dev = device_graph(graph)             # the placed pieces, the hub table on the device
+        n = int(graph.n_vertices)
+        part = Partitioning(n, 1, "block")
+        self.rank, self.P, self.kind, self.n = 0, 1, "block", n
+        self.code, self.q, self.r = part.code, part.q, part.r
+        self.count, self.first, self.base, self.pad, self.nloc = n, 0, 0, 0, n
+        self.nnz = int(graph.nnz)
+        self.meta = {"variant": graph.meta["variant"], "rank": 0, "P": 1, "partitioning": "block",
+                     "n_vertices": n, "nnz": self.nnz}
+        self.indptr_host, self.indptr, self.adj, self.hub = graph.indptr, dev.indptr, dev.adj, dev.hub
+        pl = k1["placement"]
+        self.device_bytes = int(pl["device_bytes"]) + dev.indptr.nbytes + dev.hub.nbytes
+        self.host_bytes = int(pl["host_bytes"]) + graph.indptr.nbytes
+        self.ds, self.graph, self.k1 = ds, graph, k1
+        self.edges = None                     # the INPUT edges for validation, opened on first use
+        self.peak_device = 0
+        self._finish()
+        self.validate_batch = self._batch(int(ds.memo.get("validate_batch", 1)))
+        self.load_time = 0.0
+        self.prepare_time = time.perf_counter() - t0
+
+    def _batch(self, most: int) -> int:
+        """Searches validated per read of the edges: at most ``most`` (Kernel 1's plan), and what the device
+        memory left after the load holds besides one search's arrays and one pointer jumping
+        (:data:`_VALIDATE_MODEL`: bytes per vertex for a vertex-id width of ``vb``)."""
+        import cupy as cp
+
+        cp.get_default_memory_pool().free_all_blocks()
+        free = int(cp.cuda.runtime.memGetInfo()[0])
+        vb = np.dtype(id_dtype(self.n)).itemsize
+        search, jump, each = (a * vb + b for a, b in _VALIDATE_MODEL)
+        fit = (free - (search + jump) * self.n - _MARGIN) // max(1, each * self.n)
+        return int(max(1, min(int(most), fit)))
+
+    def new_id(self, root: int) -> int:
+        iperm = self.graph.iperm
+        return int(root) if iperm is None else int(iperm[int(root)])
+
+    def original(self, parent):
+        from dbfs.bfs.gpu import original_parent
+
+        return original_parent(self.graph, parent)
+
+    def sample(self) -> None:
+        import cupy as cp
+
+        free, total = cp.cuda.runtime.memGetInfo()
+        self.peak_device = max(self.peak_device, int(total - free))
+
+    def info(self):
+        self.sample()
+        return {**super().info(), "host_bytes": self.host_bytes, "k1": self.k1,
+                "validate_batch": self.validate_batch,
+                "relabel": self.graph.meta.get("relabel", "none"),
+                "virtual": self.ds.storage == "virtual"}
+
+
+def _build(dataset_path, dedupe, relabel, order, device_limit, quiet):
+    """(task pinned to a GPU worker) Kernel 1 of the dataset at ``dataset_path`` into a :class:`_BuiltPart`."""
+    import cupy as cp
+
+    from dbfs.errors import DbfsError
+    from dbfs.store import open_dataset
+    from dbfs.store.gpu_placed import build_placed
+    from dbfs.units import human
+
+    path = Path(dataset_path)
+    ds = open_dataset(path.name, path.parent)
+    try:
+        k1 = build_placed(ds, dedupe=dedupe, device_limit=device_limit, quiet=quiet, relabel=relabel, order=order)
+        return _BuiltPart(ds, ds.memo.pop("graph"), k1)
+    except cp.cuda.memory.OutOfMemoryError:
+        free, total = cp.cuda.runtime.memGetInfo()
+        raise DbfsError(f"the GPU worker ran out of device memory building the CSR of {ds.name} ({human(free)} of "
+                        f"{human(total)} free): lower --device-memory-limit so more of it goes to pinned host "
+                        f"memory, or free the device") from None
+
+
+def _generate(spec, root, quiet):
+    """(task pinned to a GPU worker) the dataset of ``spec`` generated with the GPU generator; its path."""
+    import cupy as cp
+
+    from dbfs.store import generate
+
+    ds, _ = generate(spec, root, quiet=quiet, backend="gpu", edges="auto")
+    ds.memo.clear()                       # the device copy of the edges goes back to the pool, then the driver
+    cp.get_default_memory_pool().free_all_blocks()
+    return str(ds.path)
+
+
+def generate_on_worker(client, spec, root, worker: str, quiet: bool = False, timeout: float = BUILD_TIMEOUT):
+    """The dataset of Kronecker ``spec`` under ``root``, generated on GPU worker ``worker``."""
+    from dbfs.bfs.dask.waits import gather_watched
+    from dbfs.store import open_dataset
+
+    fut = client.submit(_generate, spec, str(root), quiet, workers=[worker], **_PIN)
+    path = Path(gather_watched(client, [fut], {worker}, f"generating {spec.name} on GPU worker {worker}",
+                               timeout)[0])
+    return open_dataset(path.name, path.parent)
+
+
+def _info(bp):
+    return bp.info()
+
+
+def build_on_worker(client, ds, worker: str, dedupe: bool = True, relabel: str = "none", order: str = "prefix",
+                    device_limit: int | None = None, quiet: bool = False, timeout: float = BUILD_TIMEOUT):
+    """Kernel 1 of ``ds`` on GPU worker ``worker`` (module docstring): (future of the partition, its info)."""
+    from dbfs.bfs.dask.waits import gather_watched
+
+    fut = client.submit(_build, str(ds.path), dedupe, relabel, order, device_limit, quiet, workers=[worker],
+                        key=f"dbfs-built-{uuid.uuid4().hex[:12]}", **_PIN)
+    info = gather_watched(client, [client.submit(_info, fut, workers=[worker], **_PIN)], {worker},
+                          f"Kernel 1 of {ds.name} on GPU worker {worker}", timeout)[0]
+    return fut, info
+
+
+def adopt(client, dataset_path, fut, worker: str, info: dict, transport: str = "tcp", timeout: float | None = None):
+    """The :class:`~dbfs.bfs.dask.placement.DistributedGraph` of a partition :func:`build_on_worker` made,
+    its (one-worker) mesh open."""
+    from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _open_mesh
+    from dbfs.bfs.dask.placement import DistributedGraph, worker_kinds
+
+    t0 = time.perf_counter()
+    n, nnz = int(info["n_vertices"]), int(info["nnz"])
+    relabel = info["relabel"]
+    attrs = {"n_vertices": n, "P": 1, "partitioning": "block", "nnz": [nnz], "nnz_total": nnz,
+             "options": {"relabel": relabel}}
+    dg = DistributedGraph(client=client, dataset_path=Path(dataset_path), variant=info["variant"],
+                          partitioning=Partitioning(n, 1, "block"), nnz_total=nnz, rank_worker={0: worker},
+                          part_futures={0: fut}, transport=transport, timeout=float(timeout or DEFAULT_TIMEOUT),
+                          attrs=attrs, rank_kind={0: "gpu"}, worker_kinds=worker_kinds(client, [worker]),
+                          part_bytes=[int(info["device_bytes"])],
+                          built=f"Kernel 1 built it in GPU worker {worker}'s memory, not stored")
+    dg.part_info[0], dg.part_load_times[0] = info, 0.0
+    if relabel != "none":
+        dg.perm_f = fut                       # internal_root asks the partition (_BuiltPart.new_id)
+    _open_mesh(dg)
+    dg.load_time = time.perf_counter() - t0
+    return dg
+
+
+def _ask(dg, fn, *args, what: str):
+    from dbfs.bfs.dask.waits import gather_watched
+
+    w = dg.rank_worker[0]
+    return gather_watched(dg.client, [dg.client.submit(fn, dg.part_futures[0], *args, workers=[w], **_PIN)], {w},
+                          what, dg.timeout)[0]
+
+
+def _eligible(bp, cands):
+    v = np.asarray(cands, np.int64)
+    if bp.graph.iperm is not None:
+        v = bp.graph.iperm[v].astype(np.int64)
+    ip = bp.indptr_host
+    return ip[v + 1] > ip[v]
+
+
+def eligible(dg, cands) -> np.ndarray:
+    """Which original vertices ``cands`` have a non-self-loop input edge (their CSR rows are not empty)."""
+    return _ask(dg, _eligible, np.asarray(cands, np.int64), what="the eligibility of candidate roots")
+
+
+def _edges(bp):
+    if bp.edges is None:
+        from dbfs.store.gpu import search_edges
+
+        bp.edges = search_edges(bp.ds)
+    return bp.edges
+
+
+def _validate(bp, roots, *parents):
+    import cupy as cp
+
+    from dbfs.errors import DbfsError
+    from dbfs.units import human
+    from dbfs.validate.gpu import validate_many_gpu
+
+    gc.collect()            # what the searches left in reference cycles, then their cached blocks
+    cp.get_default_memory_pool().free_all_blocks()
+    try:
+        res = validate_many_gpu(_edges(bp), [(int(r), p) for r, p in zip(roots, parents)], n_vertices=bp.n,
+                                levels=False)
+    except cp.cuda.memory.OutOfMemoryError:
+        free, total = cp.cuda.runtime.memGetInfo()
+        raise DbfsError(f"the GPU worker ran out of device memory validating {len(roots)} searches together "
+                        f"({human(free)} of {human(total)} free): lower --device-memory-limit so more of the CSR "
+                        f"goes to pinned host memory") from None
+    bp.sample()
+    return res
+
+
+def validate(dg, results) -> list:
+    """ValidationResults of the searches ``results`` (DistributedResults on this graph), in order, over one
+    read (or regeneration) of the input edges on the worker."""
+    roots = [r.root for r in results]
+    return _ask(dg, _validate, roots, *[r.parents[0] for r in results],
+                what=f"the validation of the searches from roots {roots}")
+
+
+def _nedge(bp, parent):
+    from dbfs.bfs.gpu import count_nedge
+
+    return int(count_nedge(_edges(bp), parent))
+
+
+def nedge(dg, result) -> int:
+    return _ask(dg, _nedge, result.parents[0], what=f"the nedge count of root {result.root}")
+
+
+def _host_parents(bp, parent):
+    return parent.get().astype(np.int64)
+
+
+def host_parents(dg, result) -> np.ndarray:
+    """The search's int64 parents in original ids, copied to the client."""
+    return _ask(dg, _host_parents, result.parents[0], what=f"the parents of the search from root {result.root}")
+
+
+def _peaks(bp):
+    bp.sample()
+    return {"peak_device_bytes": bp.peak_device,
+            "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def peaks(dg) -> dict:
+    """Peak device memory in use and peak host RSS of the worker holding the graph."""
+    return _ask(dg, _peaks, what="the worker's peak memory")
