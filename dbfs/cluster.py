@@ -594,5 +594,8 @@ def release_local_cluster(client) -> str | None:
     if close is None:
         return None
     client.close()
-    close()
+    try:
+        close()
+    except (TimeoutError, OSError) as e:    # a worker slow to exit (freeing tens of GiB of pinned memory)
+        say(f"closing the {kind} timed out ({type(e).__name__}): its worker processes exit with this one")
     return kind

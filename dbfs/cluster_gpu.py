@@ -16,9 +16,10 @@ to use instead.
 Method: the CPU workers are added to the LocalCUDACluster's worker
 specification (distributed's ``SpecCluster``: one spec per worker, then
 ``scale`` to the spec's size), so one cluster object owns and closes
-both kinds. dask-cuda's device spilling is off (``device_memory_limit=0``):
-dbfs keeps its partitions in device memory on purpose and bounds them
-itself (``--device-memory-limit``).
+both kinds. dask-cuda's device spilling is off (``device_memory_limit=0``) and so is
+distributed's host spilling and pausing (:data:`NO_SPILL`): dbfs keeps its
+partitions in device and pinned host memory on purpose and bounds them
+itself (``--device-memory-limit``, the placement's host check).
 
 Reference: dask-cuda ``LocalCUDACluster`` (docs.rapids.ai/api/dask-cuda).
 """
@@ -30,6 +31,12 @@ from dbfs.progress import say
 __all__ = ["start_local_gpu", "gpu_count", "GPU_RESOURCE"]
 
 GPU_RESOURCE = "GPU"
+#: the workers' Dask memory settings: never spill (pickle) a held result to disk, never pause for host memory.
+#: A partition holds device memory and pinned host memory (the adjacency the device leaves, tens of GiB at
+#: SCALE 30): pickling it would copy the device piece to the host. dbfs bounds both memories itself; the
+#: nanny still restarts a worker past 95% of its memory limit.
+NO_SPILL = {"distributed.worker.memory.target": False, "distributed.worker.memory.spill": False,
+            "distributed.worker.memory.pause": False}
 
 
 def gpu_count() -> int:
@@ -77,7 +84,7 @@ def start_local_gpu(prof: dict, quiet: bool = False, name: str = "local-gpu"):
     mem = prof.get("memory_limit") or "auto"
     import dask
 
-    with _workers_ignore_sigint(), dask.config.set({"distributed.worker.profile.enabled": False}):
+    with _workers_ignore_sigint(), dask.config.set({"distributed.worker.profile.enabled": False, **NO_SPILL}):
         cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=_devices(prof.get("gpus")), threads_per_worker=t_gpu,
                                    memory_limit=mem, device_memory_limit=0, host="127.0.0.1",
                                    dashboard_address="127.0.0.1:0", resources={GPU_RESOURCE: 1}, silence_logs=40)
