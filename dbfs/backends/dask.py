@@ -91,6 +91,10 @@ class DaskBackend(Backend):
         gpus = cls._gpu_workers(client) if cfg.partitions == 1 and cfg.partitioning == "block" else []
         if not gpus or kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe, cfg.relabel) is not None or \
                 (cfg.relabel == "none" and GpuBackend._csr_stores(ds)):
+            if "generated_on" in ds.memo:
+                from dbfs.bfs.dask.built import forget
+
+                forget(client, ds)
             return super().csr(ds, cfg, client)
         if cfg.placement not in GpuBackend.SPLIT_ORDER:
             raise DbfsError(f"--placement {cfg.placement} does not apply to a CSR built in a GPU worker's memory "

@@ -523,13 +523,17 @@ def host_parent(parent, out=None) -> np.ndarray:
 _REMAP = None
 
 
-def original_parent(graph: CSRGraph, parent):
+def original_parent(graph: CSRGraph, parent, out=None):
     """A device parent array over INTERNAL ids as one over ORIGINAL ids, on the device:
-    ``out[perm[v]] = perm[parent[v]]`` (-1 stays -1); ``parent`` itself when not relabelled. The
-    device ``perm`` is Kernel 1's (a placed build) or a copy of ``graph.perm`` kept in ``graph.meta``."""
+    ``out[perm[v]] = perm[parent[v]]`` (-1 stays -1); ``parent`` itself when not relabelled (copied
+    into ``out`` when given). The device ``perm`` is Kernel 1's (a placed build) or a copy of
+    ``graph.perm`` kept in ``graph.meta``."""
     global _REMAP
     if graph.perm is None:
-        return parent
+        if out is None:
+            return parent
+        out[...] = parent
+        return out
     pd = (graph.meta.get("gpu_pieces") or {}).get("perm")
     if pd is None or pd.dtype != parent.dtype:
         pd = graph.meta.get("gpu_perm")
@@ -538,7 +542,7 @@ def original_parent(graph: CSRGraph, parent):
     if _REMAP is None:
         _REMAP = cp.ElementwiseKernel("T p, raw T perm", "raw T out", "out[perm[i]] = p >= 0 ? perm[p] : (T)-1",
                                       "dbfs_original_parent")
-    out = cp.empty_like(parent)
+    out = cp.empty_like(parent) if out is None else out
     _REMAP(parent, pd, out)
     return out
 

@@ -4,7 +4,9 @@ Contract
 --------
 :func:`generate_on_worker` makes a Kronecker dataset with the GPU generator
 on a GPU worker (the same bytes as every generator; a virtual list's
-checksum in seconds instead of a CPU pass over 2^34 edges).
+checksum in seconds instead of a CPU pass over 2^34 edges) and keeps its
+device copy of the edges there for Kernel 1 (:func:`forget` drops it when
+Kernel 1 runs elsewhere).
 :func:`build_on_worker` runs :func:`dbfs.store.gpu_placed.build_placed` (the
 GPU backend's Kernel 1 in passes straight into a device/pinned-host split,
 edge chunks read or regenerated on that device) as ONE task pinned to a GPU
@@ -52,7 +54,7 @@ from dbfs.bfs.dask.gpu_part import _GpuPart
 from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 
-__all__ = ["generate_on_worker", "build_on_worker", "adopt", "eligible", "validate", "nedge", "host_parents", "peaks", "BUILD_TIMEOUT"]
+__all__ = ["generate_on_worker", "forget", "build_on_worker", "adopt", "eligible", "validate", "nedge", "host_parents", "peaks", "BUILD_TIMEOUT"]
 
 #: seconds the Kernel 1 task may take (SCALE 30 on an H200: about 130 s)
 BUILD_TIMEOUT = 3600.0
@@ -92,6 +94,7 @@ class _BuiltPart(_GpuPart):
         self.ds, self.graph, self.k1 = ds, graph, k1
         self.edges = None                     # the INPUT edges for validation, opened on first use
         self.peak_device = 0
+        self.held_bytes = 0                   # most device bytes in use as a validation starts (CuPy's pool)
         self._finish()
         self.validate_batch = self._batch(int(ds.memo.get("validate_batch", 1)))
         self.load_time = 0.0
@@ -115,9 +118,14 @@ class _BuiltPart(_GpuPart):
         return int(root) if iperm is None else int(iperm[int(root)])
 
     def original(self, parent):
+        """The search's parents in original ids, in their own cudaMalloc: held until validated, they never pin
+        a chunk of CuPy's pool (whose free remainder could then not go back to the driver)."""
+        import cupy as cp
+
         from dbfs.bfs.gpu import original_parent
 
-        return original_parent(self.graph, parent)
+        own = cp.ndarray(parent.shape, parent.dtype, cp.cuda.MemoryPointer(cp.cuda.Memory(parent.nbytes), 0))
+        return original_parent(self.graph, parent, out=own)
 
     def sample(self) -> None:
         import cupy as cp
@@ -143,7 +151,7 @@ def _build(dataset_path, dedupe, relabel, order, device_limit, quiet):
     from dbfs.units import human
 
     path = Path(dataset_path)
-    ds = open_dataset(path.name, path.parent)
+    ds = _KEPT.pop(str(path), None) or open_dataset(path.name, path.parent)
     try:
         k1 = build_placed(ds, dedupe=dedupe, device_limit=device_limit, quiet=quiet, relabel=relabel, order=order)
         return _BuiltPart(ds, ds.memo.pop("graph"), k1)
@@ -161,9 +169,29 @@ def _generate(spec, root, quiet):
     from dbfs.store import generate
 
     ds, _ = generate(spec, root, quiet=quiet, backend="gpu", edges="auto")
-    ds.memo.clear()                       # the device copy of the edges goes back to the pool, then the driver
-    cp.get_default_memory_pool().free_all_blocks()
+    if ds.memo.get("device_edges") is not None:     # the device copy of the edges, for Kernel 1 here
+        _KEPT[str(ds.path)] = ds
     return str(ds.path)
+
+
+#: dataset path -> the Dataset :func:`_generate` made on this worker, its device copy of the edges in ``memo``
+#: (what Kernel 1 and validation read instead of the zarr chunks), until :func:`_build` or :func:`forget`
+_KEPT: dict = {}
+
+
+def _forget(path):
+    """(client.run on a GPU worker) drop a kept dataset's device copy of its edges."""
+    import cupy as cp
+
+    if _KEPT.pop(str(path), None) is not None:
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+def forget(client, ds) -> None:
+    """Drop what :func:`generate_on_worker` kept on its worker for ``ds`` (when no Kernel 1 runs there)."""
+    w = ds.memo.pop("generated_on", None)
+    if w is not None:
+        client.run(_forget, str(ds.path), workers=[w])
 
 
 def generate_on_worker(client, spec, root, worker: str, quiet: bool = False, timeout: float = BUILD_TIMEOUT):
@@ -174,7 +202,9 @@ def generate_on_worker(client, spec, root, worker: str, quiet: bool = False, tim
     fut = client.submit(_generate, spec, str(root), quiet, workers=[worker], **_PIN)
     path = Path(gather_watched(client, [fut], {worker}, f"generating {spec.name} on GPU worker {worker}",
                                timeout)[0])
-    return open_dataset(path.name, path.parent)
+    ds = open_dataset(path.name, path.parent)
+    ds.memo["generated_on"] = worker
+    return ds
 
 
 def _info(bp):
@@ -255,7 +285,9 @@ def _validate(bp, roots, *parents):
     from dbfs.validate.gpu import validate_many_gpu
 
     gc.collect()            # what the searches left in reference cycles, then their cached blocks
-    cp.get_default_memory_pool().free_all_blocks()
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
+    bp.held_bytes = max(bp.held_bytes, int(pool.used_bytes()))
     try:
         res = validate_many_gpu(_edges(bp), [(int(r), p) for r, p in zip(roots, parents)], n_vertices=bp.n,
                                 levels=False)
@@ -297,7 +329,8 @@ def host_parents(dg, result) -> np.ndarray:
 
 def _peaks(bp):
     bp.sample()
-    return {"peak_device_bytes": bp.peak_device,
+    return {"peak_device_bytes": bp.peak_device, "device_in_use_before_validation": bp.held_bytes,
+            "validate_batch": bp.validate_batch,
             "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
 
 
