@@ -19,6 +19,7 @@ restart a killed worker under a new address):
 """
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -348,3 +349,32 @@ def test_searches_load_no_kernel_after_the_load(cluster, kron16, golden16, varia
         after = cluster.run(_dispatcher_signatures)
     new = {w: {k: v for k, v in sigs.items() if v != before[w].get(k)} for w, sigs in after.items()}
     assert not any(new.values()), new
+
+
+def _after(x, seconds):
+    time.sleep(seconds)
+    return len(x)
+
+
+def test_a_wait_in_slices_keeps_no_future_alive(cluster):
+    """A wait that outlasts several slices leaves nothing that holds the futures of its caller: with the
+    collector off, the argument's key goes from the scheduler as soon as the client drops it (a held
+    cycle kept every SCALE 30 search's parents in device memory)."""
+    from dbfs.bfs.dask.waits import SLICE, gather_watched
+
+    ws = sorted(cluster.scheduler_info(n_workers=-1)["workers"])
+    gc.collect()
+    gc.disable()
+    try:
+        x = cluster.submit(list, range(5), workers=ws[:1], pure=False)
+        key = x.key
+        assert gather_watched(cluster, [cluster.submit(_after, x, 4 * SLICE, pure=False)], ws, "a slow step",
+                              timeout=30.0) == [5]
+        del x
+        deadline = time.monotonic() + 10
+        while cluster.run_on_scheduler(lambda dask_scheduler: key in dask_scheduler.tasks) and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not cluster.run_on_scheduler(lambda dask_scheduler: key in dask_scheduler.tasks)
+    finally:
+        gc.enable()

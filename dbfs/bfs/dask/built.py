@@ -95,6 +95,7 @@ class _BuiltPart(_GpuPart):
         self.edges = None                     # the INPUT edges for validation, opened on first use
         self.peak_device = 0
         self.held_bytes = 0                   # most device bytes in use as a validation starts (CuPy's pool)
+        self.before = []                      # (driver, pool) bytes in use as each validation starts
         self._finish()
         self.validate_batch = self._batch(int(ds.memo.get("validate_batch", 1)))
         self.load_time = 0.0
@@ -124,7 +125,12 @@ class _BuiltPart(_GpuPart):
 
         from dbfs.bfs.gpu import original_parent
 
-        own = cp.ndarray(parent.shape, parent.dtype, cp.cuda.MemoryPointer(cp.cuda.Memory(parent.nbytes), 0))
+        try:
+            mem = cp.cuda.Memory(parent.nbytes)
+        except cp.cuda.runtime.CUDARuntimeError:      # the pool's cached blocks go back to the driver first
+            cp.get_default_memory_pool().free_all_blocks()
+            mem = cp.cuda.Memory(parent.nbytes)
+        own = cp.ndarray(parent.shape, parent.dtype, cp.cuda.MemoryPointer(mem, 0))
         return original_parent(self.graph, parent, out=own)
 
     def sample(self) -> None:
@@ -288,6 +294,8 @@ def _validate(bp, roots, *parents):
     pool = cp.get_default_memory_pool()
     pool.free_all_blocks()
     bp.held_bytes = max(bp.held_bytes, int(pool.used_bytes()))
+    free, total = cp.cuda.runtime.memGetInfo()
+    bp.before.append((int(total - free), int(pool.used_bytes())))
     try:
         res = validate_many_gpu(_edges(bp), [(int(r), p) for r, p in zip(roots, parents)], n_vertices=bp.n,
                                 levels=False)
@@ -330,6 +338,7 @@ def host_parents(dg, result) -> np.ndarray:
 def _peaks(bp):
     bp.sample()
     return {"peak_device_bytes": bp.peak_device, "device_in_use_before_validation": bp.held_bytes,
+            "device_before_each_validation": [{"driver": d, "pool": p} for d, p in bp.before],
             "validate_batch": bp.validate_batch,
             "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
 

@@ -112,7 +112,11 @@ def wait_watched(client, futs, watch, what: str, timeout: float, stop_on_error: 
         try:
             pending = list(wait(pending, timeout=SLICE, return_when="FIRST_COMPLETED").not_done)
             progress = time.monotonic()
-        except TimeoutError:
+        except TimeoutError as exc:
+            # distributed's sync() keeps this error in a closure cell that its own traceback reaches: a cycle
+            # through this frame and its callers', which would hold their futures (a search's parents in
+            # device memory) until a full collection. Dropping the traceback breaks it.
+            exc.__traceback__ = None
             _check(client, futs, watch, what)
             checked = time.monotonic()
             if checked - progress > timeout:
