@@ -594,8 +594,15 @@ def release_local_cluster(client) -> str | None:
     if close is None:
         return None
     client.close()
+    # a worker slow to exit (freeing tens of GiB of pinned memory) times the close out: one line, not the
+    # traceback that tornado would log for the cluster's own timed-out task
+    quiet = logging.getLogger("tornado.application")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
     try:
         close()
-    except (TimeoutError, OSError) as e:    # a worker slow to exit (freeing tens of GiB of pinned memory)
+    except (TimeoutError, OSError) as e:
         say(f"closing the {kind} timed out ({type(e).__name__}): its worker processes exit with this one")
+    finally:
+        quiet.setLevel(level)
     return kind
