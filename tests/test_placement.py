@@ -137,3 +137,17 @@ def test_degree_orders():
     assert [r for r in range(4) if rk[r] == "gpu"] == [2, 3]
     rw, rk = assign("degree", 4, KINDS, [40, 20, 10, 5], {"tcp://g0": 16})
     assert [r for r in range(4) if rk[r] == "gpu"] == [2, 3]   # the hubs' ranks do not fit: first fit goes on
+
+
+def test_validate_batch_of_a_worker_built_csr():
+    """Searches validated per regeneration of a virtual edge list on the GPU worker (dbfs.bfs.dask.built):
+    bounded by the validation's peak (K searches' parents, levels and flags beside one pointer jumping) and by
+    the plan's most, never below 1."""
+    from dbfs.bfs.dask.built import _MARGIN, validate_batch
+
+    G, n = 1 << 30, 1 << 30                   # SCALE 30, uint32 ids: 9 B per search, 34 B the jumping
+    assert validate_batch(int(61.9 * G), n, 4) == 2          # what the H200 leaves after the split CSR
+    assert validate_batch(int(61.9 * G), n, 1) == 1          # the plan's most
+    assert validate_batch(_MARGIN + 34 * n + 9 * n - 1, n, 4) == 1 == validate_batch(0, n, 4)
+    assert validate_batch(_MARGIN + 34 * n + 27 * n, n, 8) == 3
+    assert validate_batch(_MARGIN + 66 * (1 << 33) + 34 * (1 << 33), 1 << 33, 8) == 2   # int64 ids past 2^32

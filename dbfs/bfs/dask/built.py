@@ -54,7 +54,7 @@ from dbfs.bfs.dask.gpu_part import _GpuPart
 from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 
-__all__ = ["generate_on_worker", "forget", "build_on_worker", "adopt", "eligible", "validate", "nedge", "host_parents", "peaks", "BUILD_TIMEOUT"]
+__all__ = ["generate_on_worker", "forget", "build_on_worker", "adopt", "eligible", "validate", "nedge", "host_parents", "peaks", "validate_batch", "BUILD_TIMEOUT"]
 
 #: seconds the Kernel 1 task may take (SCALE 30 on an H200: about 130 s)
 BUILD_TIMEOUT = 3600.0
@@ -67,6 +67,16 @@ _PIN = {"allow_other_workers": False, "pure": False}
 #: validated in a batch (its parents, levels and found flags); and a margin for the edge chunks
 _VALIDATE_MODEL = ((3, 1), (8, 2), (2, 1))
 _MARGIN = 4 << 30
+
+
+def validate_batch(free: int, n: int, most: int) -> int:
+    """Searches validated per read of the edges when ``free`` device bytes are left after the load of a graph of
+    ``n`` vertices: at most ``most``, at least 1. A validation holds the batch's parents, levels and flags beside
+    one pointer jumping (:data:`_VALIDATE_MODEL`: K * each + jump per vertex); the search's arrays are gone
+    by then, and a search's own peak (its arrays beside the K held parents) is always the smaller one."""
+    vb = np.dtype(id_dtype(n)).itemsize
+    _, jump, each = (a * vb + b for a, b in _VALIDATE_MODEL)
+    return int(max(1, min(int(most), (int(free) - _MARGIN - jump * n) // max(1, each * n))))
 
 
 class _BuiltPart(_GpuPart):
@@ -102,17 +112,11 @@ class _BuiltPart(_GpuPart):
         self.prepare_time = time.perf_counter() - t0
 
     def _batch(self, most: int) -> int:
-        """Searches validated per read of the edges: at most ``most`` (Kernel 1's plan), and what the device
-        memory left after the load holds besides one search's arrays and one pointer jumping
-        (:data:`_VALIDATE_MODEL`: bytes per vertex for a vertex-id width of ``vb``)."""
+        """:func:`validate_batch` for the device memory left after the load."""
         import cupy as cp
 
         cp.get_default_memory_pool().free_all_blocks()
-        free = int(cp.cuda.runtime.memGetInfo()[0])
-        vb = np.dtype(id_dtype(self.n)).itemsize
-        search, jump, each = (a * vb + b for a, b in _VALIDATE_MODEL)
-        fit = (free - (search + jump) * self.n - _MARGIN) // max(1, each * self.n)
-        return int(max(1, min(int(most), fit)))
+        return validate_batch(int(cp.cuda.runtime.memGetInfo()[0]), self.n, most)
 
     def new_id(self, root: int) -> int:
         iperm = self.graph.iperm
@@ -255,11 +259,17 @@ def adopt(client, dataset_path, fut, worker: str, info: dict, transport: str = "
 
 
 def _ask(dg, fn, *args, what: str):
-    from dbfs.bfs.dask.waits import gather_watched
+    """``fn(partition, *args)`` on the worker holding it; a lost worker is one DbfsError (nothing to reload)."""
+    from dbfs.bfs.dask.recovery import _recover
+    from dbfs.bfs.dask.waits import WorkerLost, gather_watched
 
     w = dg.rank_worker[0]
-    return gather_watched(dg.client, [dg.client.submit(fn, dg.part_futures[0], *args, workers=[w], **_PIN)], {w},
-                          what, dg.timeout)[0]
+    try:
+        return gather_watched(dg.client, [dg.client.submit(fn, dg.part_futures[0], *args, workers=[w], **_PIN)],
+                              {w}, what, dg.timeout)[0]
+    except WorkerLost as exc:
+        _recover(dg, f"{type(exc).__name__}: {exc}", 1, what.removeprefix("the "))     # raises: dg.built
+        raise
 
 
 def _eligible(bp, cands):
