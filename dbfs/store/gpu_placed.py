@@ -104,7 +104,8 @@ def _fit_host(ds, item: int, free: int, device_limit, batch: int) -> tuple:
 
 
 def build_placed(ds, dedupe: bool = True, device_limit: int | None = None, quiet: bool = False,
-                 pass_budget: int | None = None, relabel: str = "none", order: str = "prefix") -> dict:
+                 pass_budget: int | None = None, relabel: str = "none", order: str = "prefix",
+                 tell: bool = True) -> dict:
     """GPU Kernel 1 in passes into the searches' device/host split, kept in ``ds.memo["graph"]``, not stored.
 
     Parameters
@@ -120,6 +121,8 @@ def build_placed(ds, dedupe: bool = True, device_limit: int | None = None, quiet
     relabel : {"none", "degree"}
     order : {"prefix", "suffix"}
         Which end of the row order keeps its adjacency on the device (:mod:`dbfs.split`).
+    tell : bool
+        Say the note on stderr here (False on a Dask worker: the client says it once).
 
     Returns
     -------
@@ -148,7 +151,7 @@ def build_placed(ds, dedupe: bool = True, device_limit: int | None = None, quiet
             f"{human(pl['device_bytes'])} of adjacency on the device, {human(pl['host_bytes'])} "
             f"in pinned host memory ({pl['device_fraction']:.0%} of {pl['device_entries'] + pl['host_entries']:,} "
             f"entries on the device)")
-    say(note, quiet)
+    say(note, quiet or not tell)
     seconds = time.perf_counter() - t0
     import resource
 

@@ -163,7 +163,8 @@ def _build(dataset_path, dedupe, relabel, order, device_limit, quiet):
     path = Path(dataset_path)
     ds = _KEPT.pop(str(path), None) or open_dataset(path.name, path.parent)
     try:
-        k1 = build_placed(ds, dedupe=dedupe, device_limit=device_limit, quiet=quiet, relabel=relabel, order=order)
+        k1 = build_placed(ds, dedupe=dedupe, device_limit=device_limit, quiet=quiet, relabel=relabel, order=order,
+                          tell=False)
         return _BuiltPart(ds, ds.memo.pop("graph"), k1)
     except cp.cuda.memory.OutOfMemoryError:
         free, total = cp.cuda.runtime.memGetInfo()
