@@ -252,7 +252,10 @@ def slurm_cluster(prof: dict, job_name: str | None = None):
     g = int(prof.get("gpus_per_job") or 0)
     kw = {}
     if g:       # a GPU job: dbfs.slurm_job starts `dask cuda worker` (one per GPU) and the CPU workers
+        from dbfs.cluster_gpu import NO_SPILL_ENV
+
         processes = 1
+        prologue += [f"export {k}={v}" for k, v in NO_SPILL_ENV.items()]
         kw["worker_command"] = "dbfs.slurm_job"
         extra.append(f"--gres=gpu:{g}")
         prologue += [f"export DBFS_JOB_GPUS={g}", f"export DBFS_JOB_GPU_THREADS={prof.get('gpu_threads') or 2}",

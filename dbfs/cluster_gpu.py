@@ -37,6 +37,8 @@ GPU_RESOURCE = "GPU"
 #: nanny still restarts a worker past 95% of its memory limit.
 NO_SPILL = {"distributed.worker.memory.target": False, "distributed.worker.memory.spill": False,
             "distributed.worker.memory.pause": False}
+#: the same as environment variables, for the workers a SLURM job script starts
+NO_SPILL_ENV = {"DASK_" + k.upper().replace(".", "__"): str(v) for k, v in NO_SPILL.items()}
 
 
 def gpu_count() -> int:

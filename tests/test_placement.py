@@ -104,6 +104,9 @@ def test_slurm_gpu_script_starts_cuda_and_cpu_workers():
     assert "#SBATCH --gres=gpu:1" in out
     assert "-m dbfs.slurm_job tcp://" in out
     assert "export DBFS_JOB_CPU_WORKERS=1" in out
+    # the workers never spill a partition to disk nor pause (dbfs.cluster_gpu.NO_SPILL), as on local-gpu
+    for k in ("TARGET", "SPILL", "PAUSE"):
+        assert f"export DASK_DISTRIBUTED__WORKER__MEMORY__{k}=False" in out
 
 
 def test_slurm_job_commands():
