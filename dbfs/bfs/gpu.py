@@ -82,7 +82,7 @@ from dbfs.split import plan_split
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph
 
-__all__ = ["DeviceGraph", "device_graph", "search_device", "search_timed", "original_parent", "count_nedge", "expand",
+__all__ = ["DeviceGraph", "device_graph", "device_in_use", "search_device", "search_timed", "original_parent", "count_nedge", "expand",
            "ALGORITHMS"]
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
@@ -510,6 +510,12 @@ def search_device(graph: CSRGraph, root: int, algorithm: str = "do", stats: bool
         dev.synchronize()
         seconds = time.perf_counter() - t0
     return parent, seconds, rec
+
+
+def device_in_use() -> int:
+    """Device bytes in use now, by every allocator (CuPy's pool keeps freed blocks: a high-water mark)."""
+    free, total = cp.cuda.runtime.memGetInfo()
+    return int(total - free)
 
 
 def host_parent(parent, out=None) -> np.ndarray:

@@ -138,10 +138,9 @@ class _BuiltPart(_GpuPart):
         return original_parent(self.graph, parent, out=own)
 
     def sample(self) -> None:
-        import cupy as cp
+        from dbfs.bfs.gpu import device_in_use
 
-        free, total = cp.cuda.runtime.memGetInfo()
-        self.peak_device = max(self.peak_device, int(total - free))
+        self.peak_device = max(self.peak_device, device_in_use())
 
     def info(self):
         self.sample()
@@ -297,6 +296,7 @@ def _edges(bp):
 def _validate(bp, roots, *parents):
     import cupy as cp
 
+    from dbfs.bfs.gpu import device_in_use
     from dbfs.errors import DbfsError
     from dbfs.units import human
     from dbfs.validate.gpu import validate_many_gpu
@@ -305,8 +305,7 @@ def _validate(bp, roots, *parents):
     pool = cp.get_default_memory_pool()
     pool.free_all_blocks()
     bp.held_bytes = max(bp.held_bytes, int(pool.used_bytes()))
-    free, total = cp.cuda.runtime.memGetInfo()
-    bp.before.append((int(total - free), int(pool.used_bytes())))
+    bp.before.append((device_in_use(), int(pool.used_bytes())))
     try:
         res = validate_many_gpu(_edges(bp), [(int(r), p) for r, p in zip(roots, parents)], n_vertices=bp.n,
                                 levels=False)
