@@ -20,6 +20,8 @@ comparison per read finds the piece):
   low-degree tail, whose short rows a bottom-up level scans whole (more rows
   per device byte).
 
+``--placement`` picks the order (:data:`PLACEMENT_ORDER`).
+
 Encoding: :class:`Split` holds the row and entry where the pieces meet and
 :meth:`Split.report` the bytes and entries each side (the run's JSON).
 
@@ -33,9 +35,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Split", "plan_split", "ORDERS"]
+__all__ = ["ORDERS", "PLACEMENT_ORDER", "Split", "plan_split"]
 
 ORDERS = ("prefix", "suffix")
+#: ``--placement`` -> the split order: which end of the row order keeps its adjacency on the device
+#: (``degree``/``degree-low`` name the hubs / the low-degree tail of a ``--relabel degree`` CSR); the
+#: GPU backend splits by it, the CPU backend simulates the same split in host memory
+PLACEMENT_ORDER = {"block": "prefix", "degree": "prefix", "degree-low": "suffix"}
 
 
 @dataclass(frozen=True)

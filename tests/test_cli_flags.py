@@ -4,7 +4,9 @@ import pytest
 REFUSED = [
     # (args, words the one-line error must contain)
     (["run", "--scale", 8, "--partitions", 2], ["--partitions", "--backend cpu"]),
-    (["run", "--scale", 8, "--device-memory-limit", "1GiB"], ["--device-memory-limit", "--backend cpu"]),
+    (["run", "--scale", 8, "--device-memory-limit", "1GiB", "--algorithm", "spmv"],
+     ["--algorithm spmv", "--device-memory-limit", "--backend cpu"]),
+    (["run", "--scale", 8, "--placement", "degree-low", "--relabel", "degree"], ["--placement", "--device-memory-limit"]),
     (["run", "--scale", 8, "--energy"], ["--energy", "--backend cpu"]),
     (["run", "--scale", 8, "--backend", "dask", "--placement", "degree"], ["--placement degree", "--relabel degree"]),
     (["run", "--scale", 8, "--backend", "dask", "--energy"], ["--energy", "--backend dask"]),

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from dbfs.errors import DbfsError
 from dbfs.progress import say
 
-__all__ = ["BACKENDS", "Backend", "RunConfig", "get_backend", "backend_table", "COMMON_OPTIONS"]
+__all__ = ["BACKENDS", "COMMON_OPTIONS", "Backend", "RunConfig", "backend_table", "check_split_placement",
+           "get_backend"]
 
 #: backend name -> "module:Class"
 BACKENDS = {
@@ -241,6 +242,21 @@ class Backend:
 
     def close(self) -> None:
         pass
+
+
+def check_split_placement(cfg: RunConfig, name: str, who: str) -> None:
+    """Refuse, in one line, a ``--placement`` that a backend splitting one CSR by row order
+    (:data:`dbfs.split.PLACEMENT_ORDER`) cannot take: one it has no order for, or ``degree*`` without the
+    degree-ordered CSR. ``who`` names what splits (the error's words)."""
+    from dbfs.split import PLACEMENT_ORDER
+
+    if cfg.placement not in PLACEMENT_ORDER:
+        *first, last = PLACEMENT_ORDER
+        raise DbfsError(f"--placement {cfg.placement} does not apply to --backend {name}: {who} splits the "
+                        f"adjacency by row order; use {', '.join(first)} or {last}")
+    if cfg.placement.startswith("degree") and cfg.relabel != "degree":
+        raise DbfsError(f"--placement {cfg.placement} keeps degree classes on the device: it needs the "
+                        f"degree-ordered CSR, add --relabel degree")
 
 
 def get_backend(name: str) -> type:

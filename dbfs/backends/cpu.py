@@ -7,6 +7,17 @@ call with the garbage collector paused (Graph500 3.0.1 section 7: the clock
 stops once the parent array is written); validation runs afterwards,
 untimed, on the stored INPUT edge list (in memory when it fits a quarter of
 the free RAM, else streamed from zarr by chunks).
+
+``--device-memory-limit BYTES`` (with ``--placement block|degree|degree-low``,
+the GPU backend's orders, :data:`dbfs.split.PLACEMENT_ORDER`) simulates the
+GPU backend's device/host split in host memory: :func:`dbfs.split.plan_split`
+picks the rows whose adjacency the budget (less the row offsets, which a
+GPU keeps on the device) would hold, and the searches read the adjacency as
+those two pieces (:func:`dbfs.bfs.cpu.split_graph`, the one comparison per
+entry of ``bfs.cu``'s ``ADJ``), so CI runs the code that reads across the
+split. Only ``td``, ``bu`` and ``do`` read a split
+(:data:`dbfs.bfs.cpu.SPLIT_ALGORITHMS`); the run's JSON gets the placement
+as the GPU backend reports it (:meth:`CpuBackend.describe`).
 """
 from __future__ import annotations
 
@@ -15,7 +26,10 @@ import time
 
 import numpy as np
 
-from dbfs.backends import Backend
+from dbfs.backends import Backend, check_split_placement
+from dbfs.errors import DbfsError
+from dbfs.progress import say
+from dbfs.split import PLACEMENT_ORDER
 
 __all__ = ["CpuBackend", "edges_for_validation", "nedge_only"]
 
@@ -50,19 +64,37 @@ class CpuBackend(Backend):
     name = "cpu"
     kernels = "cpu"
     cluster = "stages"
-    options = frozenset({"relabel", "partitioning"})
+    options = frozenset({"relabel", "partitioning", "device_memory_limit", "placement"})
     in_memory_csr = True
     refusals = {
         "partitions": "it searches one partition in this process: use --backend dask for P > 1",
-        "device_memory_limit": "it applies to the GPU backend only: add --backend gpu or drop it",
         "energy": "it measures GPU power: add --backend gpu or drop --energy",
     }
+    #: --placement -> the split order of the simulated device/host split (the GPU backend's)
+    SPLIT_ORDER = PLACEMENT_ORDER
 
     @classmethod
     def algorithms(cls) -> list:
         from dbfs.bfs import algorithm_names
 
         return algorithm_names("cpu")
+
+    @classmethod
+    def check(cls, cfg, given=()):
+        """The base checks, then the simulated split's: ``--placement`` as the GPU backend takes it, only
+        with ``--device-memory-limit``, and an algorithm that reads a split adjacency."""
+        super().check(cfg, given)
+        check_split_placement(cfg, "cpu", "the simulated device/host split")
+        if cfg.device_memory_limit is None:
+            if cfg.placement != "block":
+                raise DbfsError(f"--placement {cfg.placement} needs --device-memory-limit with --backend cpu: it "
+                                f"picks the rows of a simulated device/host split, which only a budget makes")
+            return
+        from dbfs.bfs.cpu import SPLIT_ALGORITHMS
+
+        if cfg.algorithm not in SPLIT_ALGORITHMS:
+            raise DbfsError(f"--algorithm {cfg.algorithm} cannot search a split adjacency (--device-memory-limit "
+                            f"with --backend cpu): use {', '.join(SPLIT_ALGORITHMS)} or drop --device-memory-limit")
 
     def load(self, ds, variant):
         from dbfs import kernel1
@@ -71,10 +103,35 @@ class CpuBackend(Backend):
         t0 = time.perf_counter()
         mem = ds.memo.get("graph")          # Kernel 1 kept it in memory (no room on disk)
         self.graph = mem if mem is not None else kernel1.load_csr(ds.path, variant)
+        self.split = None
+        if self.cfg.device_memory_limit is not None:
+            self.graph = self._split(self.graph)
         self.load_time = time.perf_counter() - t0
         self.edges = edges_for_validation(ds)
         self.parent = None
         return self.load_time
+
+    def _split(self, graph):
+        """``graph`` with its adjacency in the two pieces the GPU backend would hold under
+        ``--device-memory-limit`` (the budget less the row offsets; ``--placement``'s order), said on stderr."""
+        from dbfs.bfs.cpu import split_graph
+        from dbfs.split import plan_split
+        from dbfs.units import human
+
+        limit, item = int(self.cfg.device_memory_limit), graph.indices.dtype.itemsize
+        order = self.SPLIT_ORDER[self.cfg.placement]
+        sp = plan_split(graph.indptr, (limit - int(graph.indptr.nbytes)) // item, order, item)
+        self.split = sp
+        rows = f"rows [0, {sp.row:,})" if order == "prefix" else f"rows [{sp.row:,}, {graph.n_vertices:,})"
+        say(f"--device-memory-limit {human(limit)} with --backend cpu: the device/host split is simulated in host "
+            f"memory ({sp.mode}: {rows} on the 'device', {sp.device_entries:,} of {sp.nnz:,} adjacency entries, "
+            f"--placement {self.cfg.placement})")
+        return split_graph(graph, sp)
+
+    def describe(self) -> dict:
+        """The simulated device/host split as the GPU backend reports its placement (``{}`` without one)."""
+        sp = getattr(self, "split", None)
+        return {} if sp is None else {"placement": {**sp.report(), "simulated": "host memory"}}
 
     def eligible(self):
         from dbfs.roots import eligible

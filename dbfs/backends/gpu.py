@@ -28,9 +28,9 @@ import time
 
 import numpy as np
 
-from dbfs.backends import Backend
-from dbfs.errors import DbfsError
+from dbfs.backends import Backend, check_split_placement
 from dbfs.progress import say
+from dbfs.split import PLACEMENT_ORDER
 
 __all__ = ["GpuBackend", "ENERGY_MIN_SECONDS"]
 
@@ -49,7 +49,7 @@ class GpuBackend(Backend):
     }
     in_memory_csr = True
     #: --placement -> the device/host split order (dbfs.split): which rows keep their adjacency on the device
-    SPLIT_ORDER = {"block": "prefix", "degree": "prefix", "degree-low": "suffix"}
+    SPLIT_ORDER = PLACEMENT_ORDER
 
     @classmethod
     def unavailable(cls):
@@ -71,12 +71,7 @@ class GpuBackend(Backend):
     @classmethod
     def check(cls, cfg, given=()):
         super().check(cfg, given)
-        if cfg.placement not in cls.SPLIT_ORDER:
-            raise DbfsError(f"--placement {cfg.placement} does not apply to --backend gpu: one GPU splits the "
-                            f"adjacency by row order; use block, degree or degree-low")
-        if cfg.placement.startswith("degree") and cfg.relabel != "degree":
-            raise DbfsError(f"--placement {cfg.placement} keeps degree classes on the device: it needs the "
-                            f"degree-ordered CSR, add --relabel degree")
+        check_split_placement(cfg, "gpu", "one GPU")
         if cfg.energy:   # NVML missing: fail now, not after generation and Kernel 1
             from dbfs.energy import PowerMeter
 
@@ -169,10 +164,9 @@ class GpuBackend(Backend):
 
     def _sample_memory(self):
         """Device memory in use now (CuPy's pool keeps freed blocks, so this tracks the high-water mark)."""
-        import cupy as cp
+        from dbfs.bfs.gpu import device_in_use
 
-        free, total = cp.cuda.runtime.memGetInfo()
-        self.peak_device = max(getattr(self, "peak_device", 0), int(total - free))
+        self.peak_device = max(getattr(self, "peak_device", 0), device_in_use())
 
     def describe(self) -> dict:
         """The adjacency's device/host split (bytes and entries each side) and the peak memories."""

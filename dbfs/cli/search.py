@@ -65,12 +65,14 @@ _run_common = [
     click.option("--device-memory-limit", default=None, metavar="SIZE",
                  help="GPU backend: device bytes for the CSR; the adjacency rows past it stay in pinned host "
                       "memory, read zero-copy (auto when it does not fit). Dask backend: device bytes each GPU "
-                      "worker gives to partitions; the rest go to CPU workers."),
+                      "worker gives to partitions; the rest go to CPU workers. CPU backend: the GPU backend's "
+                      "split simulated in host memory (td, bu, do)."),
     click.option("--placement", type=click.Choice(["block", "random", "degree", "degree-low"]), default="block",
                  help="Dask backend: which partitions the GPU workers hold (block: in rank order; random: seeded; "
                       "degree / degree-low: the hubs' / the lowest-degree partitions of a --relabel degree variant). "
                       "GPU backend: which rows keep their adjacency on the device when it is split (block / degree: "
-                      "the first rows, the hubs with --relabel degree; degree-low: the last, lowest-degree rows)."),
+                      "the first rows, the hubs with --relabel degree; degree-low: the last, lowest-degree rows); "
+                      "the CPU backend's simulated split likewise."),
     datasets_opt, scheduler_opt, workers_opt,
 ]
 

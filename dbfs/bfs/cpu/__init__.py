@@ -34,6 +34,7 @@ Encoding:
 - parent: int64 over internal ids, ``parent[root] == root``, -1 unreached.
 
 Modules, bottom to top: ``primitives`` (bit scans, atomic OR, prefetch),
+``adjacency`` (entry reads of one array or of a device/host split),
 ``buffers`` (parent pool, per-thread scratch), ``frontier`` (queue/bitmap
 conversions, degree sums), ``graph_aux`` (per-graph helpers), ``topdown``,
 ``bottomup``, ``semiring`` (the steps), ``sequential`` (queue BFS kernels),
@@ -44,6 +45,7 @@ commit's copy of this package beside the working tree's; none imports the
 """
 from __future__ import annotations
 
+from .adjacency import SPLIT_ALGORITHMS, SplitAdjacency, split_graph
 from .algorithms import (ALGORITHMS, bottom_up, direction_optimizing, prepare, seq_csr, seq_list, spmv,
                          top_down)
 from .bottomup import bu_step
@@ -65,6 +67,8 @@ __all__ = [
     # named steps on a local vertex range (dbfs.bfs.dask calls them per partition)
     "td_step", "bu_step", "spmv_pull_step", "min_parent_fixup",
     "mark_queue", "queue_to_bitmap", "bitmap_to_queue", "frontier_edges", "bitmap_degrees",
+    # the adjacency in two pieces (the GPU's device/host split, simulated in host memory)
+    "SplitAdjacency", "split_graph", "SPLIT_ALGORITHMS",
     # per-graph helpers and buffers
     "hub_by_degree", "hub_neighbours", "degree_over_bitmap", "multi_edge_bitmap", "start_visited",
     "seq_list_structure", "parent_array", "reused_int64",

@@ -40,7 +40,11 @@ only as far as the policy's next decision needs.
 
 Encoding: bitmaps are int64 words, bit ``v & 63`` of word ``v >> 6``; the
 ``visited`` bitmap holds the vertices reached so far, those without edges
-and the padding bits, and is exact at every level boundary.
+and the padding bits, and is exact at every level boundary. ``td``, ``bu``
+and ``do`` also search a graph whose ``indices`` is a
+:class:`~dbfs.bfs.cpu.adjacency.SplitAdjacency` (the GPU's device/host
+split simulated in host memory, :func:`~dbfs.bfs.cpu.adjacency.split_graph`)
+with the same per-level counts; the others refuse it in one line.
 """
 from __future__ import annotations
 
@@ -51,6 +55,7 @@ import numpy as np
 
 from dbfs.bfs.policy import BU, TD, policy_from
 
+from .adjacency import whole_adjacency
 from .bottomup import bu_step
 from .buffers import _fill_unreached, _scratch_bitmaps, parent_array
 from .frontier import bitmap_degrees, bitmap_to_queue, frontier_edges, queue_to_bitmap
@@ -113,7 +118,7 @@ def seq_csr(graph, root, stats=False):
     level_stats : list of dict
         Empty unless ``stats``.
     """
-    return _seq_driver(_seq_csr_levels, (graph.indptr, graph.indices), graph, root, stats)
+    return _seq_driver(_seq_csr_levels, (graph.indptr, whole_adjacency(graph, "seq-csr")), graph, root, stats)
 
 
 def seq_list(graph, root, stats=False):
@@ -135,6 +140,7 @@ def seq_list(graph, root, stats=False):
     level_stats : list of dict
         Empty unless ``stats``.
     """
+    whole_adjacency(graph, "seq-list")
     head_of, next_of, ends = seq_list_structure(graph)
     return _seq_driver(_seq_list_levels, (head_of, next_of, ends), graph, root, stats)
 
@@ -366,6 +372,7 @@ def spmv(graph, root, stats=False, policy="beamer", alpha=None, beta=None, unexp
     level_stats : list of dict
         Empty unless ``stats``.
     """
+    whole_adjacency(graph, "spmv")
     return _hybrid(graph, root, stats, policy_from(policy, alpha, beta, unexplored, tail), semiring=True)
 
 

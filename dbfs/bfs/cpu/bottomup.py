@@ -5,8 +5,10 @@ Contract: :func:`bu_step` ``(indptr, indices, offset, front, parent,
 visited, nxt, hub, no_edge, multi, fill, want_deg) -> (awake, examined,
 awake_deg, left_deg)`` works on a LOCAL vertex range:
 
-- ``indptr``, ``indices``: the local rows (``indices`` hold global ids);
-  ``offset``: the global id of local row 0, a multiple of 64.
+- ``indptr``, ``indices``: the local rows (``indices`` hold global ids;
+  one array, or a :class:`~dbfs.bfs.cpu.adjacency.SplitAdjacency` whose
+  entries are read through ``adj_at``); ``offset``: the global id of local
+  row 0, a multiple of 64.
 - ``front``: the GLOBAL frontier bitmap. ``parent``, ``visited``, ``nxt``,
   ``hub``, ``no_edge``, ``multi``: local (index = global id - offset).
 - ``visited`` must be EXACT on entry (every reached vertex has its bit;
@@ -72,6 +74,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .adjacency import adj_at, adj_prefetch
 from .primitives import _cttz, _popcount, _set_lanes, prefetch
 
 
@@ -104,7 +107,7 @@ def _scan_row(indptr, indices, front, vl):
     e = indptr[vl + 1]
     j = s
     while j < e:
-        u = indices[j]
+        u = adj_at(indices, j)
         j += 1
         if (front[u >> 6] >> (u & 63)) & 1:
             return np.int64(u), j - s
@@ -236,7 +239,7 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
             while x != 0 and n_pf < _BU_LEAD:
                 b = _cttz(x)
                 x &= x - 1
-                prefetch(indices, dv[b])
+                adj_prefetch(indices, dv[b])
                 n_pf += 1
             nxt[w] = hits
             visited[w] = vis | hits
@@ -264,7 +267,7 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
                 if n_miss > _BU_LEAD:
                     lw, lx, ahead = _next_miss(visited, multi, lw, lx, w1)
                     if ahead >= 0:
-                        prefetch(indices, indptr[ahead])
+                        adj_prefetch(indices, indptr[ahead])
                 vl = base + b
                 dg = indptr[vl + 1] - indptr[vl]
                 u, k = _scan_row(indptr, indices, front, vl)

@@ -15,7 +15,9 @@ construction timer, else by the first search):
   the first frontier neighbour).
 
 :func:`hub_by_degree` and :func:`degree_over_bitmap` are the kernels, on any
-row range (a partition passes its local rows and global degrees).
+row range (a partition passes its local rows and global degrees);
+``hub_by_degree`` and ``_rows_sorted`` read ``indices`` through ``adj_at``
+(one array or a :class:`~dbfs.bfs.cpu.adjacency.SplitAdjacency`).
 
 Method: one parallel pass over the rows each (Numba ``prange``).
 
@@ -26,6 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+
+from .adjacency import adj_at, adj_dtype
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -47,12 +51,12 @@ def hub_by_degree(indptr, indices, deg):
         ``deg`` (first in row order on ties; -1 for an empty row).
     """
     n = indptr.shape[0] - 1
-    hub = np.empty(n, indices.dtype)
+    hub = np.empty(n, adj_dtype(indices))
     for v in prange(n):
         best = -1
         bd = -1
         for j in range(indptr[v], indptr[v + 1]):
-            u = indices[j]
+            u = adj_at(indices, j)
             d = deg[u]
             if d > bd:
                 bd = d
@@ -179,7 +183,7 @@ def _rows_sorted(indptr, indices):
     bad = 0
     for v in prange(n):
         for j in range(indptr[v] + 1, indptr[v + 1]):
-            if indices[j - 1] > indices[j]:
+            if adj_at(indices, j - 1) > adj_at(indices, j):
                 bad += 1
                 break
     return bad == 0

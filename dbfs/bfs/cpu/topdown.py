@@ -7,7 +7,9 @@ global ids), for a frontier queue of global ids and a ``visited`` bitmap over
 global ids that is EXACT on entry, every neighbour v whose bit is clear gets
 ``parent[v] = u`` for some frontier vertex u and its bit set; the returned
 next frontier holds each such v once and ``visited`` is exact again.
-``parent`` is written, never read.
+``parent`` is written, never read. ``indices`` may also be a
+:class:`~dbfs.bfs.cpu.adjacency.SplitAdjacency` (two pieces, entry ``j``
+read through ``adj_at``): same claims, separately compiled kernels.
 
 Method (Beamer, Asanovic and Patterson, "Direction-Optimizing
 Breadth-First Search", SC'12, top-down step; work split as GAP does by
@@ -39,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .adjacency import adj_at
 from .buffers import _record_buffer, _seen_bitmap
 from .frontier import _DEG_SERIAL_VERTICES, _frontier_edges_serial, bitmap_to_queue
 from .primitives import _MAX_CHUNKS, _NO_CAP, atomic_or, prefetch
@@ -171,7 +174,7 @@ def _td_step_serial(indptr, indices, offset, frontier, parent, visited, E):
         u = frontier[i]
         r = u - offset
         for j in range(indptr[r], indptr[r + 1]):
-            v = indices[j]
+            v = adj_at(indices, j)
             bit = np.int64(1) << (v & 63)
             if visited[v >> 6] & bit:
                 continue
@@ -214,8 +217,8 @@ def _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff,
             end = base + stop
             for j in range(base + k, end):
                 if j + _TD_PREFETCH < end:
-                    prefetch(parent, np.int64(indices[j + _TD_PREFETCH]))
-                v = indices[j]
+                    prefetch(parent, np.int64(adj_at(indices, j + _TD_PREFETCH)))
+                v = adj_at(indices, j)
                 bit = np.int64(1) << (v & 63)
                 word = visited[v >> 6]
                 if word & bit:

@@ -3,6 +3,8 @@ per process and array type before the first search returns.
 
 Contract: after :func:`warm_kernels` ``(indptr, indices)`` no ``td``, ``bu``,
 ``do`` or ``spmv`` search on arrays of those dtypes and writeability
+(``indices`` one array, or a :class:`~dbfs.bfs.cpu.adjacency.SplitAdjacency`
+of such pieces: then the ``td``, ``bu`` and ``do`` kernels only)
 compiles or loads a kernel (``tests/test_bfs_cpu.py`` checks it in a fresh
 process). It is idempotent and thread-safe (``_WARM_LOCK``; ``_WARMED``
 holds the array types done).
@@ -15,7 +17,8 @@ specialisation per array type, read-only ones included). Kernels come from
 Numba's on-disk cache (``cache=True``) when it holds them.
 
 Encoding: the star's CSR has vertex 0 joined to 1..100, vertices 101..129
-without edges.
+without edges; split, its adjacency meets at entry 150 (in vertex 0's
+leaves' rows).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import threading
 
 import numpy as np
 
+from .adjacency import SplitAdjacency, is_split
 from .bottomup import bu_step
 from .buffers import _fill_parent, _fill_unreached
 from .frontier import (_bitmap_degrees, _bitmap_to_queue_parallel, _bitmap_to_queue_serial, _frontier_edges_parallel,
@@ -46,6 +50,21 @@ def _like(a: np.ndarray, values) -> np.ndarray:
     return out
 
 
+def _adjacency_like(indices, values):
+    """``values`` as the star's adjacency in the form of ``indices``: one array like it, or two pieces
+    like a SplitAdjacency's meeting at entry 150."""
+    if not is_split(indices):
+        return _like(indices, values)
+    return SplitAdjacency(_like(indices.a, values[:150]), _like(indices.b, values[150:]), np.int64(150))
+
+
+def _adjacency_key(indices) -> tuple:
+    if is_split(indices):
+        return ("split", indices.a.dtype.str, indices.b.dtype.str, indices.a.flags.writeable,
+                indices.b.flags.writeable)
+    return (indices.dtype.str, indices.flags.writeable)
+
+
 def warm_kernels(indptr, indices) -> None:
     """Load every kernel a ``td``, ``bu``, ``do`` or ``spmv`` search may call.
 
@@ -60,10 +79,14 @@ def warm_kernels(indptr, indices) -> None:
 
     Parameters
     ----------
-    indptr, indices : ndarray
-        The searched graph's CSR arrays (only their types are used).
+    indptr : ndarray
+    indices : ndarray or SplitAdjacency
+        The searched graph's CSR arrays (only their types are used). A split
+        adjacency loads the kernels of ``td``, ``bu`` and ``do`` (``spmv``
+        reads one array).
     """
-    key = (indptr.dtype.str, indices.dtype.str, indptr.flags.writeable, indices.flags.writeable)
+    split = is_split(indices)
+    key = (indptr.dtype.str, indptr.flags.writeable) + _adjacency_key(indices)
     if key in _WARMED:
         return
     with _WARM_LOCK:
@@ -71,7 +94,7 @@ def warm_kernels(indptr, indices) -> None:
             return
         n, k = 130, 100                       # vertex 0 joined to 1..k
         ip = _like(indptr, np.concatenate([[0, k], np.arange(k + 1, 2 * k + 1), np.full(n - k - 1, 2 * k)]))
-        ix = _like(indices, np.concatenate([np.arange(1, k + 1), np.zeros(k)]))
+        ix = _adjacency_like(indices, np.concatenate([np.arange(1, k + 1), np.zeros(k)]))
         deg = np.diff(ip)
         hub = hub_by_degree(ip, ix, deg)
         no_edge = _no_edge_bitmap(ip)
@@ -101,6 +124,9 @@ def warm_kernels(indptr, indices) -> None:
         parent = np.empty(n, np.int64)
         bu_step(ip, ix, 0, front, parent, visited, nxt, hub, no_edge, multi, True, False)
         _fill_unreached(parent, visited, no_edge)
+        if split:                             # spmv reads the adjacency as one array
+            _WARMED.add(key)
+            return
         visited = no_edge.copy()
         parent = _fill_parent(n)
         spmv_pull_step(ip, ix, 0, front, parent, visited, nxt, True)
