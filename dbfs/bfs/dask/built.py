@@ -54,7 +54,8 @@ from dbfs.bfs.dask.gpu_part import _GpuPart
 from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 
-__all__ = ["generate_on_worker", "forget", "build_on_worker", "adopt", "eligible", "validate", "nedge", "host_parents", "peaks", "validate_batch", "BUILD_TIMEOUT"]
+__all__ = ["generate_on_worker", "forget", "build_on_worker", "adopt", "new_root", "eligible", "validate", "nedge",
+           "host_parents", "peaks", "validate_batch", "BUILD_TIMEOUT"]
 
 #: seconds the Kernel 1 task may take (SCALE 30 on an H200: about 130 s)
 BUILD_TIMEOUT = 3600.0
@@ -241,9 +242,8 @@ def adopt(client, dataset_path, fut, worker: str, info: dict, transport: str = "
 
     t0 = time.perf_counter()
     n, nnz = int(info["n_vertices"]), int(info["nnz"])
-    relabel = info["relabel"]
     attrs = {"n_vertices": n, "P": 1, "partitioning": "block", "nnz": [nnz], "nnz_total": nnz,
-             "options": {"relabel": relabel}}
+             "options": {"relabel": info["relabel"]}}
     dg = DistributedGraph(client=client, dataset_path=Path(dataset_path), variant=info["variant"],
                           partitioning=Partitioning(n, 1, "block"), nnz_total=nnz, rank_worker={0: worker},
                           part_futures={0: fut}, transport=transport, timeout=float(timeout or DEFAULT_TIMEOUT),
@@ -251,8 +251,6 @@ def adopt(client, dataset_path, fut, worker: str, info: dict, transport: str = "
                           part_bytes=[int(info["device_bytes"])],
                           built=f"Kernel 1 built it in GPU worker {worker}'s memory, not stored")
     dg.part_info[0], dg.part_load_times[0] = info, 0.0
-    if relabel != "none":
-        dg.perm_f = fut                       # internal_root asks the partition (_BuiltPart.new_id)
     _open_mesh(dg)
     dg.load_time = time.perf_counter() - t0
     return dg
@@ -270,6 +268,15 @@ def _ask(dg, fn, *args, what: str):
     except WorkerLost as exc:
         _recover(dg, f"{type(exc).__name__}: {exc}", 1, what.removeprefix("the "))     # raises: dg.built
         raise
+
+
+def _new_root(bp, root):
+    return bp.new_id(root)
+
+
+def new_root(dg, root: int) -> int:
+    """The id the search from ORIGINAL vertex ``root`` starts at (a relabelled CSR's, from its worker)."""
+    return _ask(dg, _new_root, int(root), what=f"the new id of root {root}")
 
 
 def _eligible(bp, cands):

@@ -270,9 +270,12 @@ def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: s
     pol = {"policy": policy, "alpha": alpha, "beta": beta, "unexplored": unexplored, "tail": tail}
     policy_from(**pol)  # check the parameters on the client
     ri = r
-    if dgraph.perm_f is not None:     # a degree-ordered variant searches in its own ids
-        ri = gather_watched(dgraph.client, [internal_root(dgraph.client, dgraph.perm_f, r,
-                                                          dgraph.rank_worker[0] if dgraph.built else None)],
+    if dgraph.built and dgraph.attrs["options"]["relabel"] != "none":   # its worker maps the root
+        from dbfs.bfs.dask.built import new_root
+
+        ri = new_root(dgraph, r)
+    elif dgraph.perm_f is not None:     # a degree-ordered variant searches in its own ids
+        ri = gather_watched(dgraph.client, [internal_root(dgraph.client, dgraph.perm_f, r)],
                             set(dgraph.rank_worker.values()), f"the new id of root {r}", dgraph.timeout)[0]
     events = []
     attempt = 0

@@ -33,8 +33,6 @@ def _load_perm(dataset_path, variant):
 
 
 def _new_id(perm, root):
-    if hasattr(perm, "new_id"):         # a partition built on its worker maps through its inverse
-        return perm.new_id(root)
     hit = np.flatnonzero(perm == root)
     return int(hit[0])
 
@@ -63,11 +61,9 @@ def load_perm_future(client, dataset_path, variant, worker=None):
     return client.submit(_load_perm, str(dataset_path), variant, pure=False, **kw)
 
 
-def internal_root(client, perm_f, root: int, worker=None):
-    """A future of the new id of original vertex ``root`` (the caller waits, bounded); ``worker``: run it
-    there only (where ``perm_f`` lives and must stay)."""
-    kw = {"workers": [worker], "allow_other_workers": False} if worker else {}
-    return client.submit(_new_id, perm_f, int(root), pure=False, **kw)
+def internal_root(client, perm_f, root: int):
+    """A future of the new id of original vertex ``root`` (the caller waits, bounded)."""
+    return client.submit(_new_id, perm_f, int(root), pure=False)
 
 
 def original_slices(client, perm_f, part: Partitioning, slices: list) -> list:
