@@ -99,10 +99,13 @@ _VID = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 # ------------------------------------------------------------------ kernels
 @lru_cache(maxsize=None)
 def _module(vid: str):
-    src = (KERNEL_DIR / "bfs.cu").read_text()
-    opts = (f"-DVID_T={vid}", f"-DTD_BLOCK={_BLOCK}", f"-DTD_ITEMS={_TD_ITEMS}",
-            f"-DBU_SERIAL={_BU_SERIAL}", f"-DTD_SMALL={_TD_SMALL}")
-    return cp.RawModule(code=src, options=opts)
+    return cp.RawModule(code=(KERNEL_DIR / "bfs.cu").read_text(), options=_options(vid))
+
+
+def _options(vid: str) -> tuple:
+    """NVRTC options of bfs.cu for vertex-id type ``vid`` (a C type name)."""
+    return (f"-DVID_T={vid}", f"-DTD_BLOCK={_BLOCK}", f"-DTD_ITEMS={_TD_ITEMS}", f"-DBU_SERIAL={_BU_SERIAL}",
+            f"-DTD_SMALL={_TD_SMALL}")
 
 
 _KERNEL_NAMES = ("base_visited", "start_search", "queue_to_bitmap", "bitmap_to_queue", "frontier_degrees",

@@ -184,9 +184,8 @@ extern "C" __global__ void frontier_degrees(const vid_t* queue, i64 nf, const i6
     }
 }
 
-// first i in [0, nf) with offs[i] > x (offs: inclusive scan of degrees)
-__device__ __forceinline__ i64 upper_bound(const i64* offs, i64 nf, i64 x) {
-    i64 a = 0, b = nf;
+// first i in [a, b) with offs[i] > x, else b (offs: inclusive scan of degrees)
+__device__ __forceinline__ i64 upper_bound(const i64* offs, i64 a, i64 b, i64 x) {
     while (a < b) {
         const i64 m = (a + b) >> 1;
         if (offs[m] > x) b = m; else a = m + 1;
@@ -216,8 +215,8 @@ extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs
     for (i64 c0 = (i64)blockIdx.x * CH; c0 < E; c0 += (i64)gridDim.x * CH) {
         const i64 c1 = imin64(c0 + CH, E);
         if (threadIdx.x == 0) {
-            s_lo = upper_bound(offs, nf, c0);
-            s_hi = upper_bound(offs, nf, c1 - 1);
+            s_lo = upper_bound(offs, 0, nf, c0);
+            s_hi = upper_bound(offs, 0, nf, c1 - 1);
         }
         __syncthreads();
         const i64 lo = s_lo, hi = s_hi;
@@ -226,11 +225,7 @@ extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs
             bool won = false;
             i64 v = 0;
             if (e < c1) {
-                i64 a = lo, b = hi;
-                while (a < b) {
-                    const i64 m = (a + b) >> 1;
-                    if (offs[m] > e) b = m; else a = m + 1;
-                }
+                const i64 a = upper_bound(offs, lo, hi, e);
                 const i64 excl = a > 0 ? offs[a - 1] : 0;
                 const i64 u = queue[a];
                 v = ADJ(indptr[u] + (e - excl));
@@ -294,11 +289,7 @@ extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, co
             bool won = false;
             i64 v = 0;
             if (e < c1) {
-                i64 a = 0, b = nf;
-                while (a < b) {
-                    const i64 m = (a + b) >> 1;
-                    if (s_offs[m] > e) b = m; else a = m + 1;
-                }
+                const i64 a = upper_bound(s_offs, 0, nf, e);
                 const i64 excl = a > 0 ? s_offs[a - 1] : 0;
                 const i64 u = queue[a];
                 v = ADJ(s_row[a] + (e - excl));
