@@ -82,8 +82,8 @@ from dbfs.split import plan_split
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph
 
-__all__ = ["DeviceGraph", "device_graph", "device_in_use", "search_device", "search_timed", "original_parent", "count_nedge", "expand",
-           "ALGORITHMS"]
+__all__ = ["DeviceGraph", "device_graph", "device_in_use", "search_device", "search_timed", "original_parent",
+           "count_nedge", "expand", "ALGORITHMS"]
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 

@@ -62,11 +62,12 @@ BUILD_TIMEOUT = 3600.0
 _PIN = {"allow_other_workers": False, "pure": False}
 
 
-#: device bytes per vertex as (a, b) for a * id width + b: a search's arrays (parent, two queues, bitmaps),
-#: the validator's pointer jumping (reached, ids, ancestors, distances, their temporaries and the checks
-#: after it: the ~34 N of dbfs.store.gpu_placed.SEARCH_PER_VERTEX) and each search
-#: validated in a batch (its parents, levels and found flags); and a margin for the edge chunks
-_VALIDATE_MODEL = ((3, 1), (8, 2), (2, 1))
+#: device bytes per vertex as (a, b) for a * id width + b: the validator's pointer jumping (reached, ids,
+#: ancestors, distances, their temporaries and the checks after it: the ~34 N of
+#: dbfs.store.gpu_placed.SEARCH_PER_VERTEX) and each search validated in a batch (its parents, levels and
+#: found flags). A search's own arrays (parent, two queues, bitmaps: 3 * id width + 1) beside the K held
+#: parents always take less. And a margin for the edge chunks.
+_VALIDATE_MODEL = ((8, 2), (2, 1))
 _MARGIN = 4 << 30
 
 
@@ -76,7 +77,7 @@ def validate_batch(free: int, n: int, most: int) -> int:
     one pointer jumping (:data:`_VALIDATE_MODEL`: K * each + jump per vertex); the search's arrays are gone
     by then, and a search's own peak (its arrays beside the K held parents) is always the smaller one."""
     vb = np.dtype(id_dtype(n)).itemsize
-    _, jump, each = (a * vb + b for a, b in _VALIDATE_MODEL)
+    jump, each = (a * vb + b for a, b in _VALIDATE_MODEL)
     return int(max(1, min(int(most), (int(free) - _MARGIN - jump * n) // max(1, each * n))))
 
 
