@@ -538,6 +538,9 @@ def client_for(scheduler: str | None = None, n_workers: int | None = None,
         finally:
             client.close()
         return
+    from dbfs import worker_deaths
+
+    worker_deaths.watch()     # a local cluster's nannies say here why a worker ended (one-line errors)
     if prof.get("type") == "slurm":
         client, jobs = _start_slurm(prof, quiet)
         _STARTED[id(client)] = ("SLURMCluster", jobs.close)

@@ -569,3 +569,28 @@ def test_slurm_check_against_real_sinfo(tmp_path):
     assert res.exit_code == 2 and f"cores {cpus * 2} > {cpus} CPUs" in res.stderr
     res = run("cluster", _profile(tmp_path, cores=1, processes=1, memory="1GB"), "--check")
     assert "(nothing submitted)" in res.stderr and not _our_jobs()
+
+
+def test_worker_deaths_keeps_what_the_nanny_said():
+    """dbfs.worker_deaths keeps a local nanny's exit and memory-restart lines (and nothing else) for the
+    one-line errors; the SIGKILL case through a real cluster is in tests/test_dask_reliability.py."""
+    import logging
+    import time
+
+    from dbfs import worker_deaths
+
+    worker_deaths.watch()
+    worker_deaths.watch()                     # idempotent: one handler
+    log = logging.getLogger("distributed.nanny")
+    assert sum(h is worker_deaths._HANDLER for h in log.handlers) == 1
+    t0 = time.monotonic()
+    log.info("Worker process %d was killed by signal %d", 4242, 9)
+    log.info("Nanny asking worker to close")
+    logging.getLogger("distributed.nanny.memory").warning(
+        "Worker tcp://127.0.0.1:1 (pid=4243) exceeded 95% memory budget. Restarting...")
+    assert worker_deaths.said_since(t0) == ["Worker process 4242 was killed by signal 9",
+                                            "Worker tcp://127.0.0.1:1 (pid=4243) exceeded 95% memory budget. "
+                                            "Restarting..."]
+    assert worker_deaths.why(t0, most=1) == ("; the nanny said: Worker tcp://127.0.0.1:1 (pid=4243) exceeded 95% "
+                                             "memory budget. Restarting...")
+    assert worker_deaths.why(time.monotonic() + 1) == ""

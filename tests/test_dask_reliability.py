@@ -152,6 +152,9 @@ def test_worker_killed_during_search(cluster, kron16, golden16):
         res, seconds, _ = D.search(dg, root)
         took = time.perf_counter() - t0
         assert res.attempts == 2 and _worker_lost(res.events, "search", victim), res.events
+        # why, as the local cluster's nanny said it (dbfs.worker_deaths): the SIGKILL of _kill_later
+        assert any("killed by signal 9" in m for m in _worker_lost(res.events, "search", victim)[0]["nanny"]), \
+            res.events
         _check_tree(kron16, root, D.gather_parent(res, dgraph=dg), golden16, 1)
     assert took < BOUND_S
 
@@ -208,6 +211,7 @@ def test_lost_parents_without_a_graph_are_one_line(cluster, kron16, golden16):
         with pytest.raises(DbfsError, match="lost with their worker") as ei:
             D.gather_parent(res)
         assert "\n" not in str(ei.value) and "search again" in str(ei.value)
+        assert "the nanny said: Worker process" in str(ei.value) and "killed by signal 9" in str(ei.value)
         with pytest.raises(DbfsError, match="after losing a worker") as ei:
             D.validate_distributed(cluster, kron16.path, dg, res, root, retries=0)
         assert "\n" not in str(ei.value)

@@ -165,7 +165,8 @@ class DaskBackend(Backend):
             if ev.get("event") != "worker-lost":
                 continue
             redo = "search rerun (untimed), step redone" if ev.get("stage") == "validation" else "search rerun"
-            say(f"worker {', '.join(ev['workers_lost']) or '?'} lost during {during}: partition(s) "
+            why = f" ({'; '.join(ev['nanny'])})" if ev.get("nanny") else ""
+            say(f"worker {', '.join(ev['workers_lost']) or '?'} lost during {during}{why}: partition(s) "
                 f"{ev['ranks_reloaded']} reloaded on live workers in {ev['reload_time']:.1f} s, {redo}",
                 self.cfg.quiet)
 

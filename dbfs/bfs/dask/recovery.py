@@ -24,10 +24,11 @@ from dbfs.bfs.dask.mesh import _close_mesh, _open_mesh
 from dbfs.bfs.dask.assign import move_lost
 from dbfs.bfs.dask.placement import DistributedGraph, _submit_loads, gpu_budgets, worker_kinds
 from dbfs.bfs.dask.transport import _PeerLost
-from dbfs.bfs.dask.waits import WorkerLost, alive_workers, is_peer_loss, run_within
+from dbfs.bfs.dask.waits import LOOK_BACK, NANNY_WAIT, WorkerLost, alive_workers, is_peer_loss, run_within
 from dbfs.bfs.dask.worker import _noop
 from dbfs.errors import DbfsError
 from dbfs.progress import say
+from dbfs.worker_deaths import said_since
 
 __all__ = ["place", "_recover", "_is_peer_loss", "FIND_LOST_S", "REPLACE_S"]
 
@@ -100,6 +101,7 @@ def _move_lost(dg: DistributedGraph, error: str, stage: str, attempt: int) -> di
         if old is not None:
             old.release()
     return {"event": "worker-lost", "stage": stage, "attempt": attempt, "error": error[:300],
+            "nanny": said_since(time.monotonic() - LOOK_BACK, NANNY_WAIT)[-3:],   # why, on a local cluster
             "workers_lost": sorted(lost_w), "ranks_reloaded": sorted(lost_ranks), "moved_to": moved,
             "kinds": {rk: kind[rk] for rk in lost_ranks},
             "reload_time": time.perf_counter() - t0}

@@ -12,8 +12,10 @@ scheduler sees a killed worker process within a second):
   search tasks waited for) left the cluster, or a waited-for future's
   result was lost with its worker (status ``"lost"``: a task pinned to a
   dead worker would otherwise wait for it forever): :class:`WorkerLost`,
-  naming the workers; the caller reloads and redoes the step, or fails
-  with one line (:mod:`dbfs.bfs.dask.recovery`);
+  naming the workers and, on a local cluster, why (what its nanny said:
+  killed by signal 9, over the memory budget; :mod:`dbfs.worker_deaths`);
+  the caller reloads and redoes the step, or fails with one line
+  (:mod:`dbfs.bfs.dask.recovery`);
 - no future finished for ``timeout`` seconds (a stalled cluster):
   :class:`~dbfs.errors.DbfsError` naming what was waited for and the fix.
 
@@ -34,11 +36,14 @@ import time
 
 from dbfs.bfs.dask.transport import _PeerLost
 from dbfs.errors import DbfsError
+from dbfs.worker_deaths import why
 
-__all__ = ["SLICE", "CHECK_EVERY", "WorkerLost", "alive_workers", "wait_watched", "gather_watched", "run_within",
+__all__ = ["SLICE", "CHECK_EVERY", "LOOK_BACK", "NANNY_WAIT", "WorkerLost", "alive_workers", "wait_watched", "gather_watched", "run_within",
            "is_peer_loss"]
 
 SLICE = 0.5           # seconds a wait blocks before it checks the watched workers (and handles signals)
+LOOK_BACK = 30.0      # seconds before a wait whose worker deaths its WorkerLost message names
+NANNY_WAIT = 2.0      # seconds a WorkerLost waits for a local nanny to say why (dbfs.worker_deaths)
 CHECK_EVERY = 2.0     # seconds between checks of the watched workers while futures keep finishing
 
 
@@ -65,15 +70,22 @@ def is_peer_loss(exc) -> bool:
                                                                                     "CommClosedError")
 
 
-def _check(client, futs, watch, what: str) -> None:
-    """WorkerLost when a watched worker is gone or a future's result was lost."""
+def _check(client, futs, watch, what: str, since: float | None = None) -> None:
+    """WorkerLost when a watched worker is gone (with what a local cluster's nanny said about it since
+    monotonic time ``since``: :mod:`dbfs.worker_deaths`) or a future's result was lost."""
     if watch:
         gone = set(watch) - alive_workers(client)
         if gone:
-            raise WorkerLost(f"worker(s) {', '.join(sorted(gone))} left the cluster during {what}", gone)
+            raise WorkerLost(f"worker(s) {', '.join(sorted(gone))} left the cluster during {what}"
+                             f"{why(_since(since), wait=NANNY_WAIT)}", gone)
     lost = [f for f in futs if f.status == "lost"]
     if lost:
-        raise WorkerLost(f"{len(lost)} result(s) of {what} were lost with their worker")
+        raise WorkerLost(f"{len(lost)} result(s) of {what} were lost with their worker"
+                         f"{why(_since(since), wait=NANNY_WAIT)}")
+
+
+def _since(since: float | None) -> float:
+    return (time.monotonic() if since is None else since) - LOOK_BACK
 
 
 def _stalled(what: str, timeout: float) -> DbfsError:
@@ -101,11 +113,11 @@ def wait_watched(client, futs, watch, what: str, timeout: float, stop_on_error: 
 
     futs = list(futs)
     pending = [f for f in futs if f.status == "pending"]
-    progress = checked = time.monotonic()
+    start = progress = checked = time.monotonic()
     while True:
         lost = any(f.status == "lost" for f in futs)
         if lost or time.monotonic() - checked > CHECK_EVERY:
-            _check(client, futs, watch, what)
+            _check(client, futs, watch, what, start)
             checked = time.monotonic()
         if not pending or (stop_on_error and any(f.status == "error" for f in futs)):
             return
@@ -117,7 +129,7 @@ def wait_watched(client, futs, watch, what: str, timeout: float, stop_on_error: 
             # through this frame and its callers', which would hold their futures (a search's parents in
             # device memory) until a full collection. Dropping the traceback breaks it.
             exc.__traceback__ = None
-            _check(client, futs, watch, what)
+            _check(client, futs, watch, what, start)
             checked = time.monotonic()
             if checked - progress > timeout:
                 raise _stalled(what, timeout) from None
