@@ -149,9 +149,9 @@ def test_validate_batch_of_a_worker_built_csr():
     the plan's most, never below 1."""
     from dbfs.bfs.dask.built import _MARGIN, validate_batch
 
-    G, n = 1 << 30, 1 << 30                   # SCALE 30, uint32 ids: 9 B per search, 34 B the jumping
-    assert validate_batch(int(61.9 * G), n, 4) == 2          # what the H200 leaves after the split CSR
+    G, n = 1 << 30, 1 << 30                   # SCALE 30, uint32 ids: 9 B per search, 22 B the validation's own
+    assert validate_batch(int(61.9 * G), n, 4) == 3          # what the H200 leaves after the split CSR
     assert validate_batch(int(61.9 * G), n, 1) == 1          # the plan's most
-    assert validate_batch(_MARGIN + 34 * n + 9 * n - 1, n, 4) == 1 == validate_batch(0, n, 4)
-    assert validate_batch(_MARGIN + 34 * n + 27 * n, n, 8) == 3
-    assert validate_batch(_MARGIN + 66 * (1 << 33) + 34 * (1 << 33), 1 << 33, 8) == 2   # int64 ids past 2^32
+    assert validate_batch(_MARGIN + 22 * n + 9 * n - 1, n, 4) == 1 == validate_batch(0, n, 4)
+    assert validate_batch(_MARGIN + 22 * n + 27 * n, n, 8) == 3
+    assert validate_batch(_MARGIN + 42 * (1 << 33) + 34 * (1 << 33), 1 << 33, 8) == 2   # int64 ids past 2^32

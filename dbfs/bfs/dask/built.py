@@ -62,12 +62,15 @@ BUILD_TIMEOUT = 3600.0
 _PIN = {"allow_other_workers": False, "pure": False}
 
 
-#: device bytes per vertex as (a, b) for a * id width + b: the validator's pointer jumping (reached, ids,
-#: ancestors, distances, their temporaries and the checks after it: the ~34 N of
-#: dbfs.store.gpu_placed.SEARCH_PER_VERTEX) and each search validated in a batch (its parents, levels and
-#: found flags). A search's own arrays (parent, two queues, bitmaps: 3 * id width + 1) beside the K held
-#: parents always take less. And a margin for the edge chunks.
-_VALIDATE_MODEL = ((8, 2), (2, 1))
+#: device bytes per vertex as (a, b) for a * id width + b: the validation's own arrays (pointer jumping:
+#: reached, ids, ancestors, distances, their temporaries; the edge checks) and each search validated in a
+#: batch (its parents, levels and found flags). The first is measured: at SCALE 30 on the H200 a validation
+#: took 27.0 GiB over what was in use before it with 1 search per batch and 31.0 GiB with 2 (4 B parents
+#: held already, 5 B levels and flags each), so ~22 B per vertex of its own at a 4 B id width
+#: (dbfs.store.gpu_placed.SEARCH_PER_VERTEX's ~34 N is the looser bound Kernel 1 plans with). A search's own
+#: arrays (parent, two queues, bitmaps: 3 * id width + 1) beside the K held parents always take less. And
+#: a margin for the edge chunks.
+_VALIDATE_MODEL = ((5, 2), (2, 1))
 _MARGIN = 4 << 30
 
 
