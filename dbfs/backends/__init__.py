@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from dbfs.errors import DbfsError
 from dbfs.progress import say
 
-__all__ = ["BACKENDS", "COMMON_OPTIONS", "Backend", "RunConfig", "backend_table", "check_split_placement",
-           "get_backend"]
+__all__ = ["BACKENDS", "COMMON_OPTIONS", "Backend", "RunConfig", "backend_table", "check_degree_placement",
+           "check_split_placement", "get_backend"]
 
 #: backend name -> "module:Class"
 BACKENDS = {
@@ -254,9 +254,14 @@ def check_split_placement(cfg: RunConfig, name: str, who: str) -> None:
         *first, last = PLACEMENT_ORDER
         raise DbfsError(f"--placement {cfg.placement} does not apply to --backend {name}: {who} splits the "
                         f"adjacency by row order; use {', '.join(first)} or {last}")
+    check_degree_placement(cfg, "keeps degree classes on the device")
+
+
+def check_degree_placement(cfg: RunConfig, does: str) -> None:
+    """Refuse, in one line, ``--placement degree*`` without ``--relabel degree`` (``does``: what the
+    placement does, the error's words)."""
     if cfg.placement.startswith("degree") and cfg.relabel != "degree":
-        raise DbfsError(f"--placement {cfg.placement} keeps degree classes on the device: it needs the "
-                        f"degree-ordered CSR, add --relabel degree")
+        raise DbfsError(f"--placement {cfg.placement} {does}: it needs the degree-ordered CSR, add --relabel degree")
 
 
 def get_backend(name: str) -> type:

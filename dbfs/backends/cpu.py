@@ -70,8 +70,6 @@ class CpuBackend(Backend):
         "partitions": "it searches one partition in this process: use --backend dask for P > 1",
         "energy": "it measures GPU power: add --backend gpu or drop --energy",
     }
-    #: --placement -> the split order of the simulated device/host split (the GPU backend's)
-    SPLIT_ORDER = PLACEMENT_ORDER
 
     @classmethod
     def algorithms(cls) -> list:
@@ -119,7 +117,7 @@ class CpuBackend(Backend):
         from dbfs.units import human
 
         limit, item = int(self.cfg.device_memory_limit), graph.indices.dtype.itemsize
-        order = self.SPLIT_ORDER[self.cfg.placement]
+        order = PLACEMENT_ORDER[self.cfg.placement]
         sp = plan_split(graph.indptr, (limit - int(graph.indptr.nbytes)) // item, order, item)
         self.split = sp
         rows = f"rows [0, {sp.row:,})" if order == "prefix" else f"rows [{sp.row:,}, {graph.n_vertices:,})"

@@ -28,7 +28,7 @@ search whose parents were lost), each said on stderr and recorded in
 """
 from __future__ import annotations
 
-from dbfs.backends import Backend
+from dbfs.backends import Backend, check_degree_placement
 from dbfs.errors import DbfsError
 from dbfs.progress import say
 from dbfs.units import human
@@ -48,9 +48,7 @@ class DaskBackend(Backend):
     @classmethod
     def check(cls, cfg, given=()) -> None:
         super().check(cfg, given)
-        if cfg.placement.startswith("degree") and cfg.relabel != "degree":
-            raise DbfsError(f"--placement {cfg.placement} places degree classes: it needs the degree-ordered "
-                            f"variant; add --relabel degree")
+        check_degree_placement(cfg, "places degree classes")
 
     @classmethod
     def algorithms(cls) -> list:
@@ -87,6 +85,7 @@ class DaskBackend(Backend):
         """As the base class, or Kernel 1 in a GPU worker's memory (module docstring)."""
         from dbfs import kernel1
         from dbfs.backends.gpu import GpuBackend
+        from dbfs.split import PLACEMENT_ORDER
 
         gpus = cls._gpu_workers(client) if cfg.partitions == 1 and cfg.partitioning == "block" else []
         if not gpus or kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe, cfg.relabel) is not None or \
@@ -96,7 +95,7 @@ class DaskBackend(Backend):
 
                 forget(client, ds)
             return super().csr(ds, cfg, client)
-        if cfg.placement not in GpuBackend.SPLIT_ORDER:
+        if cfg.placement not in PLACEMENT_ORDER:
             raise DbfsError(f"--placement {cfg.placement} does not apply to a CSR built in a GPU worker's memory "
                             f"(--partitions 1): it splits the rows between device and host memory; use block, "
                             f"degree or degree-low")
@@ -106,7 +105,7 @@ class DaskBackend(Backend):
             f"{'relabelled on the GPU' if cfg.relabel != 'none' else 'no room on disk or in host memory'})",
             cfg.quiet)
         fut, info = build_on_worker(client, ds, gpus[0], dedupe=cfg.dedupe, relabel=cfg.relabel,
-                                    order=GpuBackend.SPLIT_ORDER[cfg.placement],
+                                    order=PLACEMENT_ORDER[cfg.placement],
                                     device_limit=cfg.device_memory_limit, quiet=cfg.quiet)
         ds.memo["built"] = (fut, gpus[0], info)
         say(info["k1"]["note"], cfg.quiet)

@@ -48,8 +48,6 @@ class GpuBackend(Backend):
         "partitions": "it searches one partition on one GPU: use --backend dask for P > 1",
     }
     in_memory_csr = True
-    #: --placement -> the device/host split order (dbfs.split): which rows keep their adjacency on the device
-    SPLIT_ORDER = PLACEMENT_ORDER
 
     @classmethod
     def unavailable(cls):
@@ -125,7 +123,7 @@ class GpuBackend(Backend):
         from dbfs.store.gpu_placed import build_placed
 
         return build_placed(ds, dedupe=cfg.dedupe, device_limit=cfg.device_memory_limit, quiet=cfg.quiet,
-                            relabel=cfg.relabel, order=cls.SPLIT_ORDER[cfg.placement])
+                            relabel=cfg.relabel, order=PLACEMENT_ORDER[cfg.placement])
 
     def load(self, ds, variant):
         from dbfs import kernel1
@@ -158,8 +156,8 @@ class GpuBackend(Backend):
         opts = dict(self.cfg.opts)
         if self.cfg.device_memory_limit is not None:
             opts["device_memory_limit"] = self.cfg.device_memory_limit
-        if self.SPLIT_ORDER[self.cfg.placement] != "prefix":
-            opts["split_order"] = self.SPLIT_ORDER[self.cfg.placement]
+        if PLACEMENT_ORDER[self.cfg.placement] != "prefix":
+            opts["split_order"] = PLACEMENT_ORDER[self.cfg.placement]
         return opts
 
     def _sample_memory(self):
