@@ -21,6 +21,7 @@ REFUSED = [
     (["build", "NAME", "--backend", "gpu", "--workers", 2], ["--workers", "--backend gpu"]),
     (["build", "NAME", "--backend", "gpu", "--partitions", 2], ["--partitions", "--backend gpu"]),
     (["build", "NAME", "--backend", "gpu", "--scheduler", "threads"], ["--scheduler", "--backend gpu"]),
+    (["build", "NAME", "--backend", "gpu", "--scratch", "/tmp"], ["--scratch", "--backend gpu"]),
     (["generate", "--scale", 8, "--backend", "gpu", "--workers", 2], ["--workers", "--backend gpu"]),
     (["generate", "--kind", "grid2d", "--scale", 8, "--edgefactor", 4], ["--edgefactor", "grid2d"]),
     (["generate", "--kind", "kronecker", "--scale", 8, "--a", 0.5], ["--a", "kronecker"]),
@@ -70,6 +71,19 @@ def test_every_built_variant_can_be_searched(variant, tmp_path, dbfs_cli):
     missing = dbfs_cli("bfs", name, "--root", 1, "--partitioning", "cyclic", "--keep-duplicates",
                        "--datasets", ds, ok=False)
     assert missing.exit_code == 2 and "dbfs build" in missing.stderr
+
+
+def test_build_scratch_is_used_and_a_missing_one_refused(tmp_path, dbfs_cli):
+    """`dbfs build --scratch DIR`: the build's scratch goes there and is removed; a missing DIR is one line."""
+    ds, scratch = tmp_path / "ds", tmp_path / "scratch"
+    scratch.mkdir()
+    name = dbfs_cli("generate", "--scale", 8, "--datasets", ds, "--scheduler", "threads").stdout.strip()
+    res = dbfs_cli("build", name, "--scratch", tmp_path / "nowhere", "--datasets", ds, "--scheduler", "threads",
+                   ok=False)
+    assert res.exit_code != 0 and len(res.stderr.strip().splitlines()) == 1 and "does not exist" in res.stderr
+    dbfs_cli("build", name, "--scratch", scratch, "--datasets", ds, "--scheduler", "threads")
+    assert not any(scratch.iterdir())
+    assert "levels" in dbfs_cli("bfs", name, "--root", 1, "--datasets", ds).stdout
 
 
 def test_more_roots_than_eligible_is_said_and_recorded(tmp_path, dbfs_cli):

@@ -305,6 +305,47 @@ def test_memory_budget_splits_into_subranges(tmp_path, e14):
     assert not list((ds / "csr").glob(".p2-cyclic*")), "a failed build leaves no temp dir"
 
 
+def test_scratch_elsewhere_same_bytes_and_buckets_gone_before_the_write(tmp_path, e14, monkeypatch):
+    """``scratch=DIR`` holds the build's scratch outside the dataset, gives the same bytes, and is emptied; the
+    bucket files are gone before phase 3 writes the CSR (the disk never holds buckets, rows and CSR at once)."""
+    import dbfs.kernel1.partitioned as kp
+
+    ds = make_dataset(tmp_path / "d", e14, 1 << 14, chunk_rows=16384)
+    ref = read_variant(ds, build_partitioned(ds, P=3, relabel="degree", progress=False)["variant"])
+    shutil.rmtree(ds / "csr" / "p3-block-deg")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    seen = []
+    real = kp._phase_write
+
+    def spy(tmp, scr, *a, **k):
+        seen.append((Path(scr).parent, sorted(p.suffix for p in Path(scr).iterdir())))
+        return real(tmp, scr, *a, **k)
+
+    monkeypatch.setattr(kp, "_phase_write", spy)
+    a = build_partitioned(ds, P=3, relabel="degree", progress=False, scratch=scratch)
+    assert_same_variant(read_variant(ds, a["variant"]), ref)
+    (parent, suffixes), = seen
+    assert parent == scratch and set(suffixes) == {".ptr", ".idx"}, suffixes
+    assert list(scratch.iterdir()) == [], "the build's scratch is removed"
+    assert sorted(p.name for p in (ds / "csr").iterdir() if p.is_dir()) == ["p3-block-deg"], "no leftovers"
+
+
+def test_scratch_must_exist_and_bounds_add_up(tmp_path, e10):
+    from dbfs.kernel1.partitioned import _need_bytes, scratch_bytes
+
+    ds = make_dataset(tmp_path / "d", e10, 1 << 10, chunk_rows=5000)
+    with pytest.raises(DbfsError, match=r"^scratch directory .*nowhere does not exist: create it"):
+        build_partitioned(ds, P=2, progress=False, scratch=tmp_path / "nowhere")
+    assert not (ds / "csr").exists() or not list((ds / "csr").iterdir()), "nothing written"
+    M, N, P = 1 << 31, 1 << 27, 16
+    buckets, rows = scratch_bytes(M, N, 4, 4)
+    assert (buckets, rows) == (32 << 30, (16 << 30) + (1 << 30))
+    out = 2 * M * 4 + 8 * (N + P) + 8 * N
+    assert _need_bytes(M, N, P, 4, 4) == rows + max(buckets, out) < buckets + rows + out
+    assert _need_bytes(M, N, P, 4, 4, separate=True) == out
+
+
 def test_reuse_and_rebuild_after_interruption(tmp_path, e10):
     ds = make_dataset(tmp_path / "kron-s10-ef16-s2-3", e10, 1 << 10, chunk_rows=5000)
     first = build_partitioned(ds, P=4, progress=False)

@@ -171,11 +171,14 @@ def export(name, out, datasets):
 @click.option("--device-memory-limit", default=None, metavar="SIZE",
               help="--backend gpu: build in passes holding at most SIZE of device memory, e.g. 8GiB (same bytes).")
 @click.option("--force", is_flag=True, help="Rebuild the variant even if it is stored (e.g. after `datasets verify` found it corrupt).")
+@click.option("--scratch", default=None, metavar="DIR",
+              help="--backend cpu: an existing directory for the build's scratch files (e.g. node-local disk or "
+                   "/dev/shm), removed when it ends; default: beside the variant.")
 @datasets_opt
 @scheduler_opt
 @workers_opt
 def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budget, backend, device_memory_limit, force,
-          datasets, scheduler, workers, cluster_profile):
+          scratch, datasets, scheduler, workers, cluster_profile):
     """Kernel 1: build (or reuse) the partitioned CSR of dataset NAME, out of core."""
     from dbfs import kernel1, store
     from dbfs.cluster import client_for
@@ -188,7 +191,7 @@ def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budge
     if backend == "gpu":
         _refuse(given, {"partitions": "--partitions", "partitioning": "--partitioning"},
                 "to --backend gpu: GPU Kernel 1 builds one block partition; use --backend cpu")
-        _refuse(given, {"memory_budget": "--memory-budget", **_CLUSTER_FLAGS},
+        _refuse(given, {"memory_budget": "--memory-budget", "scratch": "--scratch", **_CLUSTER_FLAGS},
                 "to --backend gpu: GPU Kernel 1 runs in this process, bounded by the free device memory")
     else:
         _refuse(given, {"device_memory_limit": "--device-memory-limit"},
@@ -209,7 +212,8 @@ def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budge
             install(client).stage("kernel1")
             attrs = kernel1.build_partitioned(ds.path, P=partitions, partitioning=partitioning,
                                               dedupe=not keep_duplicates, relabel=relabel,
-                                              memory_budget=budget, client=client, progress=True, force=force)
+                                              memory_budget=budget, client=client, progress=True, force=force,
+                                              scratch=scratch)
     variant = kernel1.variant_name(partitions, partitioning, not keep_duplicates, relabel)
     passes = f", {attrs['passes']} passes" if "passes" in attrs else ""
     click.echo(f"{name}/csr/{variant}: construction_time {attrs['construction_time']:.3f} s, "

@@ -54,11 +54,14 @@ R. (``relabel="degree"`` only) per edge slice, raw degree counts (int64, N);
    task writes each zarr chunk. Checksums are summed from what was written.
 
 The per-task memory model and the budget rule are in :mod:`.plan`. Scratch
-files live in the temp dir, so workers on several hosts need the dataset on
-a shared filesystem.
+files live in the temp dir, or under ``scratch`` (:func:`scratch_bytes`
+bounds them); the bucket files are removed once phase 2 is done, so the
+disk holds buckets + rows, then rows + CSR, never all three. Workers on
+several hosts need the dataset and the scratch on a shared filesystem.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import time
 import uuid
@@ -82,7 +85,7 @@ from dbfs.store.integrity import compressors as codecs
 from dbfs.store.space import is_no_space, no_space
 from dbfs.zattrs import read_attrs
 
-__all__ = ["build_partitioned"]
+__all__ = ["build_partitioned", "scratch_bytes"]
 
 
 def _open_dataset(dataset_path):
@@ -260,18 +263,20 @@ def _task_write(arr_path, a, b, pieces, dtype, lead_zero, nt):
 
 
 # ---- the driver ---------------------------------------------------------
-def _fresh_tmp(csr_root: Path, name: str):
+def _fresh_tmp(csr_root: Path, name: str, scratch_root: Path | None = None):
     """(temp dir, its scratch dir, its zarr group) for building variant ``name``.
 
-    Stale temps of this variant are removed first (left by a killed build;
-    the caller holds the variant's lock, :func:`.csr_store.build_lock`)."""
+    The scratch dir is ``<temp dir>/scratch``, or ``<scratch_root>/.dbfs-kernel1-<variant>-<id>`` (a faster or
+    larger file system, e.g. node-local disk or ``/dev/shm``). Stale temps of this variant are removed first
+    (left by a killed build; the caller holds the variant's lock, :func:`.csr_store.build_lock`)."""
     import zarr
 
     zarr.open_group(str(csr_root), mode="a")
     for stale in [*csr_root.glob(f".{name}.tmp-*"), *csr_root.glob(f".{name}.old-*")]:
         shutil.rmtree(stale, ignore_errors=True)   # left by a killed build (we hold the variant's lock)
-    tmp = csr_root / f".{name}.tmp-{uuid.uuid4().hex[:12]}"
-    scratch = tmp / "scratch"
+    run = uuid.uuid4().hex[:12]
+    tmp = csr_root / f".{name}.tmp-{run}"
+    scratch = tmp / "scratch" if scratch_root is None else scratch_root / f".dbfs-kernel1-{name}-{run}"
     try:
         vg = zarr.open_group(str(tmp), mode="w")
         scratch.mkdir(parents=True)
@@ -279,6 +284,18 @@ def _fresh_tmp(csr_root: Path, name: str):
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return tmp, scratch, vg
+
+
+def _scratch_root(scratch) -> Path | None:
+    """``scratch`` checked: an existing writable directory (one-line error otherwise), or None."""
+    if scratch is None:
+        return None
+    root = Path(scratch)
+    if not root.is_dir():
+        raise DbfsError(f"scratch directory {root} does not exist: create it or pass an existing directory")
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise DbfsError(f"scratch directory {root} is not writable: pass a directory you can write to")
+    return root
 
 
 def _phase_degree(edges_path, slices, N, budget, threads, client, progress, run):
@@ -417,7 +434,7 @@ def _record(name, dataset_path, part, partitioning, M, idt, nnz_parts, row_res, 
 
 def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", dedupe: bool = True,
                       relabel: str = "none", memory_budget: int | None = None, client=None,
-                      progress: bool = True, force: bool = False) -> dict:
+                      progress: bool = True, force: bool = False, scratch=None) -> dict:
     """Build (or reuse) CSR variant ``csr/<variant_name(...)>`` of a zarr dataset, out of core on Dask.
 
     See the module docstring for the phases and :mod:`dbfs.kernel1.plan` for
@@ -444,6 +461,11 @@ def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", ded
         Show progress (:func:`dbfs.progress.compute`).
     force : bool
         Rebuild the variant even when a complete one is stored.
+    scratch : path-like, optional
+        An existing directory for the bucket and row scratch files (up to
+        :func:`scratch_bytes`, removed when the build ends); None: inside the
+        variant's temporary directory. Every worker must see it (node-local
+        only for a one-host cluster).
 
     Returns
     -------
@@ -454,6 +476,7 @@ def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", ded
     dataset_path = Path(dataset_path)
     name = variant_name(P, partitioning, dedupe, relabel)
     quiet = not progress
+    scratch_root = _scratch_root(scratch)
     old = None if force else reusable(dataset_path, P, partitioning, dedupe, relabel, quiet)
     if old is not None:
         return old
@@ -462,12 +485,25 @@ def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", ded
         old = reusable(dataset_path, P, partitioning, dedupe, relabel, quiet) if waited else None
         if old is not None:  # the builder we waited for stored it
             return old
-        return _build(dataset_path, name, P, partitioning, dedupe, relabel, memory_budget, client, progress)
+        return _build(dataset_path, name, P, partitioning, dedupe, relabel, memory_budget, client, progress,
+                      scratch_root)
 
 
-def _need_bytes(M: int, N: int, P: int, e_s: int, e_d: int) -> int:
-    """Upper bound of the disk a build writes: bucket and row scratch files, then the raw CSR and perm."""
-    return 2 * M * (e_s + e_d) + (2 * M * e_d + 8 * N) + (2 * M * e_d + 8 * (N + P)) + 8 * N
+def scratch_bytes(M: int, N: int, e_s: int, e_d: int) -> tuple:
+    """Upper bounds (bucket files, row files) of a build's scratch for M edges, N vertices, e_s/e_d-byte ids.
+
+    Both directions of every edge are bucketed (source and neighbour ids) and then written as rows (neighbours
+    and int64 row ends); the bucket files are removed once the rows are built, the row files once the CSR is.
+    """
+    return 2 * M * (e_s + e_d), 2 * M * e_d + 8 * N
+
+
+def _need_bytes(M: int, N: int, P: int, e_s: int, e_d: int, separate: bool = False) -> int:
+    """Upper bound of the disk a build holds at once on the variant's file system: bucket and row files, then
+    row files and the raw CSR and perm (the CSR alone when the scratch is elsewhere)."""
+    buckets, rows = scratch_bytes(M, N, e_s, e_d)
+    out = 2 * M * e_d + 8 * (N + P) + 8 * N
+    return out if separate else rows + max(buckets, out)
 
 
 def _check_sum(dataset_path: Path, dattrs: dict, parts: list) -> None:
@@ -484,7 +520,8 @@ def _check_sum(dataset_path: Path, dattrs: dict, parts: list) -> None:
                                         edges_fix(dataset_path, dattrs)))
 
 
-def _build(dataset_path: Path, name: str, P, partitioning, dedupe, relabel, memory_budget, client, progress) -> dict:
+def _build(dataset_path: Path, name: str, P, partitioning, dedupe, relabel, memory_budget, client, progress,
+           scratch_root: Path | None = None) -> dict:
     """The build of :func:`build_partitioned`, holding the variant's lock."""
     csr_root = dataset_path / "csr"
     final = csr_root / name
@@ -502,12 +539,19 @@ def _build(dataset_path: Path, name: str, P, partitioning, dedupe, relabel, memo
     s_isz, d_isz = sdt.itemsize, idt.itemsize
 
     # ---- where: temp dir next to the final one; stale temps of this variant are removed
+    def full(e):
+        """The one-line error of a full disk: the scratch's when the failed write was under it."""
+        on_scratch = scratch_root is not None and str(e.filename or "").startswith(str(scratch_root))
+        where, need = ((scratch_root, sum(scratch_bytes(M, N, s_isz, d_isz))) if on_scratch else
+                       (csr_root, _need_bytes(M, N, P, s_isz, d_isz, scratch_root is not None)))
+        return no_space(e, where, need, f"CSR variant {name} of {dataset_path.name}",
+                        "free space or pass --datasets DIR (or --scratch DIR) on a larger disk")
+
     try:
-        tmp, scratch, vg = _fresh_tmp(csr_root, name)
+        tmp, scratch, vg = _fresh_tmp(csr_root, name, scratch_root)
     except OSError as e:
         if is_no_space(e):
-            raise no_space(e, csr_root, _need_bytes(M, N, P, s_isz, d_isz), f"CSR variant {name} of "
-                           f"{dataset_path.name}") from None
+            raise full(e) from None
         raise
     phase_times = {}
     run = tmp.name.rsplit("-", 1)[-1]  # this build's id (its temp directory's), unique per build
@@ -538,6 +582,9 @@ def _build(dataset_path: Path, name: str, P, partitioning, dedupe, relabel, memo
         plan, n_subs = _row_plan(Hs, prefixes, P, nfb, fbounds, s_isz, d_isz, budget)
         del Hs
         row_res = _phase_rows(plan, spec, dedupe, scratch, threads, client, progress, run)
+        for prefix in prefixes:                        # the rows hold every entry now: the buckets go
+            for ext in (".src", ".dst"):
+                Path(prefix + ext).unlink(missing_ok=True)
         phase_times["rows"] = time.perf_counter() - t0
 
         # ---- phase 3: write zarr chunks (one writer per chunk)
@@ -559,8 +606,8 @@ def _build(dataset_path: Path, name: str, P, partitioning, dedupe, relabel, memo
         _publish(vg, attrs, t_start, tmp, final)
     except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
         if is_no_space(e):
-            raise no_space(e, csr_root, _need_bytes(M, N, P, s_isz, d_isz), f"CSR variant {name} of "
-                           f"{dataset_path.name}") from None
+            raise full(e) from None
         raise
     return attrs
