@@ -6,13 +6,17 @@ backend on ONE GPU worker (dask-cuda LocalCUDACluster) with P = 1 and P = 4,
 over the same roots, searches interleaved root by root; the ratio
 dask/gpu is the Dask path's cost (issue #19: >= 0.85 at P = 1).
 
-Part ``hetero`` (SCALE --hscale): P = --hparts block partitions; the GPU
-worker's budget (``--device-memory-limit``) holds about half the CSR, the
-rest goes to CPU workers (--cpu-workers x --cpu-threads); placements
-``block`` and ``random`` (the plain variant) and ``degree`` / ``degree-low``
-(the ``--relabel degree`` variant: degree classes) against a CPU-only
-LocalCluster of the same CPU worker shape plus one more worker (the GPU
-worker's cores).
+Part ``hetero`` (SCALE --hscale): P = --hparts block partitions, one variant
+at a time (built with its scratch in /dev/shm when it has room, measured,
+removed: a 64 GiB disk holds SCALE 27's edges and one variant). Placements
+``block`` and ``random`` on the plain variant, ``degree`` / ``degree-low`` on
+the ``--relabel degree`` one; each gets the largest
+``--device-memory-limit`` under which its own first fit gives the GPU at
+most half the CSR's entries (recorded with the GPU's ranks and share). The
+cluster is one GPU worker (--gpu-threads) and --cpu-workers x --cpu-threads;
+the baselines are CPU-only LocalClusters of the --bases shapes on the same
+variant, the best of them the ratios' denominator. The reference parents
+(for nedge) come from a device CSR built in memory (``build_placed``).
 
 nedge per root is counted on the device from the input edges
 (``count_nedge``, Graph500's rule); every dask search's nedge is checked
@@ -26,6 +30,8 @@ medians. Prints ratios; writes
 benchmarks/results/dask_gpu-<stamp>.json (or $DBFS_RESULTS).
 
     python benchmarks/dask_gpu.py --scale 26 --roots 16 --hscale 25
+    python benchmarks/dask_gpu.py --skip-one --hscale 27 --hparts 16 --cpu-workers 1 --cpu-threads 12 \
+        --bases 4x4,1x16 --placements degree,degree-low
     python benchmarks/dask_gpu.py --scale 24 --roots 16 --skip-one --two 3
     python benchmarks/dask_gpu.py --scale 26 --roots 16 --rounds 3
 """
@@ -205,50 +211,113 @@ def part_two(ds, ref, root_dir, rounds):
     return rec
 
 
-def part_hetero(scale, n_roots, parts, cpu_workers, cpu_threads, root_dir):
-    from dbfs import kernel1
-    from dbfs.bfs.dask.gpu_part import worker_bytes
+def _scratch_dir(choice, ds):
+    """Where Kernel 1 puts its scratch: ``auto`` is /dev/shm when it has room for the bound (no disk for the
+    buckets: SCALE 27's 49 GiB of scratch beside a 64 GiB disk's edge list and CSR), else beside the variant."""
+    import shutil
+
+    from dbfs.graph import id_dtype
+    from dbfs.kernel1.partitioned import scratch_bytes
+
+    if choice != "auto":
+        return None if choice == "beside" else choice
+    isz = np.dtype(id_dtype(ds.n_vertices)).itemsize
+    need = sum(scratch_bytes(ds.n_edges, ds.n_vertices, isz, isz))
+    shm = Path("/dev/shm")
+    return str(shm) if shm.is_dir() and shutil.disk_usage(shm).free > 1.1 * need else None
+
+
+def _gpu_half_limit(attrs, n, policy, most=0.5):
+    """The largest ``--device-memory-limit`` whose placement (the policy's real first fit, one GPU worker)
+    gives the GPU at most ``most`` of the edges -> (limit, GPU ranks, their share of the entries)."""
+    from dbfs.bfs.dask.assign import assign
+    from dbfs.bfs.dask.gpu_part import ranks_device_bytes, worker_bytes
+    from dbfs.partition import Partitioning
+
+    P, nnz = int(attrs["P"]), [int(x) for x in attrs["nnz"]]
+    pb = ranks_device_bytes(Partitioning(n, P, attrs["partitioning"]), nnz)
+    kinds = {"gpu": "gpu", "cpu": "cpu"}
+    best = (0, [], 0.0)
+    for k in range(1, 401):                         # budgets 0.25% .. 100% of every rank's bytes
+        budget = sum(pb) * k // 400
+        owner, _ = assign(policy, P, kinds, pb, {"gpu": budget})
+        ranks = sorted(r for r in range(P) if owner[r] == "gpu")
+        share = sum(nnz[r] for r in ranks) / sum(nnz)
+        if share <= most and share >= best[2]:
+            best = (worker_bytes(n) + budget, ranks, share)
+    return best
+
+
+def part_hetero(scale, n_roots, parts, cpu_workers, cpu_threads, gpu_threads, bases, placements, scratch,
+                root_dir):
+    """Heterogeneous placements against CPU-only LocalClusters (shapes ``bases``, e.g. [(4, 4), (1, 16)]) on one
+    dataset, one variant at a time (built, measured, removed: a SCALE 27 box's disk holds the edges and one)."""
+    import shutil
+
+    import cupy as cp
+
+    from dbfs import kernel1, store
     from dbfs.bfs.gpu import search_device
     from dbfs.cluster import client_for
     from dbfs.roots import graph500_roots
+    from dbfs.spec import GraphSpec
+    from dbfs.store.gpu_placed import build_placed
 
-    ds, edges = _dataset(scale, root_dir, (1, parts))
     t0 = time.perf_counter()
-    kernel1.build_partitioned(ds.path, P=parts, relabel="degree", client=None, progress=False,
-                              memory_budget=24 * ds.n_vertices + (1 << 30))
-    _say(f"SCALE {scale}: Kernel 1 p{parts}-deg in {time.perf_counter() - t0:.1f} s")
+    ds, _ = store.generate(GraphSpec.make("kronecker", scale), root=root_dir, client=None, quiet=True, backend="gpu")
+    _say(f"SCALE {scale}: generated in {time.perf_counter() - t0:.1f} s")
+    edges = ds.edges()[:]
     roots = [int(r) for r in graph500_roots(edges, scale, 2, 3, n=n_roots, n_vertices=ds.n_vertices)]
-    g = kernel1.load_csr(ds.path, kernel1.variant_name(1))
-    nedge = _nedges(edges, [search_device(g, r)[0] for r in roots])
-    csr_bytes = int(g.indptr.nbytes + g.indices.nbytes)
+    build_placed(ds, quiet=True)                    # the reference: Kernel 1 on the device, not stored
+    g = ds.memo.pop("graph")
+    search_device(g, roots[0])
+    found = [search_device(g, r) for r in roots]
     del g
-    import cupy as cp
-
+    nedge = _nedges(edges, [p for p, _, _ in found])
+    gtimes = [sec for _, sec, _ in found]
+    del found, edges
     cp.get_default_memory_pool().free_all_blocks()
-    variant = kernel1.variant_name(parts)
-    rec = {"scale": scale, "P": parts, "roots": roots, "nedge": nedge, "csr_bytes": csr_bytes,
-           "cpu_workers": cpu_workers, "cpu_threads": cpu_threads}
-    with client_for(n_workers=cpu_workers + 1, threads_per_worker=cpu_threads, quiet=True) as client:
-        t, lv, table = _dask_times(client, ds, variant, roots, nedge)
-        rec["cpu_only"] = {"times": t, "hmean_teps": _hmean(t, nedge), "workers": table, "first_levels": lv}
-        _say(f"SCALE {scale}: CPU-only dask {cpu_workers + 1}x{cpu_threads}: {rec['cpu_only']['hmean_teps'] / 1e9:.2f}"
-             f" GTEPS")
+    rec = {"scale": scale, "P": parts, "roots": roots, "nedge": nedge, "cpu_workers": cpu_workers,
+           "cpu_threads": cpu_threads, "gpu_threads": gpu_threads, "bases": [f"{w}x{t}" for w, t in bases],
+           "gpu_times": gtimes, "gpu_hmean_teps": _hmean(gtimes, nedge)}
+    scratch = _scratch_dir(scratch, ds)
+    rec["scratch"] = scratch
+    _say(f"SCALE {scale}: reference parents on the device; Kernel 1 scratch: {scratch or 'beside the variant'}")
     prof = Path(root_dir) / "het.yaml"
-    prof.write_text(f"type: local-gpu\nthreads_per_gpu_worker: {cpu_threads}\ncpu_workers: {cpu_workers}\n"
+    prof.write_text(f"type: local-gpu\nthreads_per_gpu_worker: {gpu_threads}\ncpu_workers: {cpu_workers}\n"
                     f"cpu_threads: {cpu_threads}\n")
-    # at most half the CSR on the GPU: a partition's device bytes are ~1.3x its CSR share (hub, per-search arrays)
-    limit = worker_bytes(ds.n_vertices) + int(0.5 * 1.3 * csr_bytes)
-    rec["device_memory_limit"] = limit
-    with client_for(profile=str(prof), quiet=True) as client:
-        for placement in ("block", "random", "degree", "degree-low"):
-            v = variant if not placement.startswith("degree") else kernel1.variant_name(parts, "block", True, "degree")
-            t, lv, table = _dask_times(client, ds, v, roots, nedge, placement=placement,
-                                       device_memory_limit=limit)
-            h = _hmean(t, nedge)
-            rec[placement] = {"times": t, "hmean_teps": h, "ratio_vs_cpu_only": h / rec["cpu_only"]["hmean_teps"],
-                              "workers": table, "first_levels": lv}
-            _say(f"SCALE {scale}: GPU+CPU {placement}: {h / 1e9:.2f} GTEPS = "
-                 f"{h / rec['cpu_only']['hmean_teps']:.2f}x CPU-only; split {table}")
+    groups = [("none", [p for p in placements if not p.startswith("degree")]),
+              ("degree", [p for p in placements if p.startswith("degree")])]
+    for relabel, pls in groups:
+        if not pls and relabel == "degree":
+            continue
+        t0 = time.perf_counter()
+        budget = 24 * ds.n_vertices + (1 << 30) if relabel == "degree" else None
+        attrs = kernel1.build_partitioned(ds.path, P=parts, relabel=relabel, client=None, progress=False,
+                                          memory_budget=budget, scratch=scratch)
+        v = attrs["variant"]
+        _say(f"SCALE {scale}: Kernel 1 {v} in {time.perf_counter() - t0:.1f} s")
+        for w, t in bases:
+            with client_for(n_workers=w, threads_per_worker=t, quiet=True) as client:
+                tm, lv, table = _dask_times(client, ds, v, roots, nedge)
+            key = f"cpu_only_{w}x{t}_{v}"
+            rec[key] = {"times": tm, "hmean_teps": _hmean(tm, nedge), "workers": table, "first_levels": lv}
+            _say(f"SCALE {scale}: CPU-only dask {w}x{t} on {v}: {rec[key]['hmean_teps'] / 1e9:.2f} GTEPS")
+        with client_for(profile=str(prof), quiet=True) as client:
+            for placement in pls:
+                limit, ranks, share = _gpu_half_limit(attrs, ds.n_vertices, placement)
+                tm, lv, table = _dask_times(client, ds, v, roots, nedge, placement=placement,
+                                            device_memory_limit=limit)
+                rec[placement] = {"variant": v, "times": tm, "hmean_teps": _hmean(tm, nedge), "workers": table,
+                                  "first_levels": lv, "device_memory_limit": limit, "gpu_ranks": ranks,
+                                  "gpu_edge_share": share}
+                _say(f"SCALE {scale}: GPU+CPU {placement}: {rec[placement]['hmean_teps'] / 1e9:.2f} GTEPS, GPU holds "
+                     f"{share:.1%} of the entries (ranks {ranks}); split {table}")
+        shutil.rmtree(ds.path / "csr" / v)
+    base = max((k for k in rec if k.startswith("cpu_only_")), key=lambda k: rec[k]["hmean_teps"])
+    rec["best_cpu_only"] = base
+    for placement in placements:
+        rec[placement]["ratio_vs_cpu_only"] = rec[placement]["hmean_teps"] / rec[base]["hmean_teps"]
     return rec
 
 
@@ -258,8 +327,14 @@ def main(argv=None):
     ap.add_argument("--roots", type=int, default=16)
     ap.add_argument("--hscale", type=int, default=0, help="SCALE of the heterogeneous part (0: skip)")
     ap.add_argument("--hparts", type=int, default=8)
-    ap.add_argument("--cpu-workers", type=int, default=3)
+    ap.add_argument("--cpu-workers", type=int, default=3, help="CPU workers beside the GPU worker (hetero)")
     ap.add_argument("--cpu-threads", type=int, default=4)
+    ap.add_argument("--gpu-threads", type=int, default=4, help="threads of the hetero GPU worker")
+    ap.add_argument("--bases", default="4x4", help="CPU-only cluster shapes WORKERSxTHREADS, comma separated "
+                    "(the best is the ratios' denominator)")
+    ap.add_argument("--placements", default="block,random,degree,degree-low")
+    ap.add_argument("--scratch", default="auto", help="Kernel 1 scratch: auto (/dev/shm if it has room), "
+                    "beside, or a directory")
     ap.add_argument("--skip-one", action="store_true")
     ap.add_argument("--rounds", type=int, default=1, help="P = 1 measurements of part one (the worst is reported)")
     ap.add_argument("--two", type=int, default=0, help="rounds of the two-GPU-worker IPC/host A/B (0: skip)")
@@ -274,7 +349,9 @@ def main(argv=None):
             if a.two:
                 rec["two"] = part_two(ds, ref, Path(d) / "one", a.two)
         if a.hscale:
-            rec["hetero"] = part_hetero(a.hscale, a.roots, a.hparts, a.cpu_workers, a.cpu_threads, Path(d) / "het")
+            bases = [tuple(int(x) for x in b.split("x")) for b in a.bases.split(",")]
+            rec["hetero"] = part_hetero(a.hscale, a.roots, a.hparts, a.cpu_workers, a.cpu_threads, a.gpu_threads,
+                                        bases, a.placements.split(","), a.scratch, Path(d) / "het")
     write_record("dask_gpu", rec)
     if "two" in rec:
         print(f"two GPU workers on one GPU (SCALE {a.scale}): CUDA IPC vs host staging: "
@@ -285,8 +362,8 @@ def main(argv=None):
               f" P=4 {rec['one']['dask_gpu_p4']['ratio_vs_gpu']:.3f}x")
     if "hetero" in rec:
         h = rec["hetero"]
-        print(f"GPU+CPU vs CPU-only (SCALE {a.hscale}): " + ", ".join(
-            f"{k} {h[k]['ratio_vs_cpu_only']:.2f}x" for k in ("block", "random", "degree", "degree-low")))
+        print(f"GPU+CPU vs CPU-only {h['best_cpu_only']} (SCALE {a.hscale}): " + ", ".join(
+            f"{k} {h[k]['ratio_vs_cpu_only']:.2f}x" for k in a.placements.split(",")))
 
 
 if __name__ == "__main__":

@@ -52,8 +52,7 @@ import numpy as np
 
 from dbfs.bfs.dask.assign import assign
 from dbfs.bfs.dask.bsp import _bsp_search
-from dbfs.bfs.dask.exchange import _base_of
-from dbfs.bfs.dask.gpu_part import device_bytes
+from dbfs.bfs.dask.gpu_part import ranks_device_bytes
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _alive, _close_mesh, _open_mesh
 from dbfs.bfs.dask.placement import DistributedGraph, _variant_attrs, gpu_budgets, worker_kinds
 from dbfs.bfs.dask.recovery import _is_peer_loss, _recover, place
@@ -156,8 +155,7 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
         raise DbfsError(f"{variant} is cyclic: GPU workers hold block partitions only; build the variant with "
                         f"--partitioning block")
     nnz = [int(x) for x in attrs["nnz"]]
-    part_bytes = [device_bytes(part.vertex_range(rk).stop - _base_of(part, rk), nnz[rk], part.n_vertices)
-                  for rk in range(part.P)]
+    part_bytes = ranks_device_bytes(part, nnz)
     budgets = gpu_budgets(client, kinds, part.n_vertices, device_memory_limit)
     rank_worker, rank_kind = assign(placement, part.P, kinds, part_bytes, budgets, seed)
     dg = DistributedGraph(client=client, dataset_path=dataset_path, variant=variant, partitioning=part,

@@ -41,7 +41,8 @@ from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 from dbfs.units import human
 
-__all__ = ["_GpuPart", "_to_device", "device_bytes", "worker_bytes", "warm_device", "_device_info"]
+__all__ = ["_GpuPart", "_to_device", "device_bytes", "ranks_device_bytes", "worker_bytes", "warm_device",
+           "_device_info"]
 
 _COPIED = ("rank", "P", "kind", "n", "code", "q", "r", "count", "first", "base", "pad", "nloc", "nnz", "meta",
            "load_time", "prepare_time")
@@ -53,6 +54,15 @@ def device_bytes(nloc: int, nnz: int, n: int) -> int:
     vb = np.dtype(id_dtype(n)).itemsize
     words32 = 2 * ((nloc + 63) >> 6)
     return 8 * (nloc + 1) + vb * nnz + vb * nloc * 4 + 4 * words32 * 4
+
+
+def ranks_device_bytes(part: Partitioning, nnz: list) -> list:
+    """:func:`device_bytes` of every rank of a block partitioning (its padded rows from :func:`_base_of`)
+    holding ``nnz[rank]`` entries: what placement offers a GPU worker's budget."""
+    from dbfs.bfs.dask.exchange import _base_of
+
+    return [device_bytes(part.vertex_range(rk).stop - _base_of(part, rk), int(nnz[rk]), part.n_vertices)
+            for rk in range(part.P)]
 
 
 def worker_bytes(n: int) -> int:
