@@ -14,13 +14,13 @@ from dbfs.report import machine
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def write_record(kind: str, record: dict, out_dir=None) -> Path:
+def write_record(kind: str, record: dict, out_dir=None, path=None) -> Path:
     """Write ``record`` (plus machine, time and the dbfs commit that ran) to
-    results/<kind>-<UTC stamp>.json."""
+    results/<kind>-<UTC stamp>.json, or over ``path`` (a record rewritten as a long run goes on)."""
     out = Path(out_dir or os.environ.get("DBFS_RESULTS") or RESULTS)
     out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    path = out / f"{kind}-{stamp}.json"
+    path = Path(path) if path is not None else out / f"{kind}-{stamp}.json"
     record = {"benchmark": kind, "when": stamp, "machine": machine(), "dbfs_commit": dbfs_commit(), **record}
     path.write_text(json.dumps(record, indent=1, default=float))
     print(f"record: {path}", file=sys.stderr)

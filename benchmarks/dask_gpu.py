@@ -249,9 +249,10 @@ def _gpu_half_limit(attrs, n, policy, most=0.5):
 
 
 def part_hetero(scale, n_roots, parts, cpu_workers, cpu_threads, gpu_threads, bases, placements, scratch,
-                root_dir):
+                root_dir, rec, save):
     """Heterogeneous placements against CPU-only LocalClusters (shapes ``bases``, e.g. [(4, 4), (1, 16)]) on one
-    dataset, one variant at a time (built, measured, removed: a SCALE 27 box's disk holds the edges and one)."""
+    dataset, one variant at a time (built, measured, removed: a SCALE 27 box's disk holds the edges and one),
+    filling ``rec`` and calling ``save()`` after each measurement (a run cut short keeps what it measured)."""
     import shutil
 
     import cupy as cp
@@ -277,9 +278,9 @@ def part_hetero(scale, n_roots, parts, cpu_workers, cpu_threads, gpu_threads, ba
     gtimes = [sec for _, sec, _ in found]
     del found, edges
     cp.get_default_memory_pool().free_all_blocks()
-    rec = {"scale": scale, "P": parts, "roots": roots, "nedge": nedge, "cpu_workers": cpu_workers,
-           "cpu_threads": cpu_threads, "gpu_threads": gpu_threads, "bases": [f"{w}x{t}" for w, t in bases],
-           "gpu_times": gtimes, "gpu_hmean_teps": _hmean(gtimes, nedge)}
+    rec.update({"scale": scale, "P": parts, "roots": roots, "nedge": nedge, "cpu_workers": cpu_workers,
+                "cpu_threads": cpu_threads, "gpu_threads": gpu_threads, "bases": [f"{w}x{t}" for w, t in bases],
+                "gpu_times": gtimes, "gpu_hmean_teps": _hmean(gtimes, nedge)})
     scratch = _scratch_dir(scratch, ds)
     rec["scratch"] = scratch
     _say(f"SCALE {scale}: reference parents on the device; Kernel 1 scratch: {scratch or 'beside the variant'}")
@@ -303,6 +304,7 @@ def part_hetero(scale, n_roots, parts, cpu_workers, cpu_threads, gpu_threads, ba
             key = f"cpu_only_{w}x{t}_{v}"
             rec[key] = {"times": tm, "hmean_teps": _hmean(tm, nedge), "workers": table, "first_levels": lv}
             _say(f"SCALE {scale}: CPU-only dask {w}x{t} on {v}: {rec[key]['hmean_teps'] / 1e9:.2f} GTEPS")
+            save()
         with client_for(profile=str(prof), quiet=True) as client:
             for placement in pls:
                 limit, ranks, share = _gpu_half_limit(attrs, ds.n_vertices, placement)
@@ -313,6 +315,7 @@ def part_hetero(scale, n_roots, parts, cpu_workers, cpu_threads, gpu_threads, ba
                                   "gpu_edge_share": share}
                 _say(f"SCALE {scale}: GPU+CPU {placement}: {rec[placement]['hmean_teps'] / 1e9:.2f} GTEPS, GPU holds "
                      f"{share:.1%} of the entries (ranks {ranks}); split {table}")
+                save()
         shutil.rmtree(ds.path / "csr" / v)
     base = max((k for k in rec if k.startswith("cpu_only_")), key=lambda k: rec[k]["hmean_teps"])
     rec["best_cpu_only"] = base
@@ -339,7 +342,11 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=1, help="P = 1 measurements of part one (the worst is reported)")
     ap.add_argument("--two", type=int, default=0, help="rounds of the two-GPU-worker IPC/host A/B (0: skip)")
     a = ap.parse_args(argv)
-    rec = {"args": vars(a)}
+    rec, where = {"args": vars(a)}, []
+
+    def save():
+        where[:] = [write_record("dask_gpu", rec, path=where[0] if where else None)]
+
     with tempfile.TemporaryDirectory(prefix="dbfs-dgpu-") as d:
         if not a.skip_one or a.two:
             ds, ref = gpu_reference(a.scale, a.roots, Path(d) / "one", (1, 2, 4) if a.two else (1, 4))
@@ -350,9 +357,10 @@ def main(argv=None):
                 rec["two"] = part_two(ds, ref, Path(d) / "one", a.two)
         if a.hscale:
             bases = [tuple(int(x) for x in b.split("x")) for b in a.bases.split(",")]
-            rec["hetero"] = part_hetero(a.hscale, a.roots, a.hparts, a.cpu_workers, a.cpu_threads, a.gpu_threads,
-                                        bases, a.placements.split(","), a.scratch, Path(d) / "het")
-    write_record("dask_gpu", rec)
+            rec["hetero"] = {}
+            part_hetero(a.hscale, a.roots, a.hparts, a.cpu_workers, a.cpu_threads, a.gpu_threads, bases,
+                        a.placements.split(","), a.scratch, Path(d) / "het", rec["hetero"], save)
+    save()
     if "two" in rec:
         print(f"two GPU workers on one GPU (SCALE {a.scale}): CUDA IPC vs host staging: "
               f"P=2 {rec['two']['p2_ipc_vs_host']:.3f}x, P=4 {rec['two']['p4_ipc_vs_host']:.3f}x")
