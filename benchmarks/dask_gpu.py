@@ -290,7 +290,7 @@ def part_hetero(scale, n_roots, parts, cpu_workers, cpu_threads, gpu_threads, ba
     groups = [("none", [p for p in placements if not p.startswith("degree")]),
               ("degree", [p for p in placements if p.startswith("degree")])]
     for relabel, pls in groups:
-        if not pls and relabel == "degree":
+        if not pls:
             continue
         t0 = time.perf_counter()
         budget = 24 * ds.n_vertices + (1 << 30) if relabel == "degree" else None
