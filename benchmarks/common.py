@@ -29,8 +29,13 @@ def write_record(kind: str, record: dict, out_dir=None, path=None) -> Path:
 
 def dbfs_commit() -> str | None:
     """The git commit of the dbfs package that ran, ``-dirty`` appended when
-    its working tree has uncommitted changes (None outside a checkout)."""
+    its working tree has uncommitted changes (None outside a checkout);
+    ``$DBFS_COMMIT`` when set (a copy of the tree whose .git is not its own,
+    as on the device machines)."""
     import dbfs
+
+    if os.environ.get("DBFS_COMMIT"):
+        return os.environ["DBFS_COMMIT"]
 
     try:
         out = subprocess.run(["git", "-C", str(Path(dbfs.__file__).parent), "describe", "--always", "--dirty",
