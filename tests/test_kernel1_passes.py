@@ -81,6 +81,39 @@ def test_same_bytes_as_one_pass_within_budget(s12, storage, passes):
     assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
 
 
+def _rows_of(ref, lo, hi):
+    """Rows [lo, hi) of a whole CSR: (indptr from 0, indices)."""
+    ip = ref.indptr[lo:hi + 1]
+    return ip - ip[0], ref.indices[ip[0]:ip[-1]]
+
+
+@pytest.mark.parametrize("storage", ["stored", "virtual"])
+@pytest.mark.parametrize("dedupe", [True, False])
+def test_rows_are_the_whole_builds_rows_and_the_stored_partitions(s12, storage, dedupe):
+    """``rows=(lo, hi)``: a block partition's rows built alone, in one pass or several, are those rows of the
+    whole build, and the partitioned zarr variant's partitions byte for byte."""
+    ds = s12[storage]
+    n = ds.n_vertices
+    ref = s12["ref"] if dedupe else kernel1.build_csr(ds.edges()[:], n, dedupe=False)
+    cuts = [(0, n), (0, 1000), (1000, 1001), (1001, 2731), (2731, n), (7, 7)]
+    for lo, hi in cuts:
+        for budget in (1 << 30, _budget_for(ds.edges(), n, 40)):
+            g = build_csr_passes(ds.edges(), n, dedupe=dedupe, memory_budget=budget, rows=(lo, hi))
+            ip, ix = _rows_of(ref, lo, hi)
+            assert g.meta["rows"] == (lo, hi) and g.indptr.size == hi - lo + 1
+            assert g.indptr.tobytes() == ip.tobytes() and g.indices.tobytes() == ix.tobytes(), (lo, hi, budget)
+    if storage == "stored":
+        from dbfs.partition import Partitioning
+
+        a = kernel1.build_partitioned(ds.path, P=3, dedupe=dedupe, progress=False)
+        for j, rg in enumerate(Partitioning(n, 3, "block").vertex_range(r) for r in range(3)):
+            ip, ix, _ = kernel1.load_partition(ds.path, a["variant"], j)
+            g = build_csr_passes(ds.edges(), n, dedupe=dedupe, rows=(rg.start, rg.stop))
+            assert g.indptr.tobytes() == np.asarray(ip).tobytes() and g.indices.tobytes() == np.asarray(ix).tobytes()
+    with pytest.raises(DbfsError, match=r"rows \[5, 3\) are not within"):
+        build_csr_passes(ds.edges(), n, rows=(5, 3))
+
+
 def test_keep_duplicates_and_scale16_virtual(tmp_path, s12):
     ds = s12["virtual"]
     ref = kernel1.build_csr(ds.edges()[:], ds.n_vertices, dedupe=False)
@@ -155,6 +188,12 @@ def test_gpu_passes_same_bytes_within_device_budget(cp, tmp_path, scale, storage
     assert len(seen) == g.meta["passes"]["count"] + 1
     for k, held in seen:                                  # the pool's footprint of each pass (freed between)
         assert held <= budget, (k, held, budget)
+    lo, hi = n // 3, n // 3 + n // 4                       # one block of rows alone, in passes too
+    r = build_csr_gpu_passes(src, n, memory_budget=budget, rows=(lo, hi))
+    ip = ref.indptr[lo:hi + 1]
+    assert r.meta["rows"] == (lo, hi) and r.meta["passes"]["count"] >= 1
+    assert r.indptr.tobytes() == (ip - ip[0]).tobytes()
+    assert r.indices.tobytes() == ref.indices[ip[0]:ip[-1]].tobytes()
 
 
 @pytest.mark.gpu

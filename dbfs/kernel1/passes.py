@@ -242,6 +242,26 @@ def plan_ranges(raw_ptr: np.ndarray, budget: int, i_isz: int, fixed: int, budget
     return out
 
 
+def plan_rows(raw_ptr: np.ndarray, rows, budget: int, i_isz: int, fixed: int, budget_name: str = "memory_budget",
+              row_cost: int = _ROW_COST):
+    """:func:`plan_ranges` over rows ``[lo, hi)`` only (``rows = (lo, hi)``; None: every row)."""
+    if rows is None:
+        return plan_ranges(raw_ptr, budget, i_isz, fixed, budget_name, row_cost)
+    lo, hi = rows
+    return [(a + lo, b + lo, c) for a, b, c in
+            plan_ranges(raw_ptr[lo:hi + 1] - raw_ptr[lo], budget, i_isz, fixed, budget_name, row_cost)]
+
+
+def check_rows(rows, n: int):
+    """``rows`` as (lo, hi) within [0, n] (None stays None); else a one-line DbfsError."""
+    if rows is None:
+        return None
+    lo, hi = (int(x) for x in rows)
+    if not 0 <= lo <= hi <= n:
+        raise DbfsError(f"rows [{lo}, {hi}) are not within the graph's [0, {n}): pass 0 <= lo <= hi <= n")
+    return lo, hi
+
+
 def _slices(edges):
     m = int(edges.shape[0])
     step = int(edges.chunks[0]) if hasattr(edges, "chunks") and not isinstance(edges, np.ndarray) else _NUMPY_STEP
@@ -296,20 +316,27 @@ def _one_pass(edges, spans, lo, hi, raw_ptr, idt, dedupe):
 class _Assemble:
     """The default sink: blocks into one in-memory CSR (indices sized by the raw count, trimmed at the end)."""
 
-    def __init__(self, n, total, idt):
+    def __init__(self, n, total, idt, first: int = 0):
         self.indptr = np.zeros(n + 1, np.int64)
         self.indices = np.empty(total, idt)
         self.pos = 0
+        self.first = first                  # the global row of local row 0 (a block of rows)
 
     def __call__(self, lo, hi, ptr, idx):
         k = idx.size
         self.indices[self.pos:self.pos + k] = idx
-        self.indptr[lo + 1:hi + 1] = self.pos + ptr[1:]
+        self.indptr[lo - self.first + 1:hi - self.first + 1] = self.pos + ptr[1:]
         self.pos += k
 
 
+def _own_sink(raw_ptr, n: int, rows, idt) -> _Assemble:
+    lo, hi = rows or (0, n)
+    return _Assemble(hi - lo, int(raw_ptr[hi]) - int(raw_ptr[lo]), idt, lo)
+
+
 def build_csr_passes(edges, n_vertices: int | None = None, dedupe: bool = True, memory_budget: int = 1 << 30,
-                     budget_name: str = "memory_budget", sink=None, on_pass=None, quiet: bool = True):
+                     budget_name: str = "memory_budget", sink=None, on_pass=None, quiet: bool = True,
+                     rows=None):
     """Build the undirected CSR in passes over owner-row ranges (see the module docstring).
 
     Parameters
@@ -334,6 +361,10 @@ def build_csr_passes(edges, n_vertices: int | None = None, dedupe: bool = True, 
         the degree pass (index -1) and every range pass (the tests measure here).
     quiet : bool
         No progress lines.
+    rows : (int, int), optional
+        Build only rows ``[lo, hi)`` (a block partition's, the bytes of those
+        rows of the whole build): the graph's ``indptr`` then has ``hi - lo + 1``
+        entries from 0 and ``meta["rows"]`` is ``(lo, hi)``.
 
     Returns
     -------
@@ -361,6 +392,7 @@ def build_csr_passes(edges, n_vertices: int | None = None, dedupe: bool = True, 
         if n < 0:
             raise DbfsError(f"n_vertices={n} is negative: pass a vertex count >= 0 or None")
     idt = id_dtype(n)
+    rows = check_rows(rows, n)
     # a NumPy list is read by views (nothing allocated); a reader decodes or regenerates each chunk
     chunk = chunk_cost(min(step, max(m, 1)), e_isz) if m and not isinstance(edges, np.ndarray) else 0
     resident = 8 * (n + 1)
@@ -372,11 +404,11 @@ def build_csr_passes(edges, n_vertices: int | None = None, dedupe: bool = True, 
     hook("start", -1, {"planned": resident + chunk})
     raw_ptr = _degrees(edges, spans, n, getattr(edges, "checksum", None))
     hook("end", -1, {"planned": resident + chunk})
-    ranges = plan_ranges(raw_ptr, budget, idt.itemsize, resident + chunk, budget_name) if n else []
+    ranges = plan_rows(raw_ptr, rows, budget, idt.itemsize, resident + chunk, budget_name) if n else []
     say(f"Kernel 1 in passes: {len(ranges)} pass(es) over {m:,} edges, budget {budget:,} B", quiet)
     own = sink is None
     if own:
-        sink = _Assemble(n, int(raw_ptr[n]), idt)
+        sink = _own_sink(raw_ptr, n, rows, idt)
     nnz = 0
     for k, (lo, hi, cost) in enumerate(ranges):
         hook("start", k, {"lo": lo, "hi": hi, "planned": cost - resident})
@@ -389,6 +421,8 @@ def build_csr_passes(edges, n_vertices: int | None = None, dedupe: bool = True, 
             "planned": [c for _, _, c in ranges], "peak_planned": max([c for _, _, c in ranges], default=0),
             "budget": budget, "resident": resident, "chunk": chunk, "nnz": nnz}
     meta = {"dedupe": bool(dedupe), "relabel": "none", "n_edges": m, "passes": info}
+    if rows is not None:
+        meta["rows"] = rows
     if own:
         return CSRGraph(sink.indptr, sink.indices[:sink.pos], n, meta=meta)
     return meta

@@ -50,7 +50,7 @@ import numpy as np
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph, id_dtype
 from dbfs.kernel1.gpu import _grid, _kernels, _BLOCK
-from dbfs.kernel1.passes import _Assemble, plan_ranges
+from dbfs.kernel1.passes import _own_sink, check_rows, plan_rows
 from dbfs.progress import say
 
 __all__ = ["build_csr_gpu_passes", "device_cost", "degree_pass", "pass_device", "spans_of"]
@@ -148,7 +148,8 @@ def _one_pass(source, spans, lo, hi, raw_ptr, idt, dedupe, k):
 
 
 def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_budget: int = 1 << 30,
-                         budget_name: str = "memory_budget", sink=None, on_pass=None, quiet: bool = True):
+                         budget_name: str = "memory_budget", sink=None, on_pass=None, quiet: bool = True,
+                         rows=None):
     """Build the undirected CSR on the GPU in passes within a device budget (see the module docstring).
 
     Parameters
@@ -163,8 +164,8 @@ def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_bu
         Device bytes for the whole build (module docstring).
     budget_name : str
         The option named in budget errors (e.g. ``--device-memory-limit``).
-    sink, on_pass, quiet
-        As in :func:`dbfs.kernel1.passes.build_csr_passes`.
+    sink, on_pass, quiet, rows
+        As in :func:`dbfs.kernel1.passes.build_csr_passes` (``rows``: only rows ``[lo, hi)``).
 
     Returns
     -------
@@ -178,6 +179,7 @@ def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_bu
                         f"use dbfs.kernel1.build_csr_passes")
     budget = int(memory_budget)
     idt = id_dtype(n)
+    rows = check_rows(rows, n)
     fixed = device_cost(n, source.step, 0, 0)
     if fixed + 8 * n > budget:
         raise DbfsError(f"{budget_name} {budget} B is too small for the degree pass over {n} vertices and edge "
@@ -193,12 +195,12 @@ def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_bu
     hook("end", -1, {"planned": fixed + 8 * n})
     # the plan on the host (a copy of the row starts, host memory): the device cost per entry and per row
     host_ptr = cp.asnumpy(raw_ptr)
-    ranges = plan_ranges(host_ptr, budget, _ENTRY, fixed, budget_name, row_cost=_ROW) if n else []
-    del host_ptr
+    ranges = plan_rows(host_ptr, rows, budget, _ENTRY, fixed, budget_name, row_cost=_ROW) if n else []
     say(f"GPU Kernel 1 in passes: {len(ranges)} pass(es) over {source.m:,} edges, device budget {budget:,} B", quiet)
     own = sink is None
     if own:
-        sink = _Assemble(n, int(raw_ptr[n]) if n else 0, idt)
+        sink = _own_sink(host_ptr, n, rows, idt)
+    del host_ptr
     nnz = 0
     for i, (lo, hi, cost) in enumerate(ranges):
         pool.free_all_blocks()
@@ -214,6 +216,8 @@ def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_bu
             "planned": [c for _, _, c in ranges], "peak_planned": max([c for _, _, c in ranges], default=0),
             "budget": budget, "resident": 8 * (n + 1), "chunk": fixed - 8 * (n + 1), "nnz": nnz}
     meta = {"dedupe": bool(dedupe), "relabel": "none", "n_edges": int(source.m), "passes": info}
+    if rows is not None:
+        meta["rows"] = rows
     if own:
         return CSRGraph(sink.indptr, sink.indices[:sink.pos], n, meta=meta)
     return meta
