@@ -226,6 +226,43 @@ def test_two_gpu_workers_exchange(gclient, gds, single, two_gpu, P):
             dg.close()
 
 
+def _built_bytes(p):
+    """(on the worker) a GPU partition's rows and neighbours as host bytes."""
+    return p.indptr_host[p.pad:].tobytes(), p.indices.get().tobytes()
+
+
+@pytest.mark.parametrize("P", [2, 4])
+def test_built_on_two_gpu_workers(gclient, gds, single, two_gpu, P):
+    """build_distributed over two GPU workers on one GPU: each partition built on its worker's device from the
+    edges equals the stored variant's, the frontiers cross through CUDA IPC, the searches equal --backend gpu;
+    a GPU worker killed mid-search has its partitions rebuilt on the live one and the search reruns valid."""
+    import numpy as np
+
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+    from dbfs.validate import validate
+
+    ds, edges, roots = gds
+    dg = D.build_distributed(gclient, ds.path, P, workers=two_gpu)
+    try:
+        assert dg.source == "edges" and set(dg.rank_kind.values()) == {"gpu"} and len(dg.mesh_workers) == 2
+        assert dg.frontier_sharing == "cuda-ipc", dg.frontier_sharing
+        for rk in range(P):
+            ptr, idx = gclient.submit(_built_bytes, dg.part_futures[rk], workers=[dg.rank_worker[rk]]).result()
+            ip, ix, _ = kernel1.load_partition(ds.path, kernel1.variant_name(P), rk)
+            assert ptr == np.asarray(ip).tobytes() and idx == np.asarray(ix).tobytes(), rk
+        _check(gclient, dg, gds, single)
+        if P == 2:
+            gclient.run(_install_exit, 1, workers=[dg.rank_worker[1]])
+            res, _sec, lst = D.search(dg, roots[0], stats=True)
+            assert any(e.get("event") == "worker-lost" for e in res.events), res.events
+            v = validate(edges, roots[0], D.gather_parent(res, gclient, dg))
+            assert v.ok, v.summary()
+            assert [x["frontier"] for x in lst] == [x["frontier"] for x in single[roots[0]]]
+    finally:
+        dg.close()
+
+
 def _install_exit(level, dask_worker=None):
     import os as _os
 

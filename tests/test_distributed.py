@@ -343,6 +343,51 @@ def test_worker_death_is_recovered(kron16, golden16):
             assert validate(kron16.edges, golden16["roots"][1], D.gather_parent(res2)).ok
 
 
+@pytest.mark.parametrize("P", [2, 3])
+def test_built_on_workers_equals_the_stored_variant(client, kron16, golden16, P):
+    """build_distributed: every partition built from the edges on its worker is the stored variant's, byte for
+    byte, no variant is written, and the searches are the single-process ones (levels, directions, nedge)."""
+    from dbfs.bfs.dask.worker import _part_info
+
+    csr = kron16.path / "csr"
+    before = sorted(p.name for p in csr.iterdir()) if csr.exists() else []
+    with D.build_distributed(client, kron16.path, P) as dg:
+        assert dg.source == "edges" and dg.variant == f"p{P}-block"
+        assert (sorted(p.name for p in csr.iterdir()) if csr.exists() else []) == before, "nothing stored"
+        assert dg.nnz_total == kron16.csr.nnz and sum(dg.attrs["nnz"]) == dg.nnz_total
+        assert all(client.submit(_part_info, dg.part_futures[rk]).result()["kind"] == "cpu" for rk in range(P))
+        for rk in range(P):
+            built = client.submit(lambda p: (p.indptr[p.pad:].copy(), p.indices.copy()), dg.part_futures[rk],
+                                  workers=[dg.rank_worker[rk]]).result()
+            ip, ix, _ = kernel1.load_partition(kron16.path, kron16.variant(P, client), rk)
+            assert built[0].tobytes() == np.asarray(ip).tobytes() and built[1].tobytes() == np.asarray(ix).tobytes()
+        for i, root in enumerate(golden16["roots"][:2]):
+            _, v = check_search(client, kron16, dg, root, validate_dask=(i == 0))
+            assert v.nedge == golden16["nedge_v3"][i]
+        from dbfs.roots import eligible
+
+        cands = np.random.default_rng(P).integers(0, kron16.n, 3000)
+        want = eligible(kron16.edges, cands)
+        assert 0 < want.sum() < want.size and np.array_equal(D.eligible_distributed(dg, cands), want)
+
+
+def test_built_partition_is_rebuilt_after_a_lost_worker(kron16, golden16):
+    """A worker holding built partitions exits mid-search: they are rebuilt from the edges on a live worker and
+    the search reruns valid."""
+    from dbfs.cluster import client_for
+
+    with client_for(n_workers=3, threads_per_worker=1, quiet=True) as c:
+        with D.build_distributed(c, kron16.path, 4, timeout=60) as dg:
+            root = golden16["roots"][0]
+            before = dict(dg.rank_worker)
+            inject_fault(c, dg, 1, 1)
+            res, _, _ = D.search(dg, root)
+            assert res.attempts == 2 and 1 in res.events[0]["ranks_reloaded"]
+            assert dg.rank_worker[1] != before[1] and dg.source == "edges"
+            v = validate(kron16.edges, root, D.gather_parent(res))
+            assert v.ok and v.nedge == golden16["nedge_v3"][0]
+
+
 def test_task_error_is_raised_not_retried(client, kron10, golden10):
     """A genuine error on one worker reaches the caller at once (no retry, no timeout); the graph stays usable."""
     import time

@@ -9,6 +9,14 @@ no N-sized array reaches the client (:func:`dbfs.bfs.dask.validate_distributed`)
 The timed seconds are measured on the workers from a start barrier to the
 last count exchange (Graph500 3.0.1 section 7).
 
+Kernel 1 on the GPU workers: at P > 1 (block partitions, no relabelling,
+``--placement block``, no ``--device-memory-limit``) on a cluster with GPU
+workers, a variant not stored is not written either: each partition is
+built from the edges on the GPU worker that searches it
+(:func:`dbfs.bfs.dask.build_distributed`; rank ``r`` on GPU worker ``r %
+G``), root eligibility is read from its rows there, and a lost worker's
+partitions are rebuilt on a live one.
+
 Kernel 1 in a GPU worker's memory (:mod:`dbfs.bfs.dask.built`): at P = 1 on
 a cluster with a GPU worker, when the CSR has no room on disk or in host
 memory or ``--relabel degree`` asks for the degree order, the GPU backend's
@@ -81,12 +89,35 @@ class DaskBackend(Backend):
         return generate_on_worker(client, target, store.datasets_root(root_dir), gpus[0], quiet)
 
     @classmethod
+    def _on_workers(cls, ds, cfg, client):
+        """(P > 1) the partitions built from the edges on the GPU workers that search them (module docstring)."""
+        import time
+
+        from dbfs.bfs.dask import build_distributed
+
+        say(f"Kernel 1 of {ds.name} builds its {cfg.partitions} partitions on the GPU workers that search them "
+            f"(not stored)", cfg.quiet)
+        t0 = time.perf_counter()
+        dg = build_distributed(client, ds.path, cfg.partitions, dedupe=cfg.dedupe)
+        ds.memo["built_dg"] = dg
+        return dg.variant, {"construction_time": time.perf_counter() - t0, "in_memory": True,
+                            "nnz": dg.nnz_total, "note": "partitions built on the GPU workers, not stored"}
+
+    @classmethod
     def csr(cls, ds, cfg, client=None):
-        """As the base class, or Kernel 1 in a GPU worker's memory (module docstring)."""
+        """As the base class, or Kernel 1 in the GPU workers' memory (module docstring)."""
         from dbfs import kernel1
         from dbfs.backends.gpu import GpuBackend
         from dbfs.split import PLACEMENT_ORDER
 
+        if cfg.partitions > 1 and cfg.partitioning == "block" and cfg.relabel == "none" and \
+                cfg.placement == "block" and cfg.device_memory_limit is None and cls._gpu_workers(client) and \
+                kernel1.reusable_variant(ds.path, cfg.partitions, "block", cfg.dedupe, "none") is None:
+            if "generated_on" in ds.memo:
+                from dbfs.bfs.dask.built import forget
+
+                forget(client, ds)
+            return cls._on_workers(ds, cfg, client)
         gpus = cls._gpu_workers(client) if cfg.partitions == 1 and cfg.partitioning == "block" else []
         if not gpus or kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe, cfg.relabel) is not None or \
                 (cfg.relabel == "none" and GpuBackend._csr_stores(ds)):
@@ -126,6 +157,9 @@ class DaskBackend(Backend):
             self.built = on_worker
             self.validate_batch = max(1, int(info["validate_batch"]))
             self.dg = on_worker.adopt(self.client, ds.path, fut, worker, info)
+        elif "built_dg" in ds.memo:             # P > 1 partitions built on their workers by csr()
+            self.built = None
+            self.dg = ds.memo.pop("built_dg")
         else:
             self.built = None
             self.dg = dbfs_dask.load_distributed(self.client, ds.path, variant, placement=self.cfg.placement,
@@ -180,6 +214,8 @@ class DaskBackend(Backend):
     def eligible(self):
         if self.built:
             return lambda cands: self.built.eligible(self.dg, cands)
+        if self.dg.source == "edges":     # the partitions' rows, on their workers (a virtual list is not read)
+            return lambda cands: self.mod.eligible_distributed(self.dg, cands)
         return super().eligible()
 
     def validate(self, root):

@@ -7,6 +7,9 @@ pins every partition of a Kernel 1 CSR variant (``csr/p<P>-<block|cyclic>``,
 vertex ownership :class:`dbfs.partition.Partitioning`) onto a worker ONCE
 (rank ``r`` on worker ``r % W`` of the sorted worker list, so P may exceed
 the number of workers) and opens the exchange mesh.
+``build_distributed(client, dataset_path, P)`` builds the same block
+partitions from the dataset's edges on the workers that search them (no
+variant in zarr: a CSR larger than the disk, split over GPU workers).
 
 ``search(dgraph, root, algorithm="do") -> (DistributedResult, seconds,
 level_stats)``. ``root`` is an ORIGINAL vertex id (a degree-ordered ``-deg``
@@ -65,7 +68,7 @@ from dbfs.errors import DbfsError
 from dbfs.graph import check_root_id
 from dbfs.partition import Partitioning
 
-__all__ = ["DistributedResult", "load_distributed", "search", "gather_parent", "validate_distributed",
+__all__ = ["DistributedResult", "load_distributed", "build_distributed", "eligible_distributed", "search", "gather_parent", "validate_distributed",
            "ALGORITHMS"]
 
 ALGORITHMS = ("do", "td", "bu")
@@ -173,6 +176,83 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
         raise
     dg.load_time = time.perf_counter() - t0
     return dg
+
+
+def build_distributed(client, dataset_path, P: int, dedupe: bool = True, workers=None, transport: str = "tcp",
+                      timeout: float = DEFAULT_TIMEOUT, shared_memory: bool | None = None) -> DistributedGraph:
+    """Build the ``P`` block partitions of a dataset's CSR on the workers that search them (Kernel 1 of each
+    partition's rows from the dataset's edges, on the worker's GPU for a GPU worker: :func:`dbfs.bfs.dask.worker.
+    _build_part`) and open the exchange mesh: the graph :func:`load_distributed` gives for variant
+    ``p<P>-block`` (the same bytes per partition), without the variant in zarr. Rank ``r`` goes to worker
+    ``r % W`` of the GPU workers, or of all workers when none has a GPU (sorted; ``workers`` to choose them). A
+    lost worker's partitions are rebuilt on live workers (:mod:`dbfs.bfs.dask.recovery`). ``dg.source`` is
+    ``"edges"``; the other parameters are :func:`load_distributed`'s.
+    """
+    from dbfs.kernel1 import variant_name
+    from dbfs.store import open_dataset
+
+    if client is None:
+        raise DbfsError("backend dask needs a Dask client: run with a cluster (drop --scheduler threads)")
+    if transport not in TRANSPORTS:
+        raise DbfsError(f"unknown transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
+    if int(P) < 1:
+        raise DbfsError(f"--partitions {P} is invalid: use 1 or more")
+    t0 = time.perf_counter()
+    dataset_path = Path(dataset_path)
+    ds = open_dataset(dataset_path.name, dataset_path.parent)
+    ws = sorted(workers) if workers else sorted(_alive(client))
+    if not ws:
+        raise DbfsError("the Dask cluster has no workers: start some (dbfs cluster ...) and retry")
+    kinds = worker_kinds(client, ws)
+    use = [w for w in ws if kinds[w] == "gpu"] or ws
+    part = Partitioning(int(ds.n_vertices), int(P), "block")
+    rank_worker = {rk: use[rk % len(use)] for rk in range(part.P)}
+    attrs = {"n_vertices": part.n_vertices, "P": part.P, "partitioning": "block",
+             "options": {"dedupe": bool(dedupe), "relabel": "none"}}
+    dg = DistributedGraph(client=client, dataset_path=dataset_path, variant=variant_name(part.P, "block", dedupe,
+                                                                                         "none"),
+                          partitioning=part, nnz_total=0, rank_worker=rank_worker, part_futures={},
+                          transport=transport, timeout=float(timeout), attrs=attrs,
+                          shared_memory=False if shared_memory is False else None,
+                          rank_kind={rk: kinds[w] for rk, w in rank_worker.items()},
+                          worker_kinds={w: kinds[w] for w in use}, source="edges", dedupe=bool(dedupe))
+    try:
+        place(dg, list(range(part.P)))
+    except BaseException:
+        dg.close()
+        raise
+    nnz = [int(dg.part_info[rk]["nnz"]) for rk in range(part.P)]
+    dg.attrs.update(nnz=nnz, nnz_total=sum(nnz))
+    dg.nnz_total, dg.part_bytes = sum(nnz), ranks_device_bytes(part, nnz)
+    dg.load_time = time.perf_counter() - t0
+    return dg
+
+
+def _rows_nonempty(p, local):
+    """(on a partition's worker) whether its vertices of local index ``local`` have entries in their rows."""
+    ip = getattr(p, "indptr_host", p.indptr)
+    i = np.asarray(local, np.int64) + p.pad
+    return ip[i + 1] > ip[i]
+
+
+def eligible_distributed(dg: DistributedGraph, cands) -> np.ndarray:
+    """Which vertices ``cands`` (ids of the graph's own order: a graph that is not relabelled) have a non-self-loop
+    input edge, read from their CSR rows on the partitions' workers (no edge list is read)."""
+    if dg.attrs.get("options", {}).get("relabel", "none") != "none":
+        raise DbfsError(f"{dg.variant} is relabelled: eligibility of original ids needs its perm; read the edges")
+    v = np.asarray(cands, np.int64)
+    part, out = dg.partitioning, np.zeros(v.size, bool)
+    owner, local = part.owner_local(v)
+    asks = {}
+    for rk in np.unique(owner).tolist():
+        sel = np.flatnonzero(owner == rk)
+        asks[rk] = (sel, dg.client.submit(_rows_nonempty, dg.part_futures[rk], local[sel],
+                                          workers=[dg.rank_worker[rk]], allow_other_workers=False, pure=False))
+    got = gather_watched(dg.client, [f for _, f in asks.values()], set(dg.rank_worker.values()),
+                         "the eligibility of candidate roots", dg.timeout)
+    for (sel, _), mask in zip(asks.values(), got):
+        out[sel] = mask
+    return out
 
 
 def _wait_search(dg: DistributedGraph, futs, root) -> None:

@@ -8,7 +8,8 @@ workers: rank ``r`` lives on worker ``rank_worker[r]`` as one future
 (cuGraph's pattern), and keeps the exchange mesh those workers share
 (``mesh_id``, ``mesh_workers``: the distinct workers in rank order, the
 mesh index of a worker is its position there). :func:`_submit_loads` loads
-partitions onto their workers and gives them the whole-graph data they need
+partitions onto their workers (read from the variant, or with ``source =
+"edges"`` built from the dataset's edges there) and gives them the whole-graph data they need
 (hub neighbours by GLOBAL degree: every partition's degrees are joined on a
 worker and copied worker to worker); it runs at load time and after a lost
 worker (:mod:`dbfs.bfs.dask.recovery`). Its wait is bounded and watches the
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _close_mesh
 from dbfs.bfs.dask.waits import gather_watched
-from dbfs.bfs.dask.worker import _global_degrees, _load_part, _local_degrees, _part_info, _prepare_part
+from dbfs.bfs.dask.worker import _build_part, _global_degrees, _load_part, _local_degrees, _part_info, _prepare_part
 from dbfs.errors import DbfsError
 from dbfs.partition import Partitioning
 from dbfs.zattrs import read_attrs
@@ -71,6 +72,8 @@ class DistributedGraph:
     part_bytes: list = field(default_factory=list)     # rank -> device bytes if held by a GPU worker
     part_info: dict = field(default_factory=dict)      # rank -> the worker's info of its partition
     built: str = ""                         # where Kernel 1 built the partitions in memory ('' = read from zarr)
+    source: str = "zarr"                    # "zarr": partitions read from the variant; "edges": each built from
+    dedupe: bool = True                     # the dataset's edges on its worker (reloads rebuild it)
 
     @property
     def P(self) -> int:
@@ -163,8 +166,10 @@ def _submit_loads(dg: DistributedGraph, ranks) -> None:
     pin = {"allow_other_workers": False, "pure": False}
     loaded = {}
     for rk in ranks:
-        loaded[rk] = client.submit(_load_part, str(dg.dataset_path), dg.variant, rk, workers=[dg.rank_worker[rk]],
-                                   key=f"dbfs-part-{uuid.uuid4().hex[:12]}-{rk}", **pin)
+        how = (_load_part, str(dg.dataset_path), dg.variant, rk) if dg.source == "zarr" else \
+            (_build_part, str(dg.dataset_path), dg.P, rk, dg.dedupe, dg.rank_kind.get(rk) == "gpu")
+        loaded[rk] = client.submit(*how, workers=[dg.rank_worker[rk]], key=f"dbfs-part-{uuid.uuid4().hex[:12]}-{rk}",
+                                   **pin)
     allp = {**dg.part_futures, **loaded}
     degs = [client.submit(_local_degrees, allp[rk], workers=[dg.rank_worker[rk]], **pin) for rk in range(dg.P)]
     deg = client.submit(_global_degrees, dg.partitioning, *degs, pure=False)

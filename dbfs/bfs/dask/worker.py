@@ -3,7 +3,10 @@
 Contract
 --------
 :func:`_load_part` reads partition ``rank`` of a Kernel 1 CSR variant
-(:func:`dbfs.kernel1.load_partition`) into a :class:`_Part`;
+(:func:`dbfs.kernel1.load_partition`) into a :class:`_Part`, or
+:func:`_build_part` builds it from the dataset's edges on the worker that
+will search it (Kernel 1 over that block of rows only, on the worker's GPU
+when it has one: the stored partition's bytes, nothing written);
 :func:`_prepare_part` adds what needs the whole graph (the hub neighbours
 of ``bu_step``, from the GLOBAL degrees that :func:`_global_degrees`
 joins). Both run as tasks pinned to the partition's worker, once per
@@ -38,7 +41,7 @@ from dbfs.bfs.dask.warmup import warm_level_kernels
 from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 
-__all__ = ["_Part", "_State", "_load_part", "_local_degrees", "_global_degrees", "_prepare_part", "_part_info",
+__all__ = ["_Part", "_State", "_load_part", "_build_part", "_local_degrees", "_global_degrees", "_prepare_part", "_part_info",
            "_pick_parent", "_scratch", "_grown", "_zeroed", "_search_summary", "_noop"]
 
 
@@ -89,6 +92,46 @@ def _load_part(dataset_path, variant, rank):
     t0 = time.perf_counter()
     indptr, indices, meta = load_partition(dataset_path, variant, rank)
     p = _Part(indptr, indices, meta)
+    p.load_time = time.perf_counter() - t0
+    return p
+
+
+#: host bytes one pass of a partition built on a CPU worker may hold beyond the degree prefix and a chunk
+_BUILD_PASS = 1 << 30
+
+
+def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bool = False):
+    """Partition ``rank`` of the block partitioning in ``P`` of the dataset at ``dataset_path``, built from its
+    edges here: :func:`dbfs.kernel1.passes.build_csr_passes` over the partition's rows (in passes within
+    :data:`_BUILD_PASS`), or with ``device`` :func:`dbfs.kernel1.passes_gpu.build_csr_gpu_passes` within most
+    of this worker's free device memory (stored chunks uploaded, a virtual list regenerated on the device).
+    The bytes of partition ``rank`` of variant ``p<P>-block``; nothing is stored."""
+    from pathlib import Path
+
+    from dbfs.kernel1 import variant_name
+    from dbfs.store import open_dataset
+
+    t0 = time.perf_counter()
+    path = Path(dataset_path)
+    ds = open_dataset(path.name, path.parent)
+    n = int(ds.n_vertices)
+    rg = Partitioning(n, int(P), "block").vertex_range(int(rank))
+    if device:
+        from dbfs.kernel1.passes_gpu import build_csr_gpu_passes
+        from dbfs.store.gpu import _free_device_bytes, device_chunks
+
+        g = build_csr_gpu_passes(device_chunks(ds), n, dedupe=dedupe, memory_budget=int(0.8 * _free_device_bytes()),
+                                 rows=(rg.start, rg.stop))
+    else:
+        from dbfs.kernel1.passes import build_csr_passes, chunk_cost
+
+        edges = ds.edges()
+        fixed = 8 * (n + 1) + chunk_cost(int(edges.chunks[0]), edges.dtype.itemsize)
+        g = build_csr_passes(edges, n, dedupe=dedupe, memory_budget=fixed + _BUILD_PASS, rows=(rg.start, rg.stop))
+    meta = {"variant": variant_name(int(P), "block", dedupe, "none"), "rank": int(rank), "P": int(P),
+            "partitioning": "block", "n_vertices": n, "nnz": int(g.indptr[-1]), "vertex_range": rg,
+            "load_time": 0.0}
+    p = _Part(g.indptr, g.indices, meta)
     p.load_time = time.perf_counter() - t0
     return p
 
