@@ -26,13 +26,20 @@ Part ``two`` (``--two ROUNDS``, same dataset): two GPU workers on the one
 GPU (the second started by hand), P = 2 and 4: the frontier bitmaps shared
 device to device through CUDA IPC (:mod:`dbfs.bfs.dask.ipc`) against host
 staging through the mesh (``shared_memory=False``), alternated; ratio of
-medians. Prints ratios; writes
+medians.
+
+Part ``built`` (``--built ROUNDS``, same dataset, ``--built-parts P``): two
+GPU workers on the one GPU, P partitions built from the edges on the workers
+(``build_distributed``) against the CPU out-of-core Kernel 1 into zarr plus
+``load_distributed``, alternated: seconds from the edge list to a searchable
+graph and the searches' TEPS. Prints ratios; writes
 benchmarks/results/dask_gpu-<stamp>.json (or $DBFS_RESULTS).
 
     python benchmarks/dask_gpu.py --scale 26 --roots 16 --hscale 25
     python benchmarks/dask_gpu.py --skip-one --hscale 27 --hparts 16 --cpu-workers 1 --cpu-threads 12 \
         --bases 4x4,1x16 --placements degree,degree-low
     python benchmarks/dask_gpu.py --scale 24 --roots 16 --skip-one --two 3
+    python benchmarks/dask_gpu.py --scale 24 --roots 16 --skip-one --built 2
     python benchmarks/dask_gpu.py --scale 26 --roots 16 --rounds 3
 """
 from __future__ import annotations
@@ -86,11 +93,13 @@ def _nedges(edges, parents):
     return out
 
 
-def _dask_times(client, ds, variant, roots, nedge, **kw):
+def _dask_times(client, ds, variant, roots, nedge, dg=None, **kw):
+    """(times, first levels, workers table) of searches from ``roots`` on ``variant`` loaded (or on ``dg``)."""
     import dbfs.bfs.dask as D
 
-    dg = D.load_distributed(client, ds.path, variant, **kw)
-    _say(f"  loaded {variant} in {dg.load_time:.1f} s: {[(w['kind'], w['partitions']) for w in dg.workers_table()]}")
+    dg = dg or D.load_distributed(client, ds.path, variant, **kw)
+    _say(f"  loaded {dg.variant} ({dg.source}) in {dg.load_time:.1f} s: "
+         f"{[(w['kind'], w['partitions']) for w in dg.workers_table()]}")
     res, _, _ = D.search(dg, roots[0])          # warm-up
     res.release()
     times, lv, levels = [], None, []
@@ -170,44 +179,96 @@ def part_one(ds, ref, root_dir, rounds):
     return rec
 
 
+class _SecondGpuWorker:
+    """A second GPU worker on the first visible GPU, started by hand (dask-cuda refuses two per device)."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def __enter__(self):
+        import os
+        import subprocess
+
+        n0 = len(self.client.scheduler_info(n_workers=-1)["workers"])
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]}
+        self.proc = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker",
+                                      self.client.scheduler.address, "--resources", "GPU=1", "--nthreads", "8",
+                                      "--host", "127.0.0.1", "--no-dashboard", "--name", "gpu-second"],
+                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.client.wait_for_workers(n0 + 1, timeout=120)
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+def _gpu_workers(client):
+    from dbfs.bfs.dask.placement import worker_kinds
+
+    ws = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    return sorted(w for w, k in worker_kinds(client, ws).items() if k == "gpu")
+
+
+def part_built(ds, ref, root_dir, P, rounds):
+    """Two GPU workers on one GPU, P partitions: built from the edges on the workers (``build_distributed``)
+    against the stored variant (the CPU out-of-core Kernel 1 into zarr, then ``load_distributed``), alternated
+    ``rounds`` times: seconds from edges to a searchable graph, and search TEPS."""
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+    from dbfs.cluster import client_for
+
+    roots, nedge = ref["roots"], ref["nedge"]
+    t0 = time.perf_counter()
+    kernel1.build_partitioned(ds.path, P=P, client=None, progress=False, force=True)
+    rec = {"P": P, "zarr_kernel1_s": time.perf_counter() - t0, "zarr": [], "edges": []}
+    _say(f"SCALE {ref['scale']}: CPU Kernel 1 into zarr p{P} in {rec['zarr_kernel1_s']:.1f} s")
+    prof = Path(root_dir) / "built.yaml"
+    prof.write_text("type: local-gpu\nthreads_per_gpu_worker: 8\ncpu_workers: 0\n")
+    with client_for(profile=str(prof), quiet=True) as client, _SecondGpuWorker(client):
+        gpus = _gpu_workers(client)
+        for _ in range(rounds):
+            for how in ("zarr", "edges"):
+                t0 = time.perf_counter()
+                dg = D.load_distributed(client, ds.path, kernel1.variant_name(P), workers=gpus) if how == "zarr" \
+                    else D.build_distributed(client, ds.path, P, workers=gpus)
+                ready = time.perf_counter() - t0
+                t, lv, table = _dask_times(client, ds, None, roots, nedge, dg=dg)
+                rec[how].append({"ready_s": ready, "times": t, "hmean_teps": _hmean(t, nedge), "workers": table})
+                _say(f"SCALE {ref['scale']}: two GPU workers, P={P}, {how}: ready in {ready:.1f} s, "
+                     f"{rec[how][-1]['hmean_teps'] / 1e9:.1f} GTEPS")
+    z_ready = statistics.median(r["ready_s"] for r in rec["zarr"])
+    e_ready = statistics.median(r["ready_s"] for r in rec["edges"])
+    rec["ready_ratio"] = (rec["zarr_kernel1_s"] + z_ready) / e_ready
+    rec["teps_ratio"] = statistics.median(r["hmean_teps"] for r in rec["edges"]) / \
+        statistics.median(r["hmean_teps"] for r in rec["zarr"])
+    return rec
+
+
 def part_two(ds, ref, root_dir, rounds):
     """Two GPU workers on one GPU (the second started by hand: dask-cuda refuses two per device),
     P = 2 and 4: the shared device frontier (CUDA IPC) against host staging, alternated ``rounds`` times."""
-    import os
-    import subprocess
-
     from dbfs import kernel1
     from dbfs.cluster import client_for
 
     roots, nedge, rec = ref["roots"], ref["nedge"], {}
     prof = Path(root_dir) / "two.yaml"
     prof.write_text("type: local-gpu\nthreads_per_gpu_worker: 8\ncpu_workers: 0\n")
-    with client_for(profile=str(prof), quiet=True) as client:
-        n0 = len(client.scheduler_info(n_workers=-1)["workers"])
-        env = {**os.environ, "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]}
-        proc = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", client.scheduler.address,
-                                 "--resources", "GPU=1", "--nthreads", "8", "--host", "127.0.0.1",
-                                 "--no-dashboard", "--name", "gpu-second"],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            client.wait_for_workers(n0 + 1, timeout=120)
-            for P in (2, 4):
-                for k in range(rounds):
-                    for mode, shared in (("ipc", None), ("host", False)):
-                        t, lv, table = _dask_times(client, ds, kernel1.variant_name(P), roots, nedge,
-                                                   shared_memory=shared)
-                        r = rec.setdefault(f"p{P}_{mode}", {"times": [], "hmean_teps": []})
-                        r["times"].append(t)
-                        r["hmean_teps"].append(_hmean(t, nedge))
-                        r["first_levels"], r["workers"] = lv, table
-                        _say(f"SCALE {ref['scale']}: two GPU workers, P={P}, {mode}: "
-                             f"{r['hmean_teps'][-1] / 1e9:.1f} GTEPS")
-                ipc, host = (statistics.median(rec[f"p{P}_{m}"]["hmean_teps"]) for m in ("ipc", "host"))
-                rec[f"p{P}_ipc_vs_host"] = ipc / host
-                _say(f"SCALE {ref['scale']}: two GPU workers, P={P}: CUDA IPC {ipc / host:.3f}x host staging")
-        finally:
-            proc.terminate()
-            proc.wait(30)
+    with client_for(profile=str(prof), quiet=True) as client, _SecondGpuWorker(client):
+        for P in (2, 4):
+            for k in range(rounds):
+                for mode, shared in (("ipc", None), ("host", False)):
+                    t, lv, table = _dask_times(client, ds, kernel1.variant_name(P), roots, nedge,
+                                               shared_memory=shared)
+                    r = rec.setdefault(f"p{P}_{mode}", {"times": [], "hmean_teps": []})
+                    r["times"].append(t)
+                    r["hmean_teps"].append(_hmean(t, nedge))
+                    r["first_levels"], r["workers"] = lv, table
+                    _say(f"SCALE {ref['scale']}: two GPU workers, P={P}, {mode}: "
+                         f"{r['hmean_teps'][-1] / 1e9:.1f} GTEPS")
+            ipc, host = (statistics.median(rec[f"p{P}_{m}"]["hmean_teps"]) for m in ("ipc", "host"))
+            rec[f"p{P}_ipc_vs_host"] = ipc / host
+            _say(f"SCALE {ref['scale']}: two GPU workers, P={P}: CUDA IPC {ipc / host:.3f}x host staging")
     return rec
 
 
@@ -341,6 +402,8 @@ def main(argv=None):
     ap.add_argument("--skip-one", action="store_true")
     ap.add_argument("--rounds", type=int, default=1, help="P = 1 measurements of part one (the worst is reported)")
     ap.add_argument("--two", type=int, default=0, help="rounds of the two-GPU-worker IPC/host A/B (0: skip)")
+    ap.add_argument("--built", type=int, default=0, help="rounds of the two-GPU-worker built/stored A/B (0: skip)")
+    ap.add_argument("--built-parts", type=int, default=2)
     a = ap.parse_args(argv)
     rec, where = {"args": vars(a)}, []
 
@@ -348,13 +411,15 @@ def main(argv=None):
         where[:] = [write_record("dask_gpu", rec, path=where[0] if where else None)]
 
     with tempfile.TemporaryDirectory(prefix="dbfs-dgpu-") as d:
-        if not a.skip_one or a.two:
+        if not a.skip_one or a.two or a.built:
             ds, ref = gpu_reference(a.scale, a.roots, Path(d) / "one", (1, 2, 4) if a.two else (1, 4))
             rec["one"] = ref
             if not a.skip_one:
                 ref.update(part_one(ds, ref, Path(d) / "one", a.rounds))
             if a.two:
                 rec["two"] = part_two(ds, ref, Path(d) / "one", a.two)
+            if a.built:
+                rec["built"] = part_built(ds, ref, Path(d) / "one", a.built_parts, a.built)
         if a.hscale:
             bases = [tuple(int(x) for x in b.split("x")) for b in a.bases.split(",")]
             rec["hetero"] = {}
@@ -364,6 +429,10 @@ def main(argv=None):
     if "two" in rec:
         print(f"two GPU workers on one GPU (SCALE {a.scale}): CUDA IPC vs host staging: "
               f"P=2 {rec['two']['p2_ipc_vs_host']:.3f}x, P=4 {rec['two']['p4_ipc_vs_host']:.3f}x")
+    if "built" in rec:
+        b = rec["built"]
+        print(f"two GPU workers on one GPU (SCALE {a.scale}), P={b['P']}: built on the workers vs CPU Kernel 1 into "
+              f"zarr + load: {b['ready_ratio']:.2f}x faster to a searchable graph, TEPS {b['teps_ratio']:.3f}x")
     if "dask_gpu_p1" in rec.get("one", {}):
         print(f"one GPU worker vs --backend gpu (SCALE {a.scale}): P=1 {rec['one']['dask_gpu_p1']['ratio_vs_gpu']:.3f}x"
               f" (worst of {a.rounds}: {', '.join(f'{x:.3f}' for x in rec['one']['dask_gpu_p1']['ratios'])}),"
