@@ -226,20 +226,33 @@ def test_two_gpu_workers_exchange(gclient, gds, single, two_gpu, P):
             dg.close()
 
 
-def _built_bytes(p):
-    """(on the worker) a GPU partition's rows and neighbours as host bytes."""
-    return p.indptr_host[p.pad:].tobytes(), p.indices.get().tobytes()
+@pytest.mark.parametrize("P", [2, 3])
+def test_partition_built_on_the_device_is_the_stored_one(gds, P):
+    """_build_part(device=True), as a GPU worker runs it: every partition's rows built on the GPU from the
+    edges are the stored variant's partition byte for byte."""
+    import numpy as np
+
+    from dbfs import kernel1
+    from dbfs.bfs.dask.worker import _build_part
+
+    ds = gds[0]
+    v = kernel1.build_partitioned(ds.path, P=P, client=None, progress=False)["variant"]
+    for rk in range(P):
+        p = _build_part(str(ds.path), P, rk, True, True)
+        ip, ix, _ = kernel1.load_partition(ds.path, v, rk)
+        assert p.indptr[p.pad:].tobytes() == np.asarray(ip).tobytes(), rk
+        assert p.indices.tobytes() == np.asarray(ix).tobytes(), rk
 
 
 @pytest.mark.parametrize("P", [2, 4])
 def test_built_on_two_gpu_workers(gclient, gds, single, two_gpu, P):
-    """build_distributed over two GPU workers on one GPU: each partition built on its worker's device from the
-    edges equals the stored variant's, the frontiers cross through CUDA IPC, the searches equal --backend gpu;
-    a GPU worker killed mid-search has its partitions rebuilt on the live one and the search reruns valid."""
+    """build_distributed over two GPU workers on one GPU: partitions built on the devices, frontiers through
+    CUDA IPC, the searches equal --backend gpu, eligibility read from the rows there; a GPU worker killed
+    mid-search has its partitions rebuilt on a live worker and the search reruns valid."""
     import numpy as np
 
     import dbfs.bfs.dask as D
-    from dbfs import kernel1
+    from dbfs.roots import eligible
     from dbfs.validate import validate
 
     ds, edges, roots = gds
@@ -247,10 +260,8 @@ def test_built_on_two_gpu_workers(gclient, gds, single, two_gpu, P):
     try:
         assert dg.source == "edges" and set(dg.rank_kind.values()) == {"gpu"} and len(dg.mesh_workers) == 2
         assert dg.frontier_sharing == "cuda-ipc", dg.frontier_sharing
-        for rk in range(P):
-            ptr, idx = gclient.submit(_built_bytes, dg.part_futures[rk], workers=[dg.rank_worker[rk]]).result()
-            ip, ix, _ = kernel1.load_partition(ds.path, kernel1.variant_name(P), rk)
-            assert ptr == np.asarray(ip).tobytes() and idx == np.asarray(ix).tobytes(), rk
+        cands = np.random.default_rng(P).integers(0, ds.n_vertices, 5000)
+        assert np.array_equal(D.eligible_distributed(dg, cands), eligible(edges, cands))
         _check(gclient, dg, gds, single)
         if P == 2:
             gclient.run(_install_exit, 1, workers=[dg.rank_worker[1]])
