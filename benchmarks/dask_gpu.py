@@ -68,7 +68,6 @@ def _hmean(times, nedges):
 
 def _dataset(scale, root, parts):
     from dbfs import kernel1, store
-    from dbfs.roots import graph500_roots
     from dbfs.spec import GraphSpec
 
     t0 = time.perf_counter()

@@ -253,9 +253,8 @@ def test_built_on_two_gpu_workers(gclient, gds, single, two_gpu, P):
 
     import dbfs.bfs.dask as D
     from dbfs.roots import eligible
-    from dbfs.validate import validate
 
-    ds, edges, roots = gds
+    ds, edges, _ = gds
     dg = D.build_distributed(gclient, ds.path, P, workers=two_gpu)
     try:
         assert dg.source == "edges" and set(dg.rank_kind.values()) == {"gpu"} and len(dg.mesh_workers) == 2
@@ -264,12 +263,7 @@ def test_built_on_two_gpu_workers(gclient, gds, single, two_gpu, P):
         assert np.array_equal(D.eligible_distributed(dg, cands), eligible(edges, cands))
         _check(gclient, dg, gds, single)
         if P == 2:
-            gclient.run(_install_exit, 1, workers=[dg.rank_worker[1]])
-            res, _sec, lst = D.search(dg, roots[0], stats=True)
-            assert any(e.get("event") == "worker-lost" for e in res.events), res.events
-            v = validate(edges, roots[0], D.gather_parent(res, gclient, dg))
-            assert v.ok, v.summary()
-            assert [x["frontier"] for x in lst] == [x["frontier"] for x in single[roots[0]]]
+            _kill_rank_and_search(gclient, dg, gds, single, 1)
     finally:
         dg.close()
 
@@ -290,21 +284,28 @@ def _install_exit(level, dask_worker=None):
     return True
 
 
+def _kill_rank_and_search(client, dg, gds, single, rank):
+    """The worker holding ``rank`` exits at level 1 of a search: the search reruns and is valid, level for level
+    the single-process search's frontiers."""
+    import dbfs.bfs.dask as D
+    from dbfs.validate import validate
+
+    _ds, edges, roots = gds
+    client.run(_install_exit, 1, workers=[dg.rank_worker[rank]])
+    res, _sec, lst = D.search(dg, roots[0], stats=True)
+    assert any(e.get("event") == "worker-lost" for e in res.events), res.events
+    v = validate(edges, roots[0], D.gather_parent(res, client, dg))
+    assert v.ok, v.summary()
+    assert [x["frontier"] for x in lst] == [x["frontier"] for x in single[roots[0]]]
+
+
 def test_killed_gpu_worker_recovers(gclient, gds, single, two_gpu):
     import dbfs.bfs.dask as D
     from dbfs import kernel1
-    from dbfs.validate import validate
 
-    ds, edges, roots = gds
-    dg = D.load_distributed(gclient, ds.path, kernel1.variant_name(2), workers=two_gpu)
+    dg = D.load_distributed(gclient, gds[0].path, kernel1.variant_name(2), workers=two_gpu)
     try:
-        victim = dg.rank_worker[1]
-        gclient.run(_install_exit, 1, workers=[victim])
-        res, _sec, lst = D.search(dg, roots[0], stats=True)
-        assert any(e.get("event") == "worker-lost" for e in res.events), res.events
-        v = validate(edges, roots[0], D.gather_parent(res, gclient, dg))
-        assert v.ok, v.summary()
-        assert [x["frontier"] for x in lst] == [x["frontier"] for x in single[roots[0]]]
+        _kill_rank_and_search(gclient, dg, gds, single, 1)
     finally:
         dg.close()
 

@@ -179,8 +179,6 @@ def _build(dataset_path, dedupe, relabel, order, device_limit, quiet):
 
 def _generate(spec, root, quiet):
     """(task pinned to a GPU worker) the dataset of ``spec`` generated with the GPU generator; its path."""
-    import cupy as cp
-
     from dbfs.store import generate
 
     ds, _ = generate(spec, root, quiet=quiet, backend="gpu", edges="auto")
