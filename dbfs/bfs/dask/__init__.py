@@ -24,7 +24,8 @@ Modules, in import order (each imports only those above it)::
     mesh        opening / closing meshes from the client
     placement   DistributedGraph, loading partitions onto workers
     recovery    placing partitions on live workers, again after a lost worker
-    client      load_distributed, build_distributed, eligible_distributed, search, gather_parent, validate_distributed
+    client      load_distributed, build_distributed, eligible_distributed, search, gather_parent,
+                validate_distributed
 """
 from dbfs.bfs.dask.client import ALGORITHMS, DistributedResult, build_distributed, eligible_distributed, \
     gather_parent, load_distributed, search, validate_distributed
@@ -33,4 +34,5 @@ from dbfs.bfs.dask.placement import DistributedGraph
 from dbfs.bfs.dask.transport import TRANSPORTS
 
 __all__ = ["DistributedGraph", "DistributedResult", "load_distributed", "build_distributed", "eligible_distributed",
-           "search", "gather_parent", "validate_distributed", "TRANSPORTS", "ALGORITHMS", "DEFAULT_TIMEOUT", "open_mesh", "close_mesh"]
+           "search", "gather_parent", "validate_distributed", "TRANSPORTS", "ALGORITHMS", "DEFAULT_TIMEOUT",
+           "open_mesh", "close_mesh"]

@@ -68,8 +68,8 @@ from dbfs.errors import DbfsError
 from dbfs.graph import check_root_id
 from dbfs.partition import Partitioning
 
-__all__ = ["DistributedResult", "load_distributed", "build_distributed", "eligible_distributed", "search", "gather_parent", "validate_distributed",
-           "ALGORITHMS"]
+__all__ = ["DistributedResult", "load_distributed", "build_distributed", "eligible_distributed", "search",
+           "gather_parent", "validate_distributed", "ALGORITHMS"]
 
 ALGORITHMS = ("do", "td", "bu")
 
@@ -180,12 +180,13 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
 
 def build_distributed(client, dataset_path, P: int, dedupe: bool = True, workers=None, transport: str = "tcp",
                       timeout: float = DEFAULT_TIMEOUT, shared_memory: bool | None = None) -> DistributedGraph:
-    """Build the ``P`` block partitions of a dataset's CSR on the workers that search them (Kernel 1 of each
-    partition's rows from the dataset's edges, on the worker's GPU for a GPU worker: :func:`dbfs.bfs.dask.worker.
-    _build_part`) and open the exchange mesh: the graph :func:`load_distributed` gives for variant
+    """Build the ``P`` block partitions of a dataset's CSR on the workers that search them and open the mesh.
+
+    Kernel 1 of each partition's rows from the dataset's edges, on the worker's GPU for a GPU worker
+    (:func:`dbfs.bfs.dask.worker._build_part`): the graph :func:`load_distributed` gives for variant
     ``p<P>-block`` (the same bytes per partition), without the variant in zarr. Rank ``r`` goes to worker
-    ``r % W`` of the GPU workers, or of all workers when none has a GPU (sorted; ``workers`` to choose them). A
-    lost worker's partitions are rebuilt on live workers (:mod:`dbfs.bfs.dask.recovery`). ``dg.source`` is
+    ``r % W`` of the GPU workers, or of all workers when none has a GPU (sorted; ``workers`` to choose them).
+    A lost worker's partitions are rebuilt on live workers (:mod:`dbfs.bfs.dask.recovery`). ``dg.source`` is
     ``"edges"``; the other parameters are :func:`load_distributed`'s.
     """
     from dbfs.kernel1 import variant_name

@@ -9,8 +9,8 @@ workers: rank ``r`` lives on worker ``rank_worker[r]`` as one future
 (``mesh_id``, ``mesh_workers``: the distinct workers in rank order, the
 mesh index of a worker is its position there). :func:`_submit_loads` loads
 partitions onto their workers (read from the variant, or with ``source =
-"edges"`` built from the dataset's edges there) and gives them the whole-graph data they need
-(hub neighbours by GLOBAL degree: every partition's degrees are joined on a
+"edges"`` built from the dataset's edges there) and gives them the
+whole-graph data they need (hub neighbours by GLOBAL degree: every partition's degrees are joined on a
 worker and copied worker to worker); it runs at load time and after a lost
 worker (:mod:`dbfs.bfs.dask.recovery`). Its wait is bounded and watches the
 partitions' workers (:func:`dbfs.bfs.dask.waits.gather_watched`): a lost one
@@ -72,8 +72,8 @@ class DistributedGraph:
     part_bytes: list = field(default_factory=list)     # rank -> device bytes if held by a GPU worker
     part_info: dict = field(default_factory=dict)      # rank -> the worker's info of its partition
     built: str = ""                         # where Kernel 1 built the partitions in memory ('' = read from zarr)
-    source: str = "zarr"                    # "zarr": partitions read from the variant; "edges": each built from
-    dedupe: bool = True                     # the dataset's edges on its worker (reloads rebuild it)
+    source: str = "zarr"                    # "zarr": read from the variant; "edges": built from the dataset's edges
+    dedupe: bool = True                     # ("edges") the build's dedupe, for rebuilds after a lost worker
 
     @property
     def P(self) -> int:

@@ -41,8 +41,8 @@ from dbfs.bfs.dask.warmup import warm_level_kernels
 from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 
-__all__ = ["_Part", "_State", "_load_part", "_build_part", "_local_degrees", "_global_degrees", "_prepare_part", "_part_info",
-           "_pick_parent", "_scratch", "_grown", "_zeroed", "_search_summary", "_noop"]
+__all__ = ["_Part", "_State", "_load_part", "_build_part", "_local_degrees", "_global_degrees", "_prepare_part",
+           "_part_info", "_pick_parent", "_scratch", "_grown", "_zeroed", "_search_summary", "_noop"]
 
 
 class _Part:
