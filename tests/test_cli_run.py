@@ -251,3 +251,22 @@ def test_csr_kept_in_memory_when_the_disk_is_short(tmp_path, monkeypatch):
     pick = lambda out: [l for l in out.splitlines() if "nedge" in l or l.startswith("NBFS")]  # noqa: E731
     assert pick(res.stdout) == pick(ref) and pick(ref)
     assert any("in memory" in n for n in json.loads((tmp_path / "r.json").read_text())["config"]["notes"])
+
+
+def test_dask_partitions_built_on_the_workers_when_the_disk_is_short(tmp_path, monkeypatch):
+    """--backend dask at P = 2 with no room on disk for the variant: each partition is built on the worker that
+    searches it (said, noted in the JSON, nothing stored) and the run's searches equal a run on the stored
+    variant (NBFS, every nedge)."""
+    args = ("--scale", 10, "--roots", 4, "--backend", "dask", "--partitions", 2, "--workers", 2)
+    ref = run("run", *args, "--datasets", tmp_path / "a").stdout
+    run("generate", "--scale", 10, "--datasets", tmp_path / "b", "--scheduler", "threads")
+    monkeypatch.setenv("DBFS_DISK_BUDGET", "100KiB")     # the build needs up to 392 KiB
+    res = run("run", *args, "--datasets", tmp_path / "b", "--json", tmp_path / "r.json")
+    assert "no room on disk for CSR variant p2-block" in res.stderr and "on the workers that search them" in res.stderr
+    csr = tmp_path / "b" / "kron-s10-ef16-s2-3" / "csr"
+    assert not csr.exists() or not any(csr.iterdir()), "nothing stored"
+    pick = lambda out: [l for l in out.splitlines() if "nedge" in l or l.startswith("NBFS")]  # noqa: E731
+    assert pick(res.stdout) == pick(ref) and pick(ref)
+    assert any("on the workers that search them" in n for n in json.loads((tmp_path / "r.json").read_text())[
+        "config"]["notes"])
+

@@ -9,13 +9,14 @@ no N-sized array reaches the client (:func:`dbfs.bfs.dask.validate_distributed`)
 The timed seconds are measured on the workers from a start barrier to the
 last count exchange (Graph500 3.0.1 section 7).
 
-Kernel 1 on the GPU workers: at P > 1 (block partitions, no relabelling,
-``--placement block``, no ``--device-memory-limit``) on a cluster with GPU
-workers, a variant not stored is not written either: each partition is
-built from the edges on the GPU worker that searches it
+Kernel 1 on the workers: at P > 1 (block partitions, no relabelling,
+``--placement block``, no ``--device-memory-limit``), a variant that is not
+stored is not written either on a cluster with GPU workers, or when the
+disk has no room for it (:func:`dbfs.kernel1.partitioned.disk_need`): each
+partition is built from the edges on the worker that searches it
 (:func:`dbfs.bfs.dask.build_distributed`; rank ``r`` on GPU worker ``r %
-G``), root eligibility is read from its rows there, and a lost worker's
-partitions are rebuilt on a live one.
+G``, or on worker ``r % W`` of a CPU cluster), root eligibility is read from
+its rows there, and a lost worker's partitions are rebuilt on a live one.
 
 Kernel 1 in a GPU worker's memory (:mod:`dbfs.bfs.dask.built`): at P = 1 on
 a cluster with a GPU worker, when the CSR has no room on disk or in host
@@ -89,19 +90,32 @@ class DaskBackend(Backend):
         return generate_on_worker(client, target, store.datasets_root(root_dir), gpus[0], quiet)
 
     @classmethod
-    def _on_workers(cls, ds, cfg, client):
-        """(P > 1) the partitions built from the edges on the GPU workers that search them (module docstring)."""
+    def _on_workers(cls, ds, cfg, client, why: str):
+        """(P > 1) the partitions built from the edges on the workers that search them (module docstring)."""
         import time
 
         from dbfs.bfs.dask import build_distributed
 
-        say(f"Kernel 1 of {ds.name} builds its {cfg.partitions} partitions on the GPU workers that search them "
-            f"(not stored)", cfg.quiet)
+        note = f"{why}: Kernel 1 builds its {cfg.partitions} partitions on the workers that search them, not stored"
+        say(note, cfg.quiet)
         t0 = time.perf_counter()
         dg = build_distributed(client, ds.path, cfg.partitions, dedupe=cfg.dedupe)
         ds.memo["built_dg"] = dg
         return dg.variant, {"construction_time": time.perf_counter() - t0, "in_memory": True,
-                            "nnz": dg.nnz_total, "note": "partitions built on the GPU workers, not stored"}
+                            "nnz": dg.nnz_total, "note": note}
+
+    @classmethod
+    def _why_on_workers(cls, ds, cfg, client) -> str:
+        """Why a P > 1 block variant that is not stored is built on the workers ('' = build it in zarr): the
+        cluster has GPU workers (their GPU Kernel 1, no CPU pass over zarr), or the disk has no room for it."""
+        from dbfs.kernel1.partitioned import disk_need
+        from dbfs.store.space import free_bytes
+
+        if cls._gpu_workers(client):
+            return f"{ds.name} on GPU workers"
+        need, free = disk_need(ds.n_vertices, ds.n_edges, cfg.partitions), free_bytes(ds.path)
+        return (f"no room on disk for CSR variant p{cfg.partitions}-block of {ds.name} (up to {human(need)}, "
+                f"{human(free)} free)") if need > free else ""
 
     @classmethod
     def csr(cls, ds, cfg, client=None):
@@ -110,14 +124,15 @@ class DaskBackend(Backend):
         from dbfs.backends.gpu import GpuBackend
         from dbfs.split import PLACEMENT_ORDER
 
-        if cfg.partitions > 1 and cfg.partitioning == "block" and cfg.relabel == "none" and \
-                cfg.placement == "block" and cfg.device_memory_limit is None and cls._gpu_workers(client) and \
-                kernel1.reusable_variant(ds.path, cfg.partitions, "block", cfg.dedupe, "none") is None:
+        why = cls._why_on_workers(ds, cfg, client) if cfg.partitions > 1 and cfg.partitioning == "block" and \
+            cfg.relabel == "none" and cfg.placement == "block" and cfg.device_memory_limit is None and \
+            kernel1.reusable_variant(ds.path, cfg.partitions, "block", cfg.dedupe, "none") is None else ""
+        if why:
             if "generated_on" in ds.memo:
                 from dbfs.bfs.dask.built import forget
 
                 forget(client, ds)
-            return cls._on_workers(ds, cfg, client)
+            return cls._on_workers(ds, cfg, client, why)
         gpus = cls._gpu_workers(client) if cfg.partitions == 1 and cfg.partitioning == "block" else []
         if not gpus or kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe, cfg.relabel) is not None or \
                 (cfg.relabel == "none" and GpuBackend._csr_stores(ds)):

@@ -85,7 +85,7 @@ from dbfs.store.integrity import compressors as codecs
 from dbfs.store.space import is_no_space, no_space
 from dbfs.zattrs import read_attrs
 
-__all__ = ["build_partitioned", "scratch_bytes"]
+__all__ = ["build_partitioned", "scratch_bytes", "disk_need"]
 
 
 def _open_dataset(dataset_path):
@@ -496,6 +496,15 @@ def scratch_bytes(M: int, N: int, e_s: int, e_d: int) -> tuple:
     and int64 row ends); the bucket files are removed once the rows are built, the row files once the CSR is.
     """
     return 2 * M * (e_s + e_d), 2 * M * e_d + 8 * N
+
+
+def disk_need(n_vertices: int, n_edges: int, P: int) -> int:
+    """Upper bound of the disk a block variant's build holds at once beside its dataset (scratch there)."""
+    from dbfs.partition import Partitioning
+
+    idt = id_dtype(int(n_vertices))
+    sdt = id_dtype(int(Partitioning(int(n_vertices), int(P), "block").counts().max()) if P else 0)
+    return _need_bytes(int(n_edges), int(n_vertices), int(P), sdt.itemsize, idt.itemsize)
 
 
 def _need_bytes(M: int, N: int, P: int, e_s: int, e_d: int, separate: bool = False) -> int:
