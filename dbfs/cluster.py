@@ -568,6 +568,9 @@ def client_for(scheduler: str | None = None, n_workers: int | None = None,
                 f"dashboard: {client.dashboard_link}")
         _STARTED[id(client)] = ("LocalCluster", cluster.close)
     try:
+        from dbfs.worker_logs import NAME as QUIET, QuietDbfsErrors
+
+        client.register_plugin(QuietDbfsErrors(), name=QUIET)   # a task's DbfsError is said once, here
         yield client
     finally:
         release_local_cluster(client)   # unless a run already did

@@ -271,6 +271,36 @@ def test_run_of_a_known_corrupt_dataset_starts_no_cluster(root):
 
 
 
+def test_dask_workers_print_no_block_for_a_dbfs_error(root):
+    """A Kernel 1 task on a LocalCluster worker finds a damaged chunk: the terminal gets the one-line error, not
+    the worker process's "Compute Failed" block (its stderr is the terminal's too: a real subprocess here)."""
+    import subprocess
+    import sys
+
+    damage_edges(root, "flip")
+    shutil.rmtree(root / NAME / "csr")
+    out = subprocess.run([sys.executable, "-m", "dbfs.cli", "run", NAME, "--datasets", str(root), "--roots", "2",
+                          "--backend", "dask", "--partitions", "2", "--workers", "2"],
+                         capture_output=True, text=True, timeout=300)
+    err = [line for line in out.stderr.splitlines() if line.startswith("dbfs: error:")]
+    assert out.returncode == 2 and len(err) == 1 and "edges chunk 2" in err[0], out.stderr[-3000:]
+    assert "Compute Failed" not in out.stderr and "Traceback" not in out.stderr, out.stderr[-3000:]
+
+
+def test_the_worker_filter_drops_only_dbfs_task_errors():
+    import logging
+
+    from dbfs.worker_logs import DropDbfsTaskErrors
+
+    def rec(msg, *args):
+        return logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, msg, args, None)
+
+    f = DropDbfsTaskErrors()
+    assert not f.filter(rec("Compute Failed\nKey: %s\nException: %r\n", "k", "DbfsError('dataset x: chunk 1')"))
+    assert f.filter(rec("Compute Failed\nKey: %s\nException: %r\n", "k", "ValueError('boom')"))
+    assert f.filter(rec("DbfsError( mentioned outside a failed task"))
+
+
 @pytest.mark.parametrize("P", [1, 2])
 def test_indices_shuffled_smaller_than_zstd(tmp_path, P):
     """Every Kernel 1 writer stores ``indices`` with the adjacency codec (blosc zstd over
