@@ -371,6 +371,23 @@ def test_built_on_workers_equals_the_stored_variant(client, kron16, golden16, P)
         assert 0 < want.sum() < want.size and np.array_equal(D.eligible_distributed(dg, cands), want)
 
 
+@pytest.mark.parametrize("P,partitioning,relabel", [(2, "block", "none"), (3, "cyclic", "none"),
+                                                   (2, "block", "degree")])
+def test_eligibility_from_the_rows_on_the_workers(client, kron16, P, partitioning, relabel):
+    """eligible_distributed on a stored variant (block, cyclic, degree-ordered): the streamed pass over the
+    input edges' answer, and the same Graph500 search keys."""
+    from dbfs.roots import eligible, select_roots
+
+    a = kernel1.build_partitioned(kron16.path, P=P, partitioning=partitioning, relabel=relabel, client=client,
+                                  progress=False)
+    with D.load_distributed(client, kron16.path, a["variant"]) as dg:
+        cands = np.random.default_rng(P).integers(0, kron16.n, 4000)
+        want = eligible(kron16.edges, cands)
+        assert 0 < want.sum() < want.size and np.array_equal(D.eligible_distributed(dg, cands), want)
+        assert np.array_equal(select_roots(kron16.n, 2, 3, 16, lambda c: D.eligible_distributed(dg, c)),
+                              select_roots(kron16.n, 2, 3, 16, lambda c: eligible(kron16.edges, c)))
+
+
 def test_built_partition_is_rebuilt_after_a_lost_worker(kron16, golden16):
     """A worker holding built partitions exits mid-search: they are rebuilt from the edges on a live worker and
     the search reruns valid."""

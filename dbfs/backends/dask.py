@@ -229,9 +229,7 @@ class DaskBackend(Backend):
     def eligible(self):
         if self.built:
             return lambda cands: self.built.eligible(self.dg, cands)
-        if self.dg.source == "edges":     # the partitions' rows, on their workers (a virtual list is not read)
-            return lambda cands: self.mod.eligible_distributed(self.dg, cands)
-        return super().eligible()
+        return lambda cands: self.mod.eligible_distributed(self.dg, cands)   # rows on the workers, no edge pass
 
     def validate(self, root):
         if self.built:

@@ -236,12 +236,21 @@ def _rows_nonempty(p, local):
     return ip[i + 1] > ip[i]
 
 
+def _new_ids(perm, v):
+    """(on the worker holding a relabelled variant's ``perm``) the new ids of original vertices ``v``."""
+    iperm = np.empty(perm.size, np.int64)
+    iperm[perm] = np.arange(perm.size, dtype=np.int64)
+    return iperm[v]
+
+
 def eligible_distributed(dg: DistributedGraph, cands) -> np.ndarray:
-    """Which vertices ``cands`` (ids of the graph's own order: a graph that is not relabelled) have a non-self-loop
-    input edge, read from their CSR rows on the partitions' workers (no edge list is read)."""
-    if dg.attrs.get("options", {}).get("relabel", "none") != "none":
-        raise DbfsError(f"{dg.variant} is relabelled: eligibility of original ids needs its perm; read the edges")
+    """Which ORIGINAL vertices ``cands`` have a non-self-loop input edge: their CSR rows are not empty, read on the
+    partitions' workers (a relabelled variant's ids mapped through its ``perm`` there). Its cost does not grow
+    with the edge list, which is never read (Graph500 section 6's root sampling: same answer)."""
     v = np.asarray(cands, np.int64)
+    if dg.perm_f is not None and v.size:
+        v = gather_watched(dg.client, [dg.client.submit(_new_ids, dg.perm_f, v, pure=False)],
+                           set(dg.rank_worker.values()), "the new ids of candidate roots", dg.timeout)[0]
     part, out = dg.partitioning, np.zeros(v.size, bool)
     owner, local = part.owner_local(v)
     asks = {}
