@@ -5,7 +5,10 @@ Contract: :class:`dbfs.backends.Backend`. Each partition of the stored
 variant ``p<P>-<block|cyclic>`` is loaded once onto one worker and kept
 there for every search; parents stay on the workers (one future per
 partition); validation runs as Dask tasks over the stored edge chunks, so
-no N-sized array reaches the client (:func:`dbfs.bfs.dask.validate_distributed`).
+no N-sized array reaches the client (:func:`dbfs.bfs.dask.validate_distributed`);
+the search keys are sampled by asking the workers whether the candidates' CSR
+rows are empty (:func:`dbfs.bfs.dask.eligible_distributed`), not by a pass
+over the edge list.
 The timed seconds are measured on the workers from a start barrier to the
 last count exchange (Graph500 3.0.1 section 7).
 
@@ -15,8 +18,8 @@ stored is not written either on a cluster with GPU workers, or when the
 disk has no room for it (:func:`dbfs.kernel1.partitioned.disk_need`): each
 partition is built from the edges on the worker that searches it
 (:func:`dbfs.bfs.dask.build_distributed`; rank ``r`` on GPU worker ``r %
-G``, or on worker ``r % W`` of a CPU cluster), root eligibility is read from
-its rows there, and a lost worker's partitions are rebuilt on a live one.
+G``, or on worker ``r % W`` of a CPU cluster), and a lost worker's
+partitions are rebuilt on a live one.
 
 Kernel 1 in a GPU worker's memory (:mod:`dbfs.bfs.dask.built`): at P = 1 on
 a cluster with a GPU worker, when the CSR has no room on disk or in host
