@@ -202,19 +202,13 @@ class _SecondGpuWorker:
         self.proc.wait(30)
 
 
-def _gpu_workers(client):
-    from dbfs.bfs.dask.placement import worker_kinds
-
-    ws = sorted(client.scheduler_info(n_workers=-1)["workers"])
-    return sorted(w for w, k in worker_kinds(client, ws).items() if k == "gpu")
-
-
 def part_built(ds, ref, root_dir, P, rounds):
     """Two GPU workers on one GPU, P partitions: built from the edges on the workers (``build_distributed``)
     against the stored variant (the CPU out-of-core Kernel 1 into zarr, then ``load_distributed``), alternated
     ``rounds`` times: seconds from edges to a searchable graph, and search TEPS."""
     import dbfs.bfs.dask as D
     from dbfs import kernel1
+    from dbfs.bfs.dask.placement import gpu_workers
     from dbfs.cluster import client_for
 
     roots, nedge = ref["roots"], ref["nedge"]
@@ -225,7 +219,7 @@ def part_built(ds, ref, root_dir, P, rounds):
     prof = Path(root_dir) / "built.yaml"
     prof.write_text("type: local-gpu\nthreads_per_gpu_worker: 8\ncpu_workers: 0\n")
     with client_for(profile=str(prof), quiet=True) as client, _SecondGpuWorker(client):
-        gpus = _gpu_workers(client)
+        gpus = gpu_workers(client)
         for _ in range(rounds):
             for how in ("zarr", "edges"):
                 t0 = time.perf_counter()

@@ -72,10 +72,17 @@ class DaskBackend(Backend):
     def _gpu_workers(client) -> list:
         if client is None:
             return []
-        from dbfs.bfs.dask.placement import worker_kinds
-        from dbfs.bfs.dask.waits import alive_workers
+        from dbfs.bfs.dask.placement import gpu_workers
 
-        return sorted(w for w, k in worker_kinds(client, sorted(alive_workers(client))).items() if k == "gpu")
+        return gpu_workers(client)
+
+    @staticmethod
+    def _forget_generated(ds, client) -> None:
+        """Drop the device copy of the edges a GPU worker kept for a Kernel 1 that will not run there."""
+        if "generated_on" in ds.memo:
+            from dbfs.bfs.dask.built import forget
+
+            forget(client, ds)
 
     @classmethod
     def dataset(cls, target, root_dir, client=None, quiet=False):
@@ -131,18 +138,12 @@ class DaskBackend(Backend):
             cfg.relabel == "none" and cfg.placement == "block" and cfg.device_memory_limit is None and \
             kernel1.reusable_variant(ds.path, cfg.partitions, "block", cfg.dedupe, "none") is None else ""
         if why:
-            if "generated_on" in ds.memo:
-                from dbfs.bfs.dask.built import forget
-
-                forget(client, ds)
+            cls._forget_generated(ds, client)
             return cls._on_workers(ds, cfg, client, why)
         gpus = cls._gpu_workers(client) if cfg.partitions == 1 and cfg.partitioning == "block" else []
         if not gpus or kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe, cfg.relabel) is not None or \
                 (cfg.relabel == "none" and GpuBackend._csr_stores(ds)):
-            if "generated_on" in ds.memo:
-                from dbfs.bfs.dask.built import forget
-
-                forget(client, ds)
+            cls._forget_generated(ds, client)
             return super().csr(ds, cfg, client)
         if cfg.placement not in PLACEMENT_ORDER:
             raise DbfsError(f"--placement {cfg.placement} does not apply to a CSR built in a GPU worker's memory "

@@ -59,7 +59,7 @@ from dbfs.bfs.dask.gpu_part import ranks_device_bytes
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _alive, _close_mesh, _open_mesh
 from dbfs.bfs.dask.placement import DistributedGraph, _variant_attrs, gpu_budgets, worker_kinds
 from dbfs.bfs.dask.recovery import _is_peer_loss, _recover, place
-from dbfs.bfs.dask.relabel import internal_root, load_perm_future, original_slices
+from dbfs.bfs.dask.relabel import _new_ids, internal_root, load_perm_future, original_slices
 from dbfs.bfs.dask.transport import TRANSPORTS, _PeerLost
 from dbfs.bfs.dask.waits import gather_watched, wait_watched
 from dbfs.bfs.dask.worker import _pick_parent, _search_summary
@@ -92,6 +92,21 @@ class DistributedResult:
 
     def release(self) -> None:
         self.parents.clear()
+
+
+def _check_client(client, transport: str) -> None:
+    if client is None:
+        raise DbfsError("backend dask needs a Dask client: run with a cluster (drop --scheduler threads)")
+    if transport not in TRANSPORTS:
+        raise DbfsError(f"unknown transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
+
+
+def _workers_of(client, workers=None) -> list:
+    """``workers`` sorted, or every live worker of the cluster; none is a one-line error."""
+    ws = sorted(workers) if workers else sorted(_alive(client))
+    if not ws:
+        raise DbfsError("the Dask cluster has no workers: start some (dbfs cluster ...) and retry")
+    return ws
 
 
 def load_distributed(client, dataset_path, variant: str, workers=None, transport: str = "tcp",
@@ -135,10 +150,7 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
         With ``load_time`` (wall), per-rank ``part_load_times`` (zarr read +
         checksum + hub on the worker) and ``mesh_time``.
     """
-    if client is None:
-        raise DbfsError("backend dask needs a Dask client: run with a cluster (drop --scheduler threads)")
-    if transport not in TRANSPORTS:
-        raise DbfsError(f"unknown transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
+    _check_client(client, transport)
     t0 = time.perf_counter()
     dataset_path = Path(dataset_path)
     attrs = _variant_attrs(dataset_path, variant)
@@ -147,9 +159,7 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
         raise DbfsError(f"--placement {placement} places degree classes: it needs the degree-ordered variant; add "
                         f"--relabel degree")
     part = Partitioning(int(attrs["n_vertices"]), int(attrs["P"]), attrs["partitioning"])
-    ws = sorted(workers) if workers else sorted(_alive(client))
-    if not ws:
-        raise DbfsError("the Dask cluster has no workers: start some (dbfs cluster ...) and retry")
+    ws = _workers_of(client, workers)
     kinds = worker_kinds(client, ws)
     if device_memory_limit is not None and "gpu" not in kinds.values():
         raise DbfsError("--device-memory-limit does not apply: the cluster has no GPU worker (a worker with the "
@@ -192,18 +202,13 @@ def build_distributed(client, dataset_path, P: int, dedupe: bool = True, workers
     from dbfs.kernel1 import variant_name
     from dbfs.store import open_dataset
 
-    if client is None:
-        raise DbfsError("backend dask needs a Dask client: run with a cluster (drop --scheduler threads)")
-    if transport not in TRANSPORTS:
-        raise DbfsError(f"unknown transport {transport!r}: use one of {', '.join(TRANSPORTS)}")
+    _check_client(client, transport)
     if int(P) < 1:
         raise DbfsError(f"--partitions {P} is invalid: use 1 or more")
     t0 = time.perf_counter()
     dataset_path = Path(dataset_path)
     ds = open_dataset(dataset_path.name, dataset_path.parent)
-    ws = sorted(workers) if workers else sorted(_alive(client))
-    if not ws:
-        raise DbfsError("the Dask cluster has no workers: start some (dbfs cluster ...) and retry")
+    ws = _workers_of(client, workers)
     kinds = worker_kinds(client, ws)
     use = [w for w in ws if kinds[w] == "gpu"] or ws
     part = Partitioning(int(ds.n_vertices), int(P), "block")
@@ -234,13 +239,6 @@ def _rows_nonempty(p, local):
     ip = getattr(p, "indptr_host", p.indptr)
     i = np.asarray(local, np.int64) + p.pad
     return ip[i + 1] > ip[i]
-
-
-def _new_ids(perm, v):
-    """(on the worker holding a relabelled variant's ``perm``) the new ids of original vertices ``v``."""
-    iperm = np.empty(perm.size, np.int64)
-    iperm[perm] = np.arange(perm.size, dtype=np.int64)
-    return iperm[v]
 
 
 def eligible_distributed(dg: DistributedGraph, cands) -> np.ndarray:

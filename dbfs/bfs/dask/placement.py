@@ -29,7 +29,7 @@ from dbfs.errors import DbfsError
 from dbfs.partition import Partitioning
 from dbfs.zattrs import read_attrs
 
-__all__ = ["DistributedGraph", "_submit_loads", "_variant_attrs", "worker_kinds", "gpu_budgets"]
+__all__ = ["DistributedGraph", "_submit_loads", "_variant_attrs", "worker_kinds", "gpu_workers", "gpu_budgets"]
 
 #: share of a GPU worker's free device memory partitions may take when no --device-memory-limit is given
 DEVICE_SHARE = 0.85
@@ -136,6 +136,13 @@ def worker_kinds(client, workers) -> dict:
     info = client.scheduler_info(n_workers=-1)["workers"]
     return {w: "gpu" if float((info.get(w, {}).get("resources") or {}).get("GPU", 0)) > 0 else "cpu"
             for w in workers}
+
+
+def gpu_workers(client) -> list:
+    """The live workers that declare the Dask resource ``GPU``, sorted."""
+    from dbfs.bfs.dask.waits import alive_workers
+
+    return sorted(w for w, k in worker_kinds(client, sorted(alive_workers(client))).items() if k == "gpu")
 
 
 def gpu_budgets(client, kinds: dict, n: int, limit=None) -> dict:

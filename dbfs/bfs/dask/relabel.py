@@ -37,6 +37,13 @@ def _new_id(perm, root):
     return int(hit[0])
 
 
+def _new_ids(perm, v):
+    """The new ids of original vertices ``v`` (an inverse of ``perm``, on the worker holding it)."""
+    iperm = np.empty(perm.size, np.int64)
+    iperm[perm] = np.arange(perm.size, dtype=np.int64)
+    return iperm[v]
+
+
 def _unrelabel(perm, part: Partitioning, *slices):
     """The whole parent array in original ids from the relabelled slices."""
     n = part.n_vertices
