@@ -70,7 +70,6 @@ class CSRGraph:
         """
         if self.perm is None:
             return parent
-        out = np.full_like(parent, -1)
-        reached = parent >= 0
-        out[self.perm[reached]] = self.perm[parent[reached]]
-        return out
+        from dbfs.graph_map import parents_to_original   # deferred: Numba, a heavy import
+
+        return parents_to_original(parent, self.perm)
