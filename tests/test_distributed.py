@@ -301,6 +301,44 @@ def test_validate_dask_matches_serial_on_bad_results(client, kron10, golden10):
                 [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures], name
 
 
+def test_validate_on_worker_shares_matches_serial(client, kron10, golden10):
+    """The GPU workers' validation method (each worker one share of the input rows, a batch of searches per
+    pass, tree-edge bitmaps OR-ed on one worker), run with NumPy on the CPU workers: the same rules, counts,
+    messages and examples as the serial validator, for a batch of good and corrupted searches."""
+    from dbfs.validate.gpus import validate_on_gpus
+
+    root = golden10["roots"][0]
+    with D.load_distributed(client, kron10.path, kron10.variant(3, client)) as dg:
+        res, _, _ = D.search(dg, root)
+        good = D.gather_parent(res)
+        part = res.partitioning
+        reached = np.flatnonzero(good >= 0)
+        cases = [good]
+        p = good.copy()
+        p[reached[5]] = reached[6]                 # wrong parent (not an edge / wrong level)
+        p[reached[7]] = -1                         # a reached vertex dropped (span, parent-unreached)
+        cases.append(p)
+        p = good.copy()
+        p[reached[10]], p[reached[11]] = reached[11], reached[10]   # a 2-cycle
+        cases.append(p)
+        p = good.copy()
+        p[3] = 5000                                # out of range
+        cases.append(p)
+        searches = [(root, [client.scatter(p[part.vertex_range(rk).start:part.vertex_range(rk).stop], workers=[w])
+                            for rk, w in sorted(res.rank_worker.items())]) for p in cases]
+        workers = sorted(client.scheduler_info()["workers"])
+        got = validate_on_gpus(client, kron10.path, searches, part, workers, device=False)
+    assert len(workers) >= 2 and len(got) == len(cases)
+    assert got[0].ok and got[0].nedge == validate(kron10.edges, root, good).nedge
+    for i, (vd, p) in enumerate(zip(got, cases)):
+        vs = validate(kron10.edges, root, p)
+        assert vd.ok == vs.ok and vd.nedge == vs.nedge, i
+        assert [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vd.failures] == \
+            [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures], i
+    rules = [[f.rule for f in v.failures] for v in got]
+    assert "tree-edge" in rules[1] and "edge-span" in rules[1] and rules[2][0] == "cycle" and rules[3] == ["range"], rules
+
+
 def test_errors(client, kron10):
     with pytest.raises(DbfsError, match="missing or incomplete"):
         D.load_distributed(client, kron10.path, "p7-block")

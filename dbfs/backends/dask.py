@@ -5,7 +5,11 @@ Contract: :class:`dbfs.backends.Backend`. Each partition of the stored
 variant ``p<P>-<block|cyclic>`` is loaded once onto one worker and kept
 there for every search; parents stay on the workers (one future per
 partition); validation runs as Dask tasks over the stored edge chunks, so
-no N-sized array reaches the client (:func:`dbfs.bfs.dask.validate_distributed`);
+no N-sized array reaches the client (:func:`dbfs.bfs.dask.validate_distributed`),
+or, on a cluster with GPU workers, on those workers, each checking its share
+of the input edges for a batch of searches per pass
+(:func:`dbfs.bfs.dask.validate_many_distributed`; the batch sized by the
+least free device memory after the load, at most :data:`GPU_VALIDATE_MOST`);
 the search keys are sampled by asking the workers whether the candidates' CSR
 rows are empty (:func:`dbfs.bfs.dask.eligible_distributed`), not by a pass
 over the edge list.
@@ -44,6 +48,9 @@ from dbfs.backends import Backend, check_degree_placement
 from dbfs.errors import DbfsError
 from dbfs.progress import say
 from dbfs.units import human
+
+#: most searches a batch validated on the GPU workers holds (their parents wait on the workers till then)
+GPU_VALIDATE_MOST = 4
 
 __all__ = ["DaskBackend"]
 
@@ -183,6 +190,15 @@ class DaskBackend(Backend):
             self.built = None
             self.dg = dbfs_dask.load_distributed(self.client, ds.path, variant, placement=self.cfg.placement,
                                                  device_memory_limit=self.cfg.device_memory_limit)
+        self.gpus = [] if self.built else self._gpu_workers(self.client)
+        if self.gpus:                   # every search validated on the GPU workers, a batch per pass
+            from dbfs.bfs.dask.built import validate_batch
+            from dbfs.validate.gpus import device_free
+
+            self.validate_batch = validate_batch(device_free(self.client, self.gpus), self.dg.n_vertices,
+                                                 GPU_VALIDATE_MOST)
+            say(f"validation on {len(self.gpus)} GPU worker(s), each checking 1/{len(self.gpus)} of the input "
+                f"edges, {self.validate_batch} search(es) per pass", self.cfg.quiet)
         for w in self.dg.workers_table():
             if w["kind"] == "gpu":
                 say(f"GPU worker {w['worker']}: partition(s) {w['partitions']} in device memory "
@@ -205,7 +221,7 @@ class DaskBackend(Backend):
             self.result.release()       # (validated already, or never held): its parents go now
         self.result, seconds, self.level_stats = self.mod.search(self.dg, root, algorithm=self.cfg.algorithm,
                                                                  stats=True, **self.cfg.opts)
-        if self.built:                  # the last validate_batch searches' parents stay on the worker
+        if self.built or self.gpus:     # the last validate_batch searches' parents stay on the workers
             self.held.append(self.result)
             while len(self.held) > self.validate_batch:
                 self.held.pop(0).release()
@@ -236,16 +252,24 @@ class DaskBackend(Backend):
         return lambda cands: self.mod.eligible_distributed(self.dg, cands)   # rows on the workers, no edge pass
 
     def validate(self, root):
-        if self.built:
+        if self.built or self.gpus:
             return self.validate_many([root])[0]
         return self._check_parents(root, f"the validation of root {root}")
 
     def validate_many(self, roots):
-        """(a CSR built on its worker) the last ``len(roots)`` searches validated there together."""
+        """The last ``len(roots)`` searches validated together: on the worker of a CSR built there, else on
+        the GPU workers (each checking its share of the input edges)."""
         held, self.held = self.held[-len(roots):], []
         assert [r.root for r in held] == [int(r) for r in roots], "validate_many: not the last searches"
         try:
-            return self.built.validate(self.dg, held)
+            if self.built:
+                return self.built.validate(self.dg, held)
+            seen = [len(r.events) for r in held]
+            try:
+                return self.mod.validate_many_distributed(self.client, self.ds.path, self.dg, held, self.gpus)
+            finally:
+                for r, k in zip(held, seen):
+                    self._say_events(r.events[k:], f"the validation of root {r.root}")
         finally:
             for r in held:
                 if r is not self.result:
@@ -254,6 +278,9 @@ class DaskBackend(Backend):
     def nedge(self, root):
         if self.built:
             return self.built.nedge(self.dg, self.result)
+        if self.gpus:
+            return int(self.mod.validate_many_distributed(self.client, self.ds.path, self.dg, [self.result],
+                                                          self.gpus)[0].nedge)
         return int(self._check_parents(root, f"the nedge count of root {root}").nedge)
 
     def parents(self):

@@ -25,14 +25,14 @@ Modules, in import order (each imports only those above it)::
     placement   DistributedGraph, loading partitions onto workers
     recovery    placing partitions on live workers, again after a lost worker
     client      load_distributed, build_distributed, eligible_distributed, search, gather_parent,
-                validate_distributed
+                validate_distributed, validate_many_distributed (on the GPU workers)
 """
 from dbfs.bfs.dask.client import ALGORITHMS, DistributedResult, build_distributed, eligible_distributed, \
-    gather_parent, load_distributed, search, validate_distributed
+    gather_parent, load_distributed, search, validate_distributed, validate_many_distributed
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, close_mesh, open_mesh
 from dbfs.bfs.dask.placement import DistributedGraph
 from dbfs.bfs.dask.transport import TRANSPORTS
 
 __all__ = ["DistributedGraph", "DistributedResult", "load_distributed", "build_distributed", "eligible_distributed",
-           "search", "gather_parent", "validate_distributed", "TRANSPORTS", "ALGORITHMS", "DEFAULT_TIMEOUT",
+           "search", "gather_parent", "validate_distributed", "validate_many_distributed", "TRANSPORTS", "ALGORITHMS", "DEFAULT_TIMEOUT",
            "open_mesh", "close_mesh"]

@@ -69,7 +69,7 @@ from dbfs.graph import check_root_id
 from dbfs.partition import Partitioning
 
 __all__ = ["DistributedResult", "load_distributed", "build_distributed", "eligible_distributed", "search",
-           "gather_parent", "validate_distributed", "ALGORITHMS"]
+           "gather_parent", "validate_distributed", "validate_many_distributed", "ALGORITHMS"]
 
 ALGORITHMS = ("do", "td", "bu")
 
@@ -381,34 +381,38 @@ def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: s
     return res, seconds, rec
 
 
-def _rerun(dg: DistributedGraph, result: DistributedResult, error: str, stage: str, attempt: int) -> dict:
-    """After a worker holding ``result``'s parents was lost: reload the lost partitions, search from
-    ``result.root`` again (same algorithm and policy) and put the new parents into ``result``; returns the event."""
+def _rerun(dg: DistributedGraph, results: list, error: str, stage: str, attempt: int) -> dict:
+    """After a worker holding the parents of ``results`` was lost: reload the lost partitions once, search
+    from each result's root again (same algorithm and policy) and put the new parents into it; returns the
+    event (appended to every result's events)."""
     ev = _recover(dg, error, attempt, stage)
-    new, seconds, _ = search(dg, result.root, result.algorithm, stats=False, **result.opts)
-    result.parents, result.rank_worker = new.parents, new.rank_worker
-    ev["rerun_seconds"] = seconds
-    result.events += [ev] + new.events
+    ev["rerun_seconds"] = 0.0
+    for result in results:
+        new, seconds, _ = search(dg, result.root, result.algorithm, stats=False, **result.opts)
+        result.parents, result.rank_worker = new.parents, new.rank_worker
+        ev["rerun_seconds"] += seconds
+        result.events += [ev] + new.events
     return ev
 
 
-def _with_parents(dg, result: DistributedResult, step, what: str, retries: int):
-    """``step()`` (which reads ``result``'s parents on the workers); after a lost worker the parents are
-    recomputed (:func:`_rerun`) and ``step`` redone, at most ``retries`` times, else one DbfsError."""
+def _with_parents(dg, results: list, step, what: str, retries: int):
+    """``step()`` (which reads the parents of ``results`` on the workers); after a lost worker the parents
+    are recomputed (:func:`_rerun`) and ``step`` redone, at most ``retries`` times, else one DbfsError."""
     attempt = 0
+    roots = ", ".join(str(r.root) for r in results)
     while True:
         try:
             return step()
         except _PeerLost as exc:
             err = f"{type(exc).__name__}: {exc}"
         if dg is None:
-            raise DbfsError(f"{what}: the parents of the search from root {result.root} were lost with their worker "
-                            f"({err}): search again")
+            raise DbfsError(f"{what}: the parents of the search(es) from root(s) {roots} were lost with their "
+                            f"worker ({err}): search again")
         if attempt >= retries:
             raise DbfsError(f"{what} failed {attempt + 1} time(s) after losing a worker, last: {err}: check the "
                             f"workers' logs (memory limit?) and rerun")
         attempt += 1
-        _rerun(dg, result, err, "validation", attempt)
+        _rerun(dg, results, err, "validation", attempt)
 
 
 def gather_parent(result: DistributedResult, client=None, dgraph: DistributedGraph | None = None,
@@ -441,7 +445,7 @@ def gather_parent(result: DistributedResult, client=None, dgraph: DistributedGra
         return gather_watched(client, futs, set(result.rank_worker.values()),
                               f"gathering the parents of the search from root {result.root}", timeout)
 
-    slices = _with_parents(dgraph, result, step, "gathering the parents", retries)
+    slices = _with_parents(dgraph, [result], step, "gathering the parents", retries)
     parent = np.empty(part.n_vertices, np.int64)
     for rk, s in enumerate(slices):
         rg = part.vertex_range(rk)
@@ -499,4 +503,31 @@ def validate_distributed(client, dataset_path, dgraph: DistributedGraph, result:
                                     workers=[result.rank_worker[rk] for rk in range(dgraph.P)],
                                     chunk_edges=chunk_edges, gather=gather)
 
-    return _with_parents(dgraph, result, step, f"the validation of the search from root {root}", retries)
+    return _with_parents(dgraph, [result], step, f"the validation of the search from root {root}", retries)
+
+
+def validate_many_distributed(client, dataset_path, dgraph: DistributedGraph, results: list, gpus: list,
+                              retries: int = 2) -> list:
+    """Graph500 validation of several searches together on the GPU workers ``gpus``
+    (:func:`dbfs.validate.gpus.validate_on_gpus`: each checks its share of the input edges, one pass for the
+    batch). A lost worker is survived as in :func:`validate_distributed` (every search of the batch rerun).
+
+    Returns
+    -------
+    list of dbfs.validate.ValidationResult
+        In the order of ``results``; ``levels`` None.
+    """
+    from dbfs.validate.gpus import validate_on_gpus
+
+    roots = [r.root for r in results]
+
+    def step():
+        watch = set(gpus).union(*(set(r.rank_worker.values()) for r in results))
+
+        def gather(futs, what):
+            return gather_watched(client, futs, watch, what, dgraph.timeout)
+
+        return validate_on_gpus(client, Path(dataset_path), [(r.root, _original(dgraph, r, client)) for r in results],
+                                results[0].partitioning, gpus, gather=gather)
+
+    return _with_parents(dgraph, results, step, f"the validation of the searches from roots {roots}", retries)

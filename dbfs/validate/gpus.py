@@ -1,0 +1,229 @@
+"""Graph500 validation of partitioned searches on the GPU workers of a Dask cluster, each checking its share of the edges.
+
+Contract
+--------
+``validate_on_gpus(client, dataset_path, searches, partitioning, gpu_workers,
+gather=None) -> [ValidationResult, ...]``: for each search ``(root,
+parent_slices)`` (one future per partition: int64 parents in that partition's
+local order, global ORIGINAL ids, -1 unreached, as
+:func:`dbfs.validate.dask.validate_partitioned` takes them) the same result
+as :func:`dbfs.validate.validate` on the joined parent array: same ``ok``,
+``nedge``, failed rules in ``RULES`` order, counts and messages, with
+``levels`` None. Several searches share one pass over the edges. Only counts,
+example ids and one tree-edge bitmap per search per worker move between
+workers; nothing N-sized reaches the client. Independent of what it checks:
+nothing from :mod:`dbfs.bfs`.
+
+Method: with G GPU workers, worker ``g`` runs one task (pinned to it) that
+joins each search's slices into a device parent array (Dask moves the
+slices it does not hold), applies the vertex rules and the levels by pointer
+jumping (:mod:`dbfs.validate.gpu`: ``_check_prefix``, ``_levels``; every
+worker computes them, worker 0 reports the chain rules), then reads input
+rows ``[g M / G, (g + 1) M / G)`` once, in chunks, against every search of
+the batch (``_EdgeCheck``: the fused edge kernel). A Kronecker dataset's
+rows are regenerated on the device (:func:`dbfs.store.virtual.device_rows`,
+the generator being a pure function of the row range: the same bytes as the
+stored list, whose checksum was checked when it was written), any other
+kind's are read from zarr (crc32c-checked) and uploaded. One last task on
+worker 0 ORs the workers' tree-edge bitmaps (packed bits of ``found``) and
+checks that every vertex above level 0 has its parent edge among the input
+edges (rule ``tree-edge``).
+
+Encoding: bitmaps are ``numpy.packbits`` of a bool per vertex (big-endian
+bit order, ``ceil(N / 8)`` bytes). Edge-rule examples are concatenated in
+row order of the shares, so they are the first offending tuples of the
+input order, as the CPU validator's.
+
+Reference: Graph 500 Benchmark 1 specification 3.0.1, section 8
+"Validation" (checked against the input edge list, not the CSR searched).
+"""
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from dbfs.partition import Partitioning
+from dbfs.validate.cpu import _EDGE_RULES, MAX_EXAMPLES, RULES, ValidationResult, _fail
+
+__all__ = ["validate_on_gpus", "edge_rows_on_device", "device_free"]
+
+_CHUNK_EDGES = 1 << 26          # input rows per device chunk
+
+
+class _Window:
+    """Rows ``[a, b)`` of an edge source as a sliceable (M, 2) array (``_sweep`` reads it in chunks)."""
+
+    def __init__(self, read, a: int, b: int):
+        self.read, self.a, self.shape = read, int(a), (int(b) - int(a), 2)
+
+    def __getitem__(self, key):
+        lo, hi, _ = key.indices(self.shape[0])
+        return self.read(self.a + lo, self.a + hi)
+
+
+def edge_rows_on_device(dataset_path, device: bool = True):
+    """``read(a, b)`` -> input rows ``[a, b)`` for a GPU task, and M: regenerated on the device for a
+    Kronecker dataset (stored or virtual), else (or with ``device=False``) read from the stored array or
+    regenerated on the host (host rows; the validator uploads them chunk by chunk)."""
+    from dbfs.store import open_edges
+    from dbfs.store.datasets import open_dataset
+    from dbfs.store.virtual import device_rows
+
+    path = Path(dataset_path)
+    ds = open_dataset(path.name, path.parent)
+    arr = open_edges(path, ds.attrs, verify_sum=False)
+    m = int(arr.shape[0])
+    if device and ds.spec.kind == "kronecker":
+        return (lambda a, b: device_rows(ds.spec, a, b, arr.dtype)), m
+    return (lambda a, b: np.asarray(arr[a:b])), m
+
+
+def _host(a) -> np.ndarray:
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+def _share(dataset_path, g: int, G: int, device: bool, part: Partitioning, roots, *slices):
+    """(task on GPU worker ``g`` of ``G``) every search's vertex rules, levels and the edge rules over this
+    worker's share of the input rows (``device=False``: the same with NumPy, on any worker). Returns one
+    dict per search (module docstring)."""
+    if device:
+        import cupy as cp
+    else:
+        cp = np
+
+    from dbfs.validate.gpu import _check_prefix, _EdgeCheck, _levels, _sweep, _width
+
+    n, P = part.n_vertices, part.P
+    out, checks = [], []
+    for k, root in enumerate(roots):
+        sl = slices[k * P:(k + 1) * P]
+        lens = [int(np.shape(s)[0]) for s in sl]
+        if lens != [part.local_count(rk) for rk in range(P)]:
+            out.append({"stop": _fail("length", f"parent has {sum(lens)} entries, graph has {n} vertices",
+                                      [], 1)})
+            continue
+        parent = cp.empty(n, cp.int64)
+        for rk, s in enumerate(sl):
+            rg = part.vertex_range(rk)
+            parent[rg.start:rg.stop:rg.step] = cp.asarray(s)
+        f = _check_prefix(cp, parent, int(root), n)
+        if f:
+            out.append({"stop": f})
+            continue
+        parent = parent.astype(_width(n), copy=False)
+        lev, chain = _levels(cp, parent, int(root), n)
+        c = _EdgeCheck(cp, parent, lev, n)
+        checks.append(c)
+        out.append({"check": c, "chain": chain if g == 0 else []})
+    read, m = edge_rows_on_device(dataset_path, device)
+    a, b = g * m // G, (g + 1) * m // G
+    if checks and b > a:
+        _sweep(cp, _Window(read, a, b), checks, _CHUNK_EDGES)
+    res = []
+    for o in out:
+        if "stop" in o:
+            res.append(o)
+            continue
+        c = o.pop("check")
+        res.append({**o, "totals": list(c.totals), "examples": list(c.examples), "nedge": int(c.nedge),
+                    "found": _host(cp.packbits(c.found)), "above0": _host(cp.packbits(c.lev > 0)) if g == 0 else None})
+        c.found = c.lev = c.parent = None
+    del checks, out
+    if device:
+        cp.get_default_memory_pool().free_all_blocks()     # the device memory goes back to the searches
+    return res
+
+
+def _device_free() -> int:
+    """(on a GPU worker) free device bytes, counting CuPy's cached free blocks."""
+    import cupy as cp
+
+    pool = cp.get_default_memory_pool()
+    return int(cp.cuda.runtime.memGetInfo()[0]) + int(pool.total_bytes() - pool.used_bytes())
+
+
+def device_free(client, gpu_workers) -> int:
+    """The least free device memory among ``gpu_workers`` (bytes), what a batch of validations must fit."""
+    got = client.run(_device_free, workers=list(gpu_workers))
+    return min(int(v) for v in got.values())
+
+
+def _first_bits(bits: np.ndarray, n: int) -> np.ndarray:
+    """The smallest indices (< n) of the set bits of a packbits array, at most MAX_EXAMPLES."""
+    nz = np.flatnonzero(bits)[:MAX_EXAMPLES]
+    if not nz.size:
+        return np.empty(0, np.int64)
+    ids = (nz[:, None] * 8 + np.arange(8)[None, :]).ravel()
+    hit = np.unpackbits(bits[nz]).astype(bool)
+    ids = ids[hit]
+    return ids[ids < n][:MAX_EXAMPLES].astype(np.int64)
+
+
+def _finish(n: int, roots, *shares):
+    """(task on worker 0) the ValidationResult of every search from the G workers' share results."""
+    results = []
+    for k in range(len(roots)):
+        parts = [s[k] for s in shares]
+        if "stop" in parts[0]:
+            results.append(ValidationResult(False, 0, [parts[0]["stop"]]))
+            continue
+        failures = list(parts[0]["chain"])
+        for kind, (rule, text) in enumerate(_EDGE_RULES):
+            cnt = sum(p["totals"][kind] for p in parts)
+            if cnt:
+                ex = np.concatenate([p["examples"][kind] for p in parts])
+                failures.append(_fail(rule, f"{cnt} " + text.format(n=n), ex, cnt))
+        found = parts[0]["found"].copy()
+        for p in parts[1:]:
+            np.bitwise_or(found, p["found"], out=found)
+        missing = np.bitwise_and(parts[0]["above0"], np.bitwise_not(found))
+        cnt = int(np.bitwise_count(missing).sum())
+        if cnt:
+            failures.append(_fail("tree-edge", f"{cnt} reached vertex(es) have a parent that is not an input "
+                                               f"neighbour", _first_bits(missing, n), cnt))
+        failures.sort(key=lambda x: RULES.index(x.rule))
+        results.append(ValidationResult(not failures, int(sum(p["nedge"] for p in parts)), failures, None))
+    return results
+
+
+def validate_on_gpus(client, dataset_path, searches, partitioning: Partitioning, gpu_workers, gather=None,
+                     device: bool = True) -> list:
+    """Validate several partitioned searches on the GPU workers (method in the module docstring).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    dataset_path : path-like
+        The dataset whose INPUT edges are checked.
+    searches : list of (int, sequence of Future)
+        ``(root, parent_slices)`` per search, slices as :func:`dbfs.validate.dask.validate_partitioned`'s.
+    partitioning : dbfs.partition.Partitioning
+    gpu_workers : sequence of str
+        The GPU workers that share the edges (at least one).
+    gather : callable, optional
+        ``gather(futures, what) -> list``; default ``client.gather``.
+    device : bool
+        False runs the same tasks with NumPy on any workers (how CI checks the method without a GPU).
+
+    Returns
+    -------
+    list of ValidationResult
+        In the order of ``searches``; ``levels`` None.
+    """
+    if not searches:
+        return []
+    if gather is None:
+        def gather(futs, what):
+            return client.gather(futs)
+    roots = [int(r) for r, _ in searches]
+    flat = [f for _, sl in searches for f in sl]
+    G = len(gpu_workers)
+    tag = uuid.uuid4().hex
+    shares = [client.submit(_share, str(dataset_path), g, G, device, partitioning, roots, *flat, workers=[w],
+                            allow_other_workers=False, pure=False, key=f"validate-gpu-share-{g}-{tag}")
+              for g, w in enumerate(gpu_workers)]
+    done = client.submit(_finish, partitioning.n_vertices, roots, *shares, workers=[gpu_workers[0]],
+                         allow_other_workers=False, pure=False, key=f"validate-gpu-finish-{tag}")
+    return gather([done], f"the validation of {len(roots)} search(es) on {G} GPU worker(s)")[0]
