@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _require_gpu import pytest_runtest_makereport  # noqa: F401  (DBFS_REQUIRE_GPU=1: see the module)
 
 _HERE = Path(__file__).resolve().parent
 # a copy of ../shared/testdata/graph500 (Graph500 3.0.1 reference vectors, 270 kB) lives in tests/golden
