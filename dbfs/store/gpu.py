@@ -370,8 +370,10 @@ class _DeviceChunks:
     """A dataset's edges as device chunks for :func:`dbfs.kernel1.passes_gpu.build_csr_gpu_passes`.
 
     ``read(a, b)``: rows of the device copy in ``ds.memo`` when there is one,
-    a virtual Kronecker dataset's rows regenerated on the device, else the
-    rows read (crc32c-checked) and uploaded. The first full sweep's rows are
+    a Kronecker dataset's rows regenerated on the device (virtual or stored:
+    the generator is a pure function of the row range, the same bytes as the
+    stored list, and far faster than decoding it on the host), else the rows
+    read (crc32c-checked) and uploaded. The first full sweep's rows are
     summed into :mod:`dbfs.checksum` parts; ``done()`` checks them against
     ``edges_checksum`` (a one-line error marking the dataset corrupt).
     """
@@ -381,7 +383,8 @@ class _DeviceChunks:
 
         self.arr = open_edges(ds.path, ds.attrs, verify_sum=False)
         self.memo = ds.memo.get("device_edges")
-        self.regen = self.memo is None and ds.storage == "virtual" and ds.spec.kind == "kronecker"
+        self.regen = self.memo is None and ds.spec.kind == "kronecker"
+        self.spec = ds.spec
         self.m = int(self.arr.shape[0])
         self.step = int(step or (1 << 22 if self.memo is not None else self.arr.chunks[0]))
         self.want = ds.attrs.get("edges_checksum")
@@ -395,7 +398,7 @@ class _DeviceChunks:
         if self.memo is not None:
             e = self.memo[a:b]
         elif self.regen:            # the generator's int64 rows, as Kernel 1 reads them (same values)
-            e = device_rows(self.arr.spec, a, b, np.int64)
+            e = device_rows(self.spec, a, b, np.int64)
         else:
             e = cp.asarray(self.arr[a:b])
         if self.parts is not None:
