@@ -1,0 +1,88 @@
+"""One GPU against G GPU workers, end to end through ``dbfs run``, on one dataset in one call.
+
+Runs ``dbfs run --scale S --roots R --backend gpu`` (one GPU) and then
+``dbfs run --scale S --roots R --cluster local-gpu --backend dask --partitions G``
+(G GPU workers, one partition each) on the same datasets folder (the first
+run generates and stores the graph, the second reuses it), each ``--rounds``
+times alternately, and compares, from their JSON records: Kernel 1
+(``construction_time``), validation per search, harmonic-mean TEPS of the
+searches, the run's wall time, and the dask run's per-level overhead (level
+time less the slowest worker's kernel time, median and p90 over all levels
+of all searches). Prints the ratios (dask / gpu) and writes
+``benchmarks/results/multi_gpu-<stamp>.json``.
+
+    python benchmarks/multi_gpu.py --scale 26 --roots 16 --gpus 2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.common import write_record  # noqa: E402
+
+
+def _run(args, flags, datasets, tmp, label) -> dict:
+    out = Path(tmp) / f"{label}.json"
+    out.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "dbfs.cli", "run", "--scale", str(args.scale), "--roots", str(args.roots),
+           "--datasets", str(datasets), "--json", str(out), *shlex.split(flags)]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    sys.stderr.write("".join(ln + "\n" for ln in proc.stderr.splitlines() if not ln.startswith("dbfs: search ")))
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}")
+    rec = json.loads(out.read_text())
+    vt = [s["validate_time"] for s in rec["searches"] if s.get("validate_time") is not None]
+    over = [lv["overhead"] for s in rec["searches"] for lv in (s.get("levels") or []) if "overhead" in lv]
+    row = {"label": label, "flags": flags, "wall_s": wall, "stages": rec.get("stages"),
+           "construction_time": rec["construction_time"], "load_time": rec.get("load_time"),
+           "harmonic_mean_TEPS": rec["graph500"]["bfs  harmonic_mean_TEPS"],
+           "validate_per_search": sum(vt) / len(vt) if vt else None,
+           "valid": sum(bool(s.get("valid")) for s in rec["searches"]), "searches": len(rec["searches"]),
+           "level_overhead_median": float(np.median(over)) if over else None,
+           "level_overhead_p90": float(np.percentile(over, 90)) if over else None,
+           "describe": {k: v for k, v in rec.get("config", {}).items() if k in ("workers", "frontier_sharing")}}
+    print(f"  {label:5s} K1 {row['construction_time']:7.2f} s  validate/search "
+          f"{(row['validate_per_search'] or 0):6.3f} s  hmean {row['harmonic_mean_TEPS'] / 1e9:8.2f} GTEPS  "
+          f"wall {wall:6.1f} s  valid {row['valid']}/{row['searches']}"
+          + (f"  level overhead median {row['level_overhead_median'] * 1e6:.0f} us" if over else ""), flush=True)
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=int, default=26)
+    ap.add_argument("--roots", type=int, default=16)
+    ap.add_argument("--gpus", type=int, default=2, help="GPU workers (partitions) of the dask run")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--flags", default="", help="more dbfs run flags for both runs")
+    ap.add_argument("--tag", default="")
+    args = ap.parse_args(argv)
+    configs = {"gpu": f"--backend gpu {args.flags}",
+               "dask": f"--cluster local-gpu --backend dask --partitions {args.gpus} {args.flags}"}
+    with tempfile.TemporaryDirectory(prefix="dbfs-mgpu-") as tmp:
+        rows = [_run(args, configs[k], Path(tmp) / "datasets", tmp, k) for _ in range(args.rounds) for k in configs]
+    med = {k: {m: statistics.median(r[m] for r in rows if r["label"] == k)
+               for m in ("construction_time", "harmonic_mean_TEPS", "validate_per_search", "wall_s")
+               if all(r[m] is not None for r in rows if r["label"] == k)} for k in configs}
+    ratio = {m: med["dask"][m] / med["gpu"][m] for m in med["gpu"] if m in med["dask"] and med["gpu"][m]}
+    print(f"dask ({args.gpus} GPU workers) / gpu (one GPU): " + "  ".join(f"{m} {v:.3f}x" for m, v in ratio.items()))
+    write_record(f"multi_gpu{('-' + args.tag) if args.tag else ''}",
+                 {"scale": args.scale, "roots": args.roots, "gpus": args.gpus, "runs": rows, "median": med,
+                  "dask_over_gpu": ratio})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
