@@ -9,6 +9,7 @@ Contract (the Graph500 reference's ``make_graph_data_structure`` /
     variant, k1 = B.csr(ds, cfg, client)            # Kernel 1: build or reuse the CSR variant
     b = B(cfg, client)
     b.load(ds, variant)            # -> seconds (not Kernel 1 time)
+    b.warm()                       # -> seconds: the search-side kernels loaded (compile_time, not timed)
     b.prepare()                    # -> seconds (per-graph search structures: Kernel 1 time)
     roots = b.roots(n)             # the Graph500 search keys
     b.search(root)                 # -> seconds (Graph500 Kernel 2 time); b.level_stats
@@ -17,6 +18,19 @@ Contract (the Graph500 reference's ``make_graph_data_structure`` /
     b.nedge(root)                  # -> Graph500 nedge without the other checks
     b.parents()                    # -> int64 parents in original ids
     b.close()
+
+Compile time: the Numba kernels of a stage are loaded before its timer
+starts (compiled on the first run, read from Numba's on-disk cache after),
+in this process and on every worker of the client (:func:`warm`): the
+base class's :meth:`Backend.dataset` and :meth:`Backend.csr`, before a
+CPU generation or Kernel 1 that has work to do, run the same stages on a
+tiny graph of the same kind (:func:`warm_stages`; a Numba kernel is
+compiled once per argument type, and the tiny graph's arrays have the
+types of the real one's while its ids fit int32) and add the seconds to
+``ds.memo["compile_time"]``; :meth:`Backend.warm` does the same for what
+runs in this process after loading (the CPU backend: searches, validation,
+root selection). The pipeline reports their sum as the run's
+``compile_time``, apart from ``generation_time`` and ``construction_time``.
 
 Registry: :data:`BACKENDS` maps a name to ``"module:Class"``; adding a
 backend is one new module and one line there. A backend's class states
@@ -34,7 +48,7 @@ from dbfs.errors import DbfsError
 from dbfs.progress import say
 
 __all__ = ["BACKENDS", "COMMON_OPTIONS", "Backend", "RunConfig", "backend_table", "check_degree_placement",
-           "check_split_placement", "get_backend"]
+           "check_split_placement", "get_backend", "tiny_spec", "warm", "warm_stages"]
 
 #: backend name -> "module:Class"
 BACKENDS = {
@@ -89,7 +103,7 @@ class Backend:
         self.cfg, self.client = cfg, client
         self.level_stats = None
         self.events: list = []
-        self.load_time = self.prepare_time = 0.0
+        self.load_time = self.prepare_time = self.compile_time = 0.0
 
     # ---- what the backend is
     @classmethod
@@ -137,7 +151,11 @@ class Backend:
         from dbfs.spec import GraphSpec
 
         if isinstance(target, GraphSpec):
+            seconds = 0.0
+            if store.stored(target, root_dir) is None:   # generation has work to do: its kernels first
+                seconds = warm("generation", client, quiet, warm_stages, tiny_spec(target))
             ds, _ = store.generate(target, root_dir, client=client, quiet=quiet, edges="auto")
+            ds.memo["compile_time"] = ds.memo.get("compile_time", 0.0) + seconds
             return ds
         return store.open_dataset(target, root_dir)
 
@@ -150,16 +168,23 @@ class Backend:
         """(variant name, its attributes): the CSR variant ``cfg`` searches, built if not stored
         (kept in memory for this run, :meth:`csr_in_memory`, where the disk has no room for it)."""
         from dbfs import kernel1
+        from dbfs.spec import GraphSpec
 
         variant = kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
-        if cls.in_memory_csr and cfg.partitions == 1 and cfg.relabel == "none" and \
-                kernel1.reusable_variant(ds.path, 1, cfg.partitioning, cfg.dedupe, "none") is None:
-            from dbfs.preflight import csr_bytes
-            from dbfs.store.space import MARGIN, free_bytes
+        if kernel1.reusable_variant(ds.path, cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel) is None:
+            in_memory = False
+            if cls.in_memory_csr and cfg.partitions == 1 and cfg.relabel == "none":
+                from dbfs.preflight import csr_bytes
+                from dbfs.store.space import MARGIN, free_bytes
 
-            need = sum(csr_bytes(ds.n_vertices, ds.n_edges)) + MARGIN
-            free = free_bytes(ds.path)
-            if need > free:
+                need = sum(csr_bytes(ds.n_vertices, ds.n_edges)) + MARGIN
+                free = free_bytes(ds.path)
+                in_memory = need > free
+            build = "passes" if in_memory else (cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
+            seconds = warm("Kernel 1", None if in_memory else client, cfg.quiet, warm_stages,
+                           tiny_spec(GraphSpec.from_dict(ds.attrs["spec"]), cfg.partitions), build)
+            ds.memo["compile_time"] = ds.memo.get("compile_time", 0.0) + seconds
+            if in_memory:
                 return variant, cls.csr_in_memory(ds, cfg, need, free)
         attrs = kernel1.build_partitioned(ds.path, P=cfg.partitions, partitioning=cfg.partitioning,
                                           dedupe=cfg.dedupe, relabel=cfg.relabel, client=client,
@@ -188,6 +213,11 @@ class Backend:
     # ---- the searches
     def load(self, ds, variant: str) -> float:
         raise NotImplementedError
+
+    def warm(self) -> float:
+        """Load the Numba kernels this process runs after loading (searches, validation, root selection)
+        before any of them is timed; returns (and keeps as ``compile_time``) the seconds. None here."""
+        return self.compile_time
 
     def prepare(self) -> float:
         """Build the per-graph search structures of an in-memory graph (``self.graph``) with the
@@ -242,6 +272,75 @@ class Backend:
 
     def close(self) -> None:
         pass
+
+
+def warm(what: str, client, quiet: bool, fn, *args) -> float:
+    """Run ``fn(*args)`` here, then once on every worker of ``client`` (one task pinned to each), before
+    the stage ``what`` starts its timer: ``fn`` runs that stage's Numba kernels on tiny inputs, so each
+    process has them loaded. The first process compiles them and writes Numba's on-disk cache (``cache=True``:
+    ``$NUMBA_CACHE_DIR``, else the package's ``__pycache__``, else the user's cache directory, whichever is
+    writable); the workers, started from the same environment, then read that cache rather than compile in
+    parallel. Says both ends on stderr; returns the wall seconds (the run's ``compile_time``).
+    """
+    import time
+    import uuid
+
+    t0 = time.perf_counter()
+    say(f"loading the Numba kernels of {what} (compiled on a first run, cached for later ones; not timed) ...",
+        quiet)
+    workers = []
+    try:
+        fn(*args)
+        workers = list(client.scheduler_info(n_workers=-1)["workers"]) if client is not None else []
+        if workers:
+            tag = f"warm-{what.replace(' ', '').lower()}-{uuid.uuid4().hex[:8]}"
+            futures = [client.submit(fn, *args, key=f"{tag}-{i}", workers=[w], allow_other_workers=False,
+                                     pure=False) for i, w in enumerate(workers)]
+            client.gather(futures)
+            del futures
+    except (DbfsError, OSError) as e:   # e.g. no room in the temporary directory: the stage itself decides
+        say(f"could not load the Numba kernels of {what} beforehand ({e}): its time includes compiling them",
+            quiet)
+        return time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    where = f" (here and on {len(workers)} worker{'s' if len(workers) != 1 else ''})" if workers else ""
+    say(f"Numba kernels of {what} ready in {seconds:.2f} s{where}", quiet)
+    return seconds
+
+
+def tiny_spec(spec, partitions: int = 1):
+    """A graph of ``spec``'s kind small enough to generate and build in milliseconds (a 2-D grid for an
+    imported graph, whose generation is a write), with at least ``2 * partitions`` vertices."""
+    from dataclasses import replace
+
+    from dbfs.spec import GraphSpec
+
+    scale = max(6, (2 * int(partitions) - 1).bit_length())
+    if spec.kind == "import":
+        return GraphSpec(kind="grid2d", scale=scale, edgefactor=0, seed1=0, seed2=0)
+    return replace(spec, scale=scale)
+
+
+def warm_stages(tiny, build=None) -> None:
+    """Generate ``tiny`` (:func:`tiny_spec`) into a temporary datasets root and, with ``build``, run
+    Kernel 1 on it out of core, ``(P, partitioning, dedupe, relabel)``; or, with ``build="passes"``,
+    only Kernel 1 in memory (:func:`dbfs.kernel1.build_csr_passes`) on its rows, nothing written (no
+    room on disk is why it runs). The same code as the real stages, so every Numba kernel they call is
+    loaded here with the argument types they pass. Nothing is said; the root is removed."""
+    import tempfile
+
+    from dbfs import kernel1, store
+
+    if build == "passes":
+        kernel1.build_csr_passes(tiny.edges().astype(tiny.stored_dtype), n_vertices=tiny.n_vertices,
+                                 memory_budget=1 << 26)
+        return
+    with tempfile.TemporaryDirectory(prefix="dbfs-warm-") as root:
+        ds, _ = store.generate(tiny, root, quiet=True, edges="auto")
+        if build is not None:
+            P, partitioning, dedupe, relabel = build
+            kernel1.build_partitioned(ds.path, P=P, partitioning=partitioning, dedupe=dedupe, relabel=relabel,
+                                      progress=False)
 
 
 def check_split_placement(cfg: RunConfig, name: str, who: str) -> None:

@@ -12,9 +12,12 @@ cores, memory, package versions: :func:`machine`), ``spec`` (the dataset's
 generation spec), ``dataset``, ``n_vertices``, ``n_edges``, ``config``
 (algorithm, backend, CSR variant, options, partitions), ``graph500`` (every
 key of the Graph500 text output, as numbers), ``validated``,
-``generation_time``, ``construction_time``, ``load_time``, ``stages`` (wall
-seconds of each stage in this run: generate, kernel1, load, warm-up,
-searches, validation), ``timer`` (what the search clock includes on this
+``generation_time``, ``construction_time``, ``load_time``,
+``compile_time`` (seconds this run spent loading Numba kernels before the
+timed stages, in none of the times before it: compiling them on a first
+run, reading Numba's cache after), ``stages`` (wall seconds of each stage
+in this run: generate, kernel1, load, compile, warm-up, searches,
+validation), ``timer`` (what the search clock includes on this
 backend), ``energy``, ``failures``, and
 ``searches``: one record per root with ``root``, ``time`` (s), ``nedge``,
 ``teps``, ``validate_time`` (s or null), ``valid`` (bool or null) and
@@ -102,7 +105,8 @@ def result_dict(res, graph500: dict) -> dict:
             "dataset": res.dataset, "n_vertices": res.n_vertices, "n_edges": res.n_edges,
             "config": res.config, "graph500": graph500, "validated": res.validated,
             "generation_time": res.generation_time, "construction_time": res.construction_time,
-            "load_time": res.load_time, "stages": dict(getattr(res, "stages", None) or {}),
+            "load_time": res.load_time, "compile_time": getattr(res, "compile_time", 0.0),
+            "stages": dict(getattr(res, "stages", None) or {}),
             "timer": ("device synchronised before each clock read; parents stay on the device (copied to host "
                       "memory after the timer, when asked)"
                       if res.config.get("backend") == "gpu" else
