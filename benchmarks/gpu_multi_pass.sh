@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call on a box of several GPUs: every gpu test (DBFS_REQUIRE_GPU=1: a missing GPU stack fails),
 # then benchmarks/multi_gpu.py (one GPU against the dask GPU workers, same call, same dataset).
-#   bash benchmarks/gpu_multi_pass.sh --scale 26 --roots 16 --gpus 2
+#   bash benchmarks/gpu_multi_pass.sh --scale 26 --roots 16 --partitions 1 2
 # PYTEST_ARGS overrides the test selection; TEST_TIMEOUT (0 skips the tests) and BENCH_TIMEOUT bound each part
 # (s). Logs and records go to $OUT (the device tool's folder) or benchmarks/results. NVLink multicast stays off.
 set -o pipefail

@@ -1,8 +1,9 @@
 """One GPU against G GPU workers, end to end through ``dbfs run``, on one dataset in one call.
 
 Runs ``dbfs run --scale S --roots R --backend gpu`` (one GPU) and then
-``dbfs run --scale S --roots R --cluster local-gpu --backend dask --partitions G``
-(G GPU workers, one partition each) on the same datasets folder (the first
+``dbfs run --scale S --roots R --cluster local-gpu --backend dask --partitions P``
+for each P given (the box's GPU workers; P = 1: one partition, loaded from the
+variant the first run stored) on the same datasets folder (the first
 run generates and stores the graph, the second reuses it), each ``--rounds``
 times alternately, and compares, from their JSON records: Kernel 1
 (``construction_time``), validation per search, harmonic-mean TEPS of the
@@ -11,7 +12,7 @@ time less the slowest worker's kernel time, median and p90 over all levels
 of all searches). Prints the ratios (dask / gpu) and writes
 ``benchmarks/results/multi_gpu-<stamp>.json``.
 
-    python benchmarks/multi_gpu.py --scale 26 --roots 16 --gpus 2
+    python benchmarks/multi_gpu.py --scale 26 --roots 16 --partitions 1 2
 """
 from __future__ import annotations
 
@@ -64,22 +65,25 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=int, default=26)
     ap.add_argument("--roots", type=int, default=16)
-    ap.add_argument("--gpus", type=int, default=2, help="GPU workers (partitions) of the dask run")
+    ap.add_argument("--partitions", type=int, nargs="+", default=[2], help="P of each dask run")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--flags", default="", help="more dbfs run flags for both runs")
     ap.add_argument("--tag", default="")
     args = ap.parse_args(argv)
-    configs = {"gpu": f"--backend gpu {args.flags}",
-               "dask": f"--cluster local-gpu --backend dask --partitions {args.gpus} {args.flags}"}
+    configs = {"gpu": f"--backend gpu {args.flags}"}
+    configs.update({f"p{P}": f"--cluster local-gpu --backend dask --partitions {P} {args.flags}"
+                    for P in args.partitions})
     with tempfile.TemporaryDirectory(prefix="dbfs-mgpu-") as tmp:
         rows = [_run(args, configs[k], Path(tmp) / "datasets", tmp, k) for _ in range(args.rounds) for k in configs]
     med = {k: {m: statistics.median(r[m] for r in rows if r["label"] == k)
                for m in ("construction_time", "harmonic_mean_TEPS", "validate_per_search", "wall_s")
                if all(r[m] is not None for r in rows if r["label"] == k)} for k in configs}
-    ratio = {m: med["dask"][m] / med["gpu"][m] for m in med["gpu"] if m in med["dask"] and med["gpu"][m]}
-    print(f"dask ({args.gpus} GPU workers) / gpu (one GPU): " + "  ".join(f"{m} {v:.3f}x" for m, v in ratio.items()))
+    ratio = {k: {m: med[k][m] / med["gpu"][m] for m in med["gpu"] if m in med[k] and med["gpu"][m]}
+             for k in configs if k != "gpu"}
+    for k, r in ratio.items():
+        print(f"dask {k} / gpu (one GPU): " + "  ".join(f"{m} {v:.3f}x" for m, v in r.items()))
     write_record(f"multi_gpu{('-' + args.tag) if args.tag else ''}",
-                 {"scale": args.scale, "roots": args.roots, "gpus": args.gpus, "runs": rows, "median": med,
+                 {"scale": args.scale, "roots": args.roots, "partitions": args.partitions, "runs": rows, "median": med,
                   "dask_over_gpu": ratio})
     return 0
 
