@@ -33,13 +33,19 @@ Method: one Dask task per chunk, keyed ``generate-chunk-<token>-<i>`` (so
 the dashboard's task stream and progress pages name the stage), generates
 its rows and writes them (:func:`_gen_block`, :func:`_write_block`; a
 virtual dataset's task only hashes them), returning that chunk's
-:mod:`dbfs.checksum` part; the parts add up to ``edges_checksum``.
+:mod:`dbfs.checksum` part; the parts add up to ``edges_checksum``. The
+tasks are made lazily and run in a bounded window (four per thread of the
+cluster, at least 64 in flight; the next submitted as one finishes, or in
+batches of that size on the threaded scheduler) and their parts are summed
+as they come, so planning is instant and memory does not grow with the
+number of chunks: the progress bar starts with the first chunk at any SCALE.
 ``backend="gpu"`` uses :func:`dbfs.store.gpu.write_edges_gpu` (imported on
 demand). Every chunk is written, zeros included, so a missing chunk means
 damage. An id-compacted import also stores ``original_ids`` (int64, N).
 """
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import time
@@ -51,7 +57,7 @@ import numpy as np
 
 from dbfs import __version__
 from dbfs.errors import DbfsError
-from dbfs.progress import compute, say
+from dbfs.progress import bar, say
 from dbfs.spec import GraphSpec
 from dbfs.store.datasets import Dataset, _read_attrs, datasets_root, status
 from dbfs.store.integrity import compressors, crc_scan, mark_corrupt
@@ -59,10 +65,13 @@ from dbfs.store.locks import dataset_lock, writer_lock
 from dbfs.store.space import MARGIN, check_room, choose_edges, is_no_space, no_space
 from dbfs.store.virtual import STORED, VIRTUAL, digest, storage_of
 
-__all__ = ["generate", "estimate_bytes", "resolve_edges", "need_bytes", "check_room_for", "EDGES_CHOICES"]
+__all__ = ["generate", "estimate_bytes", "resolve_edges", "need_bytes", "check_room_for", "EDGES_CHOICES",
+           "generation_calls"]
 
 EDGES_CHOICES = ("stored", "virtual", "auto")
 _VIRTUAL_BYTES = 1 << 16  # a virtual dataset writes its attributes only
+_MIN_WINDOW = 64  # chunk tasks in flight at least (more on a larger cluster: four per thread)
+_MASK64 = 0xFFFFFFFFFFFFFFFF  # checksum parts add up mod 2**64 (dbfs.checksum)
 
 _WRITE_CONFIG = {"write_empty_chunks": True}  # every chunk on disk, so a missing one means damage
 _check_room = check_room  # the old private name (dbfs.cli)
@@ -167,34 +176,102 @@ def _remove_stale(root: Path, name: str, quiet: bool) -> None:
         shutil.rmtree(p, ignore_errors=True)
 
 
-def generation_tasks(spec, edges_path: str | None, chunk: int) -> list:
-    """One ``dask.delayed`` per chunk, keyed ``generate-chunk-<token>-<i>``, each returning the chunk's
-    checksum part (``edges_path`` None: virtual, nothing written)."""
-    import dask
+def generation_calls(spec, edges_path: str | None, chunk: int):
+    """The generation work, one ``(key, function, args)`` per chunk, made lazily (a chunk's call
+    exists only while it is submitted, so planning is O(1) whatever the number of chunks); keys
+    ``generate-chunk-<token>-<i>``, each call returning the chunk's checksum part (``edges_path``
+    None: virtual, nothing written)."""
     from dask.base import tokenize
 
     m = int(spec.n_edges)
     tok = tokenize(spec.to_dict(), chunk, edges_path)
-    starts = list(range(0, m, chunk))
     if spec.kind == "import":  # parsed in memory already: ship the rows, not the parser
-        from dbfs.generate import edges_dask
+        rows, _ = spec._load_import()
+        for i, lo in enumerate(range(0, m, chunk)):
+            yield f"generate-chunk-{tok}-{i}", _write_block, (edges_path, rows[lo:lo + chunk], lo)
+        return
+    for i, lo in enumerate(range(0, m, chunk)):
+        yield f"generate-chunk-{tok}-{i}", _gen_block, (spec, edges_path, lo, min(lo + chunk, m))
 
-        blocks = edges_dask(spec, chunk).to_delayed().ravel().tolist()
-        write = dask.delayed(_write_block, pure=True)
-        return [write(edges_path, b, lo, dask_key_name=f"generate-chunk-{tok}-{i}")
-                for i, (b, lo) in enumerate(zip(blocks, starts))]
-    gen = dask.delayed(_gen_block, pure=True)
-    return [gen(spec, edges_path, lo, min(lo + chunk, m), dask_key_name=f"generate-chunk-{tok}-{i}")
-            for i, lo in enumerate(starts)]
+
+def _window(client) -> int:
+    """How many chunk tasks are in flight at once: four per thread of the cluster (or of this
+    machine for the threaded scheduler), at least :data:`_MIN_WINDOW`."""
+    if client is None:
+        threads = os.cpu_count() or 1
+    else:
+        threads = sum(client.nthreads().values())
+    return max(_MIN_WINDOW, 4 * threads)
+
+
+def _sum_threaded(calls, window: int, progress) -> int:
+    """The calls on dask's threaded scheduler, ``window`` at a time; the sum of their results mod 2**64.
+    Every task has finished when this returns or raises (the pool is joined)."""
+    import dask
+    from multiprocessing.pool import ThreadPool
+
+    acc = 0
+    pool = ThreadPool(os.cpu_count() or 1)
+    try:
+        while batch := list(itertools.islice(calls, window)):
+            tasks = [dask.delayed(fn, pure=True)(*args, dask_key_name=key) for key, fn, args in batch]
+            acc += sum(int(p) for p in dask.compute(*tasks, scheduler="threads", pool=pool))
+            progress.update(len(batch))
+    finally:
+        pool.close()
+        pool.join()
+    return acc & _MASK64
+
+
+def _sum_distributed(calls, client, window: int, progress) -> int:
+    """The calls on ``client``, at most ``window`` in flight (refilled in batches as they finish, their
+    results gathered in the background); the sum of their results mod 2**64. On a failure the tasks
+    in flight are waited for before it is raised, so none still writes when the caller removes its
+    temporary directory."""
+    from distributed import as_completed, wait
+
+    inflight = set()
+
+    def submit(batch):
+        futs = []
+        for key, fn, args in batch:  # an import's rows go as data, not inside the task (no large graph)
+            args = [client.scatter(a) if isinstance(a, np.ndarray) else a for a in args]
+            futs.append(client.submit(fn, *args, key=key, pure=False))
+        inflight.update(futs)
+        return futs
+
+    acc = 0
+    done = as_completed(submit(itertools.islice(calls, window)), with_results=True)
+    try:
+        for finished in done.batches():
+            for fut, part in finished:
+                inflight.discard(fut)
+                acc += int(part)
+            progress.update(len(finished))
+            if len(inflight) <= window // 2:
+                done.update(submit(itertools.islice(calls, window - len(inflight))))
+    except BaseException:
+        wait(list(inflight))
+        raise
+    return acc & _MASK64
 
 
 def _write_edges_dask(spec, edges_path: str | None, chunk: int, client, quiet: bool):
-    """Generate ``spec``'s edges as Dask tasks, one chunk per task (``edges_path`` None: virtual,
-    checksums only); returns (the per-chunk checksum parts, an empty memo)."""
-    tasks = generation_tasks(spec, edges_path, chunk)
+    """Generate ``spec``'s edges as Dask tasks, one chunk per task, a bounded window of them in flight
+    (memory and the scheduler's task count do not grow with the number of chunks; progress shows from
+    the first chunk); ``edges_path`` None: virtual, checksums only. Returns (one checksum part, the
+    sum of the chunks' parts; an empty memo)."""
+    n_chunks = -(-int(spec.n_edges) // chunk)
     what = "hashing (virtual: nothing stored)" if edges_path is None else "generating"
-    return compute(tasks, client, f"{what} {spec.name}: {spec.n_edges:,} edges in "
-                                  f"{len(tasks)} chunks", quiet=quiet), {}
+    label = f"{what} {spec.name}: {spec.n_edges:,} edges in {n_chunks:,} chunks"
+    calls = generation_calls(spec, edges_path, chunk)
+    window = _window(client)
+    with bar(n_chunks, label, quiet) as progress:
+        if client is None:
+            part = _sum_threaded(calls, window, progress)
+        else:
+            part = _sum_distributed(calls, client, window, progress)
+    return [part], {}
 
 
 def _reusable(final: Path, spec: GraphSpec, strict: bool = True, edges: str = "auto") -> Dataset | None:
