@@ -6,7 +6,8 @@ shape (M, 2), one row per stored edge in file order, 0-based ids.
 - ``edgelist``: one ``u v`` per line, separated by spaces or tabs; further
   columns (weights, timestamps) are ignored; lines whose first non-blank
   character is ``#`` or ``%`` are comments; blank lines and CRLF endings are
-  fine. Ids are 0-based; ``n_vertices = max id + 1``.
+  fine. Ids are 0-based, any integer 0..2**63 - 1 (int64; leading zeros
+  allowed); ``n_vertices = max id + 1``.
 - ``mtx``: Matrix Market ``%%MatrixMarket matrix coordinate
   <real|integer|pattern> <general|symmetric>``; ``%`` comment lines, then the
   size line ``rows cols entries``, then ``entries`` lines ``i j [value]``
@@ -53,7 +54,7 @@ FORMATS = ("edgelist", "mtx")
 MM_BANNER = b"%%MatrixMarket"
 MM_FIELDS = ("real", "integer", "pattern")
 MM_SYMMETRIES = ("general", "symmetric")
-MAX_DIGITS = 18  # any 18-digit id fits in int64; longer ones are refused
+MAX_ID = (1 << 63) - 1  # ids are int64: any value up to this is read (leading zeros too), larger ones are refused
 
 # parser error codes (_parse_range) -> message stem
 E_OK, E_COLUMNS, E_NOT_INT, E_NEGATIVE, E_TOO_BIG = 0, 1, 2, 3, 4
@@ -61,7 +62,7 @@ _ERRORS = {
     E_COLUMNS: "has fewer than 2 columns; each data line needs 'u v'",
     E_NOT_INT: "has a vertex id that is not an integer; ids must be whole numbers",
     E_NEGATIVE: "has a negative vertex id; ids must be >= 0",
-    E_TOO_BIG: f"has a vertex id with more than {MAX_DIGITS} digits; ids must fit in int64",
+    E_TOO_BIG: f"has a vertex id above {MAX_ID:,} (2**63 - 1, the int64 limit); ids must be 0..{MAX_ID:,}",
 }
 
 _NL, _CR, _SP, _TAB = 10, 13, 32, 9
@@ -111,16 +112,20 @@ def _parse_id(buf, p):
         p += 1
     first = p
     value = 0
+    big = False
     d = np.int64(buf[p]) - _ZERO
     while 0 <= d <= 9:
-        value = value * 10 + d
+        if big or value > (MAX_ID - d) // 10:  # value * 10 + d would pass int64: stop growing it
+            big = True
+        else:
+            value = value * 10 + d
         p += 1
         d = np.int64(buf[p]) - _ZERO
     c = buf[p]
     err = E_OK
     if p == first or not (_is_blank(c) or c == _NL):
         err = E_NOT_INT
-    elif p - first > MAX_DIGITS:
+    elif big:
         err = E_TOO_BIG
     elif neg and value != 0:
         err = E_NEGATIVE
@@ -299,12 +304,12 @@ def _read_mtx(path, buf: np.ndarray) -> tuple[np.ndarray, int]:
         if len(size) != 3:
             raise ValueError
         rows, cols, nnz = (int(s) for s in size)
-        if min(rows, cols, nnz) < 0:
+        if min(rows, cols, nnz) < 0 or max(rows, cols, nnz) > MAX_ID:
             raise ValueError
     except ValueError:
         raise DbfsError(
             f"{path}: line {line}: bad Matrix Market size line {' '.join(size)!r}; "
-            "expected three non-negative integers 'rows cols entries'"
+            f"expected three integers 'rows cols entries', each 0..{MAX_ID:,} (int64)"
         ) from None
     edges = _parse(buf[p:], path, first_line=line + 1)
     if edges.shape[0] != nnz:
