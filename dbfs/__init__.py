@@ -11,6 +11,12 @@ heavy modules import on first use):
 - ``bfs(graph, root, algorithm="do", backend="cpu")`` Kernel 2.
 - ``validate(edges, root, parent)`` Graph500 validation.
 
+Bad input raises :class:`DbfsError` (one line: the problem and the fix); a
+Python argument of the wrong type or out of range (``bfs``'s ``root``,
+``graph500_roots``' ``scale``, ``n``, seeds) raises :class:`ArgumentError`,
+a DbfsError that is also a ``ValueError``, naming the argument and its
+valid range (never silently coerced).
+
 ``dbfs.bfs`` and ``dbfs.validate`` are the packages :mod:`dbfs.bfs` and
 :mod:`dbfs.validate`, each callable as its function (``dbfs.bfs(g, r)`` is
 ``dbfs.bfs.bfs(g, r)``): a package's submodule import binds the package to
@@ -33,6 +39,7 @@ _LAZY = {
     "build_csr": ("dbfs.kernel1", "build_csr"),
     "bfs": ("dbfs.bfs", None),
     "validate": ("dbfs.validate", None),
+    "ArgumentError": ("dbfs.errors", "ArgumentError"),
 }
 
 __all__ = ["DbfsError", "CSRGraph", "__version__", *_LAZY]

@@ -83,11 +83,48 @@ def select_roots(nverts: int, seed1: int, seed2: int, n: int, is_eligible) -> np
     return np.array(roots, dtype=np.int64)
 
 
+#: the largest SCALE whose 2**SCALE vertex ids fit int64 (the largest any generator takes)
+MAX_ROOT_SCALE = 62
+
+
+def _int_arg(name: str, value, lo: int, hi: int, valid: str) -> int:
+    """``value`` as an int, or ArgumentError naming ``name`` and its range ``valid`` (``lo..hi``; an
+    int or NumPy integer, not a bool, str or float)."""
+    import operator
+
+    from dbfs.errors import ArgumentError
+
+    try:
+        if isinstance(value, (bool, np.bool_)):
+            raise TypeError
+        v = operator.index(value)
+    except TypeError:
+        v = None
+    if v is None or not lo <= v <= hi:
+        raise ArgumentError(f"graph500_roots: {name}={value!r} is invalid: pass an integer {valid}")
+    return v
+
+
 def graph500_roots(edges, scale: int, seed1: int = 2, seed2: int = 3, n: int = 64,
                    n_vertices: int | None = None) -> np.ndarray:
     """The reference's search keys, in its order (int64, length <= n).
 
     N is ``2**scale`` (Graph500) unless ``n_vertices`` is given (imported graphs).
+
+    Raises
+    ------
+    dbfs.errors.ArgumentError
+        (a ValueError) naming an argument that is not an integer in its range: ``scale`` 1..62
+        (unless ``n_vertices`` is given), ``seed1``/``seed2`` 0..2**64-1, ``n`` >= 1,
+        ``n_vertices`` 1..2**63-1.
     """
-    nverts = int(n_vertices) if n_vertices is not None else 1 << int(scale)
+    if n_vertices is not None:
+        nverts = _int_arg("n_vertices", n_vertices, 1, (1 << 63) - 1, "1..2**63-1 (the graph's vertex count)")
+    else:
+        nverts = 1 << _int_arg("scale", scale, 1, MAX_ROOT_SCALE,
+                               f"1..{MAX_ROOT_SCALE} (N = 2**scale vertex ids must fit int64)")
+    for name, seed in (("seed1", seed1), ("seed2", seed2)):
+        _int_arg(name, seed, 0, mrg.UINT64_MAX, "0..2**64-1")
+    n = _int_arg("n", n, 1, (1 << 63) - 1, ">= 1 (the number of keys; fewer come back when fewer vertices have "
+                                           "an edge)")
     return select_roots(nverts, seed1, seed2, n, lambda cands: eligible(edges, cands))

@@ -142,6 +142,14 @@ def bfs(graph: CSRGraph, root: int, algorithm: str = "do", backend: str = "cpu",
     -------
     BFSResult
         See the module docstring for the encoding.
+
+    Raises
+    ------
+    dbfs.errors.ArgumentError
+        (a ValueError) when ``root`` is not an integer (a str, float or bool is never coerced; NumPy
+        integers are fine) or not in ``[0, graph.n_vertices)``.
+    DbfsError
+        An unknown algorithm, backend or option.
     """
     fn = get_algorithm(algorithm, backend)
     _check_opts(fn, algorithm, opts)
