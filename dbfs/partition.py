@@ -15,8 +15,16 @@ Encoding (``N`` vertices ``0..N-1``, ``P`` partitions ``0..P-1``):
 - ``cyclic``: ``v`` is owned by ``v % P`` with local index ``v // P``.
 
 Local indices of a partition are ``0..local_count(j)-1`` and map back with
-:meth:`Partitioning.to_global`. Ids are int64 throughout. ``P > N`` is legal:
-the surplus partitions own nothing.
+:meth:`Partitioning.to_global`. Ids are int64 throughout. ``P > N`` is legal
+here: the surplus partitions own nothing.
+
+What a run may ask (:func:`check_partition_count`, called where ``--partitions``
+is checked, before any work): with ``P > 1`` every partition must own at least
+:data:`MIN_PARTITION_VERTICES` vertices on average, i.e. ``P <= N // 64``. A
+partition's cost does not shrink with its size (its Kernel 1 output, its load
+onto a worker, a message to every other partition at each level, its share of
+every validation), so past that bound the runs grow with ``P`` alone while the
+work per partition vanishes.
 
 Attributes written to disk (``Partitioning.to_attrs``) are plain JSON: the
 kind, ``N``, ``P`` and, for ``block``, the per-partition ``[first, stop)``
@@ -29,6 +37,40 @@ from numba import njit, prange
 
 KINDS = ("block", "cyclic")
 _KIND_CODE = {"block": 0, "cyclic": 1}
+
+#: the fewest vertices (on average) a partition of a run with P > 1 owns: one 64-bit bitmap word
+MIN_PARTITION_VERTICES = 64
+
+
+def max_partitions(n_vertices: int) -> int:
+    """The largest partition count a run over ``n_vertices`` vertices may ask (at least 1)."""
+    return max(1, int(n_vertices) // MIN_PARTITION_VERTICES)
+
+
+def check_partition_count(P: int, n_vertices: int, flag: str = "--partitions") -> None:
+    """Refuse, in one line, ``P`` partitions of a graph too small for them (module docstring).
+
+    Parameters
+    ----------
+    P : int
+        The partition count asked.
+    n_vertices : int
+        The graph's vertex count.
+    flag : str
+        The option named in the message.
+
+    Raises
+    ------
+    DbfsError
+        Naming the largest count the graph allows.
+    """
+    from dbfs.errors import DbfsError
+
+    top = max_partitions(n_vertices)
+    if int(P) > top:
+        raise DbfsError(f"{flag} {P} is too many for a graph of {int(n_vertices):,} vertices: each partition must "
+                        f"own at least {MIN_PARTITION_VERTICES} vertices, so use {flag} {top} or fewer "
+                        f"(or a larger graph)")
 
 
 @njit(inline="always", nogil=True, cache=True)

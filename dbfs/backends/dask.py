@@ -136,11 +136,14 @@ class DaskBackend(Backend):
 
     @classmethod
     def csr(cls, ds, cfg, client=None):
-        """As the base class, or Kernel 1 in the GPU workers' memory (module docstring)."""
+        """As the base class, or Kernel 1 in the GPU workers' memory (module docstring); more partitions
+        than the graph's vertices allow are refused first (:func:`dbfs.partition.check_partition_count`)."""
         from dbfs import kernel1
         from dbfs.backends.gpu import GpuBackend
+        from dbfs.partition import check_partition_count
         from dbfs.split import PLACEMENT_ORDER
 
+        check_partition_count(cfg.partitions, ds.n_vertices)
         why = cls._why_on_workers(ds, cfg, client) if cfg.partitions > 1 and cfg.partitioning == "block" and \
             cfg.relabel == "none" and cfg.placement == "block" and cfg.device_memory_limit is None and \
             kernel1.reusable_variant(ds.path, cfg.partitions, "block", cfg.dedupe, "none") is None else ""

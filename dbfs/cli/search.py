@@ -86,6 +86,18 @@ def _apply(opts):
     return deco
 
 
+def _check_partitions(target, datasets, cfg) -> None:
+    """Refuse --partitions beyond what the graph's vertex count allows (:func:`dbfs.partition.check_partition_count`)."""
+    if cfg.partitions <= 1:
+        return
+    from dbfs import store
+    from dbfs.partition import check_partition_count
+    from dbfs.spec import GraphSpec
+
+    n = target.n_vertices if isinstance(target, GraphSpec) else store.open_dataset(target, datasets).n_vertices
+    check_partition_count(cfg.partitions, n)
+
+
 def _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg):
     """``scheduler``, or "threads" (no cluster): for a backend that never uses
     one, and for one that uses it only for generation and Kernel 1 when the
@@ -97,8 +109,10 @@ def _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg):
     from dbfs.pipeline import check_fits
 
     # a NAME cannot be generated: missing, half-written or corrupt fails here, and a graph the
-    # searches cannot hold is refused, before any cluster starts or anything is generated
+    # searches cannot hold (or too small for --partitions) is refused, before any cluster starts or
+    # anything is generated
     check_fits(target, datasets, cfg)
+    _check_partitions(target, datasets, cfg)
     mode = get_backend(cfg.backend).cluster
     if mode == "never":
         return "threads"
@@ -138,8 +152,8 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, p
                       relabel=relabel, device_memory_limit=device_memory_limit, placement=placement,
                       n_roots=n_roots, no_validate=no_validate, energy=energy)
     _check_writable(json_path, "--json")
-    _check_writable(plot_path, "--plot")
-    _check_writable(report_path, "--report")
+    _check_writable(plot_path, "--plot", (".png",))
+    _check_writable(report_path, "--report", (".html", ".htm"))
     target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
     scheduler = _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg)
     with tempfile.TemporaryDirectory(prefix="dbfs-report-") as tmp:
@@ -163,8 +177,9 @@ def _write_report(path, res, block, perf) -> None:
         raise DbfsError(f"cannot write the report to {path} ({e.strerror}): pass a writable --report path") from None
 
 
-def _check_writable(path, flag) -> None:
-    """A one-line error before any work when ``path``'s folder cannot take the file."""
+def _check_writable(path, flag, suffixes: tuple = ()) -> None:
+    """A one-line error before any work when ``path`` is a folder, lacks one of ``suffixes`` (the
+    formats written; any when empty), or its folder cannot take the file."""
     import os
     from pathlib import Path
 
@@ -172,9 +187,14 @@ def _check_writable(path, flag) -> None:
         return
     if Path(path).expanduser().is_dir():
         raise DbfsError(f"{flag} {path} is a folder: pass a file path")
+    if suffixes and Path(path).suffix.lower() not in suffixes:
+        raise DbfsError(f"{flag} {path}: the file is written as {suffixes[0][1:].upper()}, so its name must end in "
+                        f"{' or '.join(suffixes)}: pass e.g. {flag} {Path(path).with_suffix(suffixes[0])}")
     d = Path(path).expanduser().resolve().parent
     if not d.is_dir() or not os.access(d, os.W_OK):
         raise DbfsError(f"{flag} {path}: folder {d} does not exist or is not writable: pass a writable path")
+    if Path(path).expanduser().exists() and not os.access(Path(path).expanduser(), os.W_OK):
+        raise DbfsError(f"{flag} {path}: the file exists and is not writable: pass a writable path")
 
 
 def _print_run(res, cfg, datasets, json_path=None, plot_path=None, report_path=None, perf=None) -> None:
@@ -228,9 +248,10 @@ def bfs_cmd(name, root, out, scale, edgefactor, seed1, seed2, algorithm, backend
     cfg = _run_config(name, given, scheduler, cluster_profile, algorithm=algorithm, backend=backend,
                       partitions=partitions, partitioning=partitioning, keep_duplicates=keep_duplicates,
                       relabel=relabel, device_memory_limit=device_memory_limit, placement=placement, quiet=True)
-    _check_writable(out, "--out")
+    _check_writable(out, "--out", (".npy",))
     ds = store.open_dataset(name, datasets) if name else None
     if ds is not None:
+        _check_partitions(ds.name, datasets, cfg)
         check_root(ds, root)
         if kernel1.reusable_variant(ds.path, cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel) is None:
             variant = kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
