@@ -81,3 +81,104 @@ def combine(parts) -> str:
         Their sum mod 2**64 as 16 hex digits.
     """
     return f"{sum(int(p) for p in parts) & 0xFFFFFFFFFFFFFFFF:016x}"
+
+
+# ---- position-keyed digests of stored chunks ----------------------------------------------------
+#: what a stored chunk's digest is (recorded beside the digests, in each array's attributes)
+DIGEST_RULE = ("per stored chunk: sum over its positions p of splitmix64 mixes of (p, value) mod 2**64; rows "
+               "(u, v) mixed as edges_checksum, values x as splitmix64(splitmix64(p) ^ x)")
+_PIECE = 1 << 15  # positions one thread hashes at a time
+
+
+@njit(inline="always")
+def _row_term(p, u, v):
+    h = splitmix64(_U(p))
+    h = splitmix64(h ^ _U(u))
+    return splitmix64(h ^ (_U(v) * _K1))
+
+
+@njit(inline="always")
+def _value_term(p, x):
+    return splitmix64(splitmix64(_U(p)) ^ _U(x))
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _chunk_sums_rows(block, start, step):
+    n = block.shape[0]
+    c0 = start // step
+    nch = (start + n - 1) // step - c0 + 1
+    per = (step + _PIECE - 1) // _PIECE
+    acc = np.zeros(nch * per, np.uint64)
+    for k in prange(nch * per):
+        c = c0 + k // per
+        lo = c * step + (k % per) * _PIECE
+        hi = min(min(lo + _PIECE, (c + 1) * step), start + n)
+        lo = max(lo, start)
+        t = _U(0)
+        for p in range(lo, hi):
+            t += _row_term(p, block[p - start, 0], block[p - start, 1])
+        acc[k] = t
+    out = np.zeros(nch, np.uint64)
+    for k in range(nch * per):
+        out[k // per] += acc[k]
+    return out
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _chunk_sums_values(vals, start, step):
+    n = vals.shape[0]
+    c0 = start // step
+    nch = (start + n - 1) // step - c0 + 1
+    per = (step + _PIECE - 1) // _PIECE
+    acc = np.zeros(nch * per, np.uint64)
+    for k in prange(nch * per):
+        c = c0 + k // per
+        lo = c * step + (k % per) * _PIECE
+        hi = min(min(lo + _PIECE, (c + 1) * step), start + n)
+        lo = max(lo, start)
+        t = _U(0)
+        for p in range(lo, hi):
+            t += _value_term(p, vals[p - start])
+        acc[k] = t
+    out = np.zeros(nch, np.uint64)
+    for k in range(nch * per):
+        out[k // per] += acc[k]
+    return out
+
+
+_VALUE_NATIVE = (np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.uint32), np.dtype(np.uint64))
+
+
+def chunk_digests(block, start: int, step: int) -> np.ndarray:
+    """Position-keyed digest parts of the stored chunks that positions ``[start, start + len(block))`` touch.
+
+    Parameters
+    ----------
+    block : array_like, shape (k,) or (k, 2)
+        Values (1-D arrays) or rows (edge lists) at positions ``start..start+k-1`` of an array stored in
+        chunks of ``step`` positions (chunk ``c`` holds ``[c * step, (c + 1) * step)``).
+    start : int
+        Position of ``block[0]``.
+    step : int
+        The array's chunk length (positions per stored chunk).
+
+    Returns
+    -------
+    numpy.ndarray of uint64
+        One entry per chunk ``start // step .. (start + k - 1) // step``: the sum, mod 2**64, of the
+        terms of the positions of ``block`` in that chunk (:data:`DIGEST_RULE`; the value, not the
+        dtype, enters). A chunk the block covers whole gets its digest; parts of one chunk from
+        several blocks add up to it. Rows hash as :func:`partial_checksum`, so the entries of an edge
+        list add up to its checksum part. Independent of how the writes were cut.
+    """
+    block = np.asarray(block)
+    if block.shape[0] == 0:
+        return np.zeros(0, np.uint64)
+    start, step = int(start), int(step)
+    if block.ndim == 2:
+        if block.dtype not in _NATIVE:
+            block = block.astype(np.int64)
+        return _chunk_sums_rows(np.ascontiguousarray(block), start, step)
+    if block.dtype not in _VALUE_NATIVE:
+        block = block.astype(np.int64)
+    return _chunk_sums_values(np.ascontiguousarray(block), start, step)

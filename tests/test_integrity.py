@@ -2,7 +2,8 @@
 
 Each case corrupts one chunk of a SCALE 10 dataset (edges or CSR) in one way and runs one command:
 flipped bytes, a chunk rewritten in range or out of range without updating its CRC, undecodable bytes,
-a chunk of the wrong size, and rewrites with a fresh CRC (caught by the chunk-independent checksums).
+a chunk of the wrong size, and rewrites with a fresh CRC (caught by the chunks' position-keyed digests and
+the chunk-independent checksums).
 """
 import json
 import shutil
@@ -168,10 +169,9 @@ def test_verify_edges(root, how):
     assert res.exit_code == 1 and "Traceback" not in res.stderr
     bad = [l for l in res.stdout.splitlines() if l.startswith("corrupt:")]
     assert len(bad) == 1, res.stdout
-    if how != "consistent-in-range":     # a consistent in-range rewrite is caught by the whole-list checksum
-        assert "edges chunk 2 (rows 8192..12287)" in bad[0]
-    else:
-        assert "edges_checksum" in bad[0]
+    assert "edges chunk 2 (rows 8192..12287)" in bad[0]   # a consistent rewrite: by the chunk's digest
+    if how == "consistent-in-range":
+        assert "digest" in bad[0]
     assert "dbfs generate --scale 10" in res.stderr
     assert listed_corrupt(root)
 
@@ -254,7 +254,7 @@ def test_old_store_without_crc_still_reads(root, tmp_path):
     assert run("export", NAME, "--datasets", root, "--out", tmp_path / "o.npy").exit_code == 0
     np.testing.assert_array_equal(np.load(tmp_path / "o.npy"), data.astype(np.int64))
     res = run("datasets", "verify", NAME, "--datasets", root)
-    assert res.exit_code == 0 and "before per-chunk crc32c" in res.stderr
+    assert res.exit_code == 0 and "before per-chunk crc32c" in res.stderr and "no digests for edges" in res.stdout
     flip(_chunk(root, "edges", 1), np.uint32)          # no CRC: an undecodable chunk is still one line
     one_line_error(run("export", NAME, "--datasets", root, "--out", tmp_path / "p.npy"), "edges")
 

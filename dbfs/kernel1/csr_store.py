@@ -19,7 +19,10 @@ crc32c (:func:`dbfs.store.integrity.compressors`), ``indices`` blosc's zstd
 ``2**21`` entries, and every chunk is written, zeros included, so a missing
 chunk means damage. ``checksums[j]`` holds ``nnz``,
 ``indices_sum`` and ``indptr_sum`` of part ``j``, each the sum of the array's
-values mod 2**64 (independent of chunking).
+values mod 2**64 (independent of chunking), and every array records the
+position-keyed digest of each of its chunks (``dbfs_digests``,
+:mod:`dbfs.store.integrity`), computed as the chunk is written, which the
+order-free sums cannot replace: two entries swapped keep both sums.
 
 Writing (:func:`_publish`, :func:`store_csr`): a variant is built in
 ``csr/.<variant>.tmp-<id>/``, its attributes and then the marker are
@@ -29,7 +32,8 @@ one variant exclude each other and never run while the dataset is
 regenerated (:func:`build_lock`); a full disk is one line and the temporary
 directory is removed. Loading (:func:`load_partition`, :func:`load_csr`,
 :func:`load_perm`) reads every chunk through its crc32c, checks the
-marker, shapes, nnz and both checksums and raises a one-line
+marker, shapes, nnz, every chunk's digest (on the values it decoded) and
+both checksums and raises a one-line
 :class:`DbfsError` naming the array, the chunk and the rebuild command; the
 damage is recorded in the variant's ``corrupt`` attribute, and
 :func:`reusable` never hands such a variant to a builder for reuse.
@@ -52,7 +56,8 @@ from dbfs.kernel1.kernels import _gather_rows, _invert, _numba_threads, _wrapsum
 from dbfs.kernel1.variants import _variant_attrs, reusable_variant, variant_name
 from dbfs.partition import Partitioning
 from dbfs.progress import say
-from dbfs.store.integrity import DECODE_ERRORS, CheckedArray, adjacency_compressors, compressors
+from dbfs.store.integrity import (DECODE_ERRORS, CheckedArray, adjacency_compressors, compressors, seal_digests,
+                                  write_rows)
 from dbfs.store.locks import dataset_lock, variant_lock, writer_lock
 from dbfs.store.space import is_no_space, no_space
 
@@ -377,15 +382,17 @@ def _store_whole(dataset_path: Path, name: str, indptr, indices, n_edges, dedupe
         for key, (arr, dim, comp) in arrays.items():
             z = _writable(pg.create_array(key, shape=arr.shape, chunks=(_MAX_OUT_CHUNK,), dtype=arr.dtype,
                                           compressors=comp, fill_value=0, dimension_names=[dim]))
-            jobs += [(z, arr, a, min(a + 4 * _MAX_OUT_CHUNK, arr.shape[0]))
+            jobs += [(z, key, arr, a, min(a + 4 * _MAX_OUT_CHUNK, arr.shape[0]))
                      for a in range(0, arr.shape[0], 4 * _MAX_OUT_CHUNK)]
 
         def put(job):
-            z, arr, a, b = job
-            z[a:b] = arr[a:b]
+            z, key, arr, a, b = job
+            return write_rows(z, tmp / "part-0000" / key, a, arr[a:b])
 
         with ThreadPoolExecutor(max_workers=threads or os.cpu_count() or 1) as pool:
             list(pool.map(put, jobs))
+        for key in arrays:
+            seal_digests(tmp / "part-0000" / key)
         with _numba_threads():
             T = numba.get_num_threads()
             checks = [{"nnz": nnz, "indices_sum": int(_wrapsum(indices, T)), "indptr_sum": int(_wrapsum(indptr, T))}]

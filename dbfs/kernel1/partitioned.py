@@ -51,7 +51,9 @@ R. (``relabel="degree"`` only) per edge slice, raw degree counts (int64, N);
    row ends) and ``.idx``.
 3. *write*: per (partition, range of whole zarr chunks), assemble ``indptr``
    or ``indices`` chunks from the sub-range files and write them; exactly one
-   task writes each zarr chunk. Checksums are summed from what was written.
+   task writes each zarr chunk. Checksums are summed from what was written,
+   and each chunk's position-keyed digest is recorded as it is written
+   (:func:`dbfs.store.integrity.write_rows`, sealed into the array's attributes).
 
 The per-task memory model and the budget rule are in :mod:`.plan`. Scratch
 files live in the temp dir, or under ``scratch`` (:func:`scratch_bytes`
@@ -65,11 +67,13 @@ import os
 import shutil
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numba
 import numpy as np
 
+from dbfs.checksum import chunk_digests
 from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
 from dbfs.kernel1.csr_store import _ZSTD_LEVEL, _publish, _writable, build_lock, reusable
@@ -80,7 +84,7 @@ from dbfs.kernel1.plan import (_default_budget, _edge_slices, _fine_blocks, _row
 from dbfs.kernel1.variants import variant_name
 from dbfs.partition import Partitioning
 from dbfs.progress import compute
-from dbfs.store.integrity import adjacency_compressors
+from dbfs.store.integrity import adjacency_compressors, seal_digests, set_digests, write_rows
 from dbfs.store.integrity import compressors as codecs
 from dbfs.store.space import is_no_space, no_space
 from dbfs.zattrs import read_attrs
@@ -256,7 +260,7 @@ def _task_write(arr_path, a, b, pieces, dtype, lead_zero, nt):
         o += cnt
     assert o == out.size, (o, out.size)
     z = _writable(zarr.open_array(arr_path, mode="r+"))
-    z[a:b] = out
+    write_rows(z, arr_path, a, out)  # and its chunks' digests, sealed by _phase_write
     with _numba_threads(nt):
         return int(_wrapsum(out, numba.get_num_threads()))
 
@@ -393,6 +397,8 @@ def _phase_write(tmp, scratch, part, plan, row_res, idt, out_chunk, per_task, co
                                                                 dask_key_name=_key("write", len(wtasks), run)))
             wkeys.append((j, "indptr"))
     sums = _run(wtasks, client, progress, "Kernel 1: writing CSR")
+    with ThreadPoolExecutor(max_workers=min(8, 2 * P)) as pool:   # the chunk digests the writes left
+        list(pool.map(seal_digests, [tmp / f"part-{j:04d}" / key for j in range(P) for key in ("indptr", "indices")]))
     checks = [{"nnz": nnz_parts[j], "indices_sum": 0, "indptr_sum": 0} for j in range(P)]
     for (j, kind), s in zip(wkeys, sums):
         checks[j][f"{kind}_sum"] = (checks[j][f"{kind}_sum"] + s) % (1 << 64)
@@ -606,6 +612,7 @@ def _build(dataset_path: Path, name: str, P, partitioning, dedupe, relabel, memo
             zp = vg.create_array("perm", shape=perm.shape, dtype=np.int64, chunks=(out_chunk,),
                                  compressors=compressors, fill_value=0, dimension_names=["new_id"])
             _writable(zp)[:] = perm
+            set_digests(tmp / "perm", chunk_digests(perm, 0, out_chunk))
         phase_times["write"] = time.perf_counter() - t0
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -14,6 +14,12 @@ no ``edges`` array: its defining attributes must pass
 ``$DBFS_DATASETS``, else ``./datasets``. A dataset name is one path
 component: not empty, no ``/``, not ``.`` or ``..``, no leading dot.
 
+Removal (:func:`remove`) deletes only what dbfs wrote: a folder that
+:func:`not_a_dataset` accepts (its ``zarr.json`` carries dbfs's attributes,
+or it holds nothing but a dataset's layout). Any other folder under the root
+(the root may be ``$HOME``), a file or a symbolic link is refused in one line
+and left untouched; links are never followed. Listings show datasets only.
+
 Encoding: the layout and attributes are listed in :mod:`dbfs.store`. Edges
 are read through :func:`open_edges` (the one interface, stored or virtual):
 a :class:`.integrity.CheckedArray` for stored edges (every chunk's crc32c
@@ -25,9 +31,11 @@ through :func:`dbfs.zattrs.read_attrs`.
 """
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
+import stat
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +50,8 @@ from dbfs.store.virtual import VIRTUAL, VirtualEdges, storage_of, virtual_proble
 from dbfs.zattrs import read_attrs
 
 __all__ = ["ENV_ROOT", "Dataset", "datasets_root", "check_name", "status", "stored", "open_dataset", "open_edges",
-           "stages", "info", "list_datasets", "remove", "generate_command", "edges_fix", "damage_text"]
+           "stages", "info", "list_datasets", "remove", "not_a_dataset", "generate_command", "edges_fix",
+           "damage_text"]
 
 ENV_ROOT = "DBFS_DATASETS"
 
@@ -65,6 +74,114 @@ def datasets_root(path: str | os.PathLike | None = None) -> Path:
 
 def _fix_rm(name: str) -> str:
     return f"remove it with `dbfs datasets rm {name}` and generate it again"
+
+
+#: what a dataset folder may hold (:mod:`dbfs.store`): its group, its arrays and its CSR variants
+_LAYOUT = frozenset({"zarr.json", "edges", "original_ids", "csr"})
+#: attributes only a dataset dbfs wrote has (any one marks it; ``complete`` may be missing)
+_MARKS = ("spec", "dbfs_version", "edges_checksum", "edges_storage", "n_edges")
+
+
+def _node(path: Path):
+    """The parsed ``zarr.json`` of ``path`` (never through a link): a dict, None when missing, False when unreadable."""
+    f = path / "zarr.json"
+    try:
+        if f.is_symlink():
+            return False
+        with open(f) as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return False
+    return doc if isinstance(doc, dict) else False
+
+
+def _is_node(path: Path, kind: str) -> bool:
+    """``path`` is a real folder (not a link) holding a zarr node of ``kind`` (``array`` or ``group``)."""
+    if path.is_symlink() or not path.is_dir():
+        return False
+    doc = _node(path)
+    return bool(doc) and doc.get("node_type") == kind
+
+
+def _has_variant(csr: Path) -> bool:
+    """``csr`` holds a CSR variant dbfs built (a group with a variant's attributes)."""
+    if csr.is_symlink() or not csr.is_dir():
+        return False
+    for v in csr.iterdir():
+        doc = _node(v) if not v.is_symlink() and v.is_dir() else None
+        a = doc.get("attributes") if doc else None
+        if isinstance(a, dict) and "variant" in a and "checksums" in a:
+            return True
+    return False
+
+
+def not_a_dataset(path: Path, follow: bool = False) -> str | None:
+    """Why the folder at ``path`` is not a dataset dbfs wrote; None when it is one (complete or not).
+
+    A dataset is a real folder whose ``zarr.json`` is a group with dbfs's attributes (any of
+    ``spec``, ``dbfs_version``, ``edges_checksum``, ``edges_storage``, ``n_edges``: an incomplete or
+    damaged dataset has them too), or, when that ``zarr.json`` is missing or unreadable, a folder holding
+    nothing but dbfs's layout (``zarr.json``, ``edges``, ``original_ids``, ``csr``) with a zarr
+    ``edges`` array or a CSR variant dbfs built. A symbolic link is never one (``follow``: judge its
+    target instead, for listings).
+
+    Parameters
+    ----------
+    path : pathlib.Path
+        ``<root>/<name>``.
+    follow : bool
+        Judge a link's target (reading); removal never does.
+
+    Returns
+    -------
+    str or None
+        The reason (``"a symbolic link (to ...)"``, ``"no zarr.json, ..."``, ...), or None.
+    """
+    if path.is_symlink():
+        if not follow:
+            try:
+                to = os.readlink(path)
+            except OSError:
+                to = "?"
+            return f"a symbolic link (to {to})"
+        path = path.resolve()
+    if not path.is_dir():
+        return "not a folder" if os.path.lexists(path) else "nothing there"
+    doc = _node(path)
+    if doc:
+        a = doc.get("attributes")
+        if doc.get("node_type") == "group" and isinstance(a, dict) and any(k in a for k in _MARKS):
+            return None
+    try:
+        entries = list(os.scandir(path))
+    except OSError as e:
+        return f"a folder that cannot be listed ({e.strerror})"
+    layout = (not doc and entries and all(e.name in _LAYOUT and not e.is_symlink() for e in entries)
+              and (_is_node(path / "edges", "array") or _has_variant(path / "csr")))
+    if layout:
+        return None  # dbfs's layout, its marker missing or damaged
+    if doc is None:
+        return "no zarr.json, the marker of a dataset dbfs wrote"
+    if doc is False:
+        return "an unreadable zarr.json beside things a dataset does not hold"
+    return "its zarr.json has none of the attributes dbfs writes"
+
+
+def _not_dataset_fix(root: Path) -> str:
+    return (f"`dbfs datasets rm` removes only datasets dbfs wrote: check the name and the datasets root "
+            f"(`dbfs datasets list --datasets {root}`), or remove the folder yourself if you mean to")
+
+
+def _fix_for(path: Path) -> str:
+    """The fix for a node whose attributes cannot be read: rm when it is a dataset dbfs wrote, a rebuild
+    when it is a CSR variant of one."""
+    if not_a_dataset(path) is None:
+        return _fix_rm(path.name)
+    if path.parent.name == "csr" and not_a_dataset(path.parent.parent) is None:
+        return f"rebuild it with `dbfs build {path.parent.parent.name} --force` and the variant's options"
+    return _not_dataset_fix(path.parent)
 
 
 def check_name(name: str, root: Path) -> None:
@@ -221,8 +338,10 @@ class Dataset:
 
 def _read_attrs(path: Path) -> dict:
     """A dataset's attributes; a DbfsError naming the fix when missing or unreadable."""
-    return read_attrs(path, missing=f"{path} is not a dbfs dataset (no zarr.json): {_fix_rm(path.name)}",
-                      fix=_fix_rm(path.name))
+    try:
+        return read_attrs(path, missing=f"{path} is not a dbfs dataset (no zarr.json)")
+    except DbfsError as e:
+        raise DbfsError(f"{e}: {_fix_for(path)}") from None
 
 
 def status(path: Path) -> tuple[str, str]:
@@ -335,7 +454,7 @@ def open_dataset(name: str, root=None) -> Dataset:
         raise DbfsError(f"dataset {name} not found under {root}: generate it (`dbfs generate ...`) "
                         f"or see `dbfs datasets list --datasets {root}`")
     if st != "complete":
-        fix = _fix_rm(name)
+        fix = _fix_for(path)
         if st == "corrupt":
             try:
                 fix = edges_fix(path, _read_attrs(path))
@@ -435,13 +554,26 @@ def list_datasets(root=None) -> list[dict]:
     root = datasets_root(root)
     if not root.is_dir():
         return []
-    return [info(p.name, root) for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+    return [info(p.name, root) for p in sorted(root.iterdir())
+            if not p.name.startswith(".") and not_a_dataset(p, follow=True) is None]
+
+
+def _refuse_rm(path: Path, root: Path, why: str) -> DbfsError:
+    if why.startswith("a symbolic link"):
+        return DbfsError(f"{path} is {why}, not a dataset dbfs wrote: nothing was removed (`dbfs datasets rm` never "
+                         f"follows links); remove the link itself with `rm {shlex.quote(str(path))}` (its target "
+                         f"stays) if you mean to")
+    return DbfsError(f"{path} is not a dbfs dataset ({why}): nothing was removed; {_not_dataset_fix(root)}")
 
 
 def remove(name: str, root=None) -> Path:
-    """Remove a dataset (renamed away first, so its name disappears at once).
+    """Remove a dataset dbfs wrote (renamed away first, so its name disappears at once).
 
-    Refused while a writer holds the dataset's lock (:mod:`.locks`).
+    Only a folder :func:`not_a_dataset` accepts is removed (complete, incomplete or damaged);
+    anything else (a user's folder, a file, a symbolic link, whatever it points to) is refused in
+    one line and left untouched. Links are never followed: the folder renamed away is the one
+    checked (same device and inode), and :func:`shutil.rmtree` removes links inside it, not their
+    targets. Refused while a writer holds the dataset's lock (:mod:`.locks`).
 
     Parameters
     ----------
@@ -454,14 +586,31 @@ def remove(name: str, root=None) -> Path:
     -------
     pathlib.Path
         The path that was removed.
+
+    Raises
+    ------
+    DbfsError
+        A bad name, nothing there, not a dataset dbfs wrote, or a writer at work.
     """
     root = datasets_root(root)
     check_name(name, root)
     path = root / name
-    if not path.is_dir():
+    if not os.path.lexists(path):
         raise DbfsError(f"dataset {name} not found under {root}: see `dbfs datasets list --datasets {root}`")
+    why = not_a_dataset(path)
+    if why:
+        raise _refuse_rm(path, root, why)
     with writer_lock(dataset_lock(root, name), f"dataset {name}", wait=False):
+        before = os.lstat(path)
+        why = not_a_dataset(path)  # again, under the lock
+        if why:
+            raise _refuse_rm(path, root, why)
         trash = root / f".{name}.rm-{uuid.uuid4().hex[:8]}"
         os.rename(path, trash)  # atomic: the name disappears at once
+        after = os.lstat(trash)
+        if stat.S_ISLNK(after.st_mode) or (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
+            os.rename(trash, path)  # replaced between the check and the rename: put it back, untouched
+            raise DbfsError(f"{path} changed while it was being removed: nothing was removed; run "
+                            f"`dbfs datasets rm {name}` again once nothing else writes there")
     shutil.rmtree(trash)
     return path

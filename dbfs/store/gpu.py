@@ -8,7 +8,8 @@ Contracts (same stored bytes as the CPU paths; only the time differs):
 - :func:`write_edges_gpu` fills a dataset's ``edges`` zarr array chunk by
   chunk from :func:`dbfs.generate.gpu.kronecker_edges_gpu`; the chunk
   checksums (:mod:`dbfs.checksum`, splitmix64 per row) are computed on the
-  device with the same formula. Used by :func:`dbfs.store.write.generate` with
+  device with the same formula, and each is recorded as its chunk's digest
+  (:func:`dbfs.store.integrity.record_digests`). Used by :func:`dbfs.store.write.generate` with
   ``backend="gpu"``; it keeps the whole edge list on the device, in the
   stored dtype, as ``memo["device_edges"]`` when it takes at most a quarter
   of the free device memory (Kernel 1 and validation then skip the read).
@@ -129,6 +130,7 @@ def write_edges_gpu(spec, edges_path: str | None, chunk: int, quiet: bool = Fals
     import zarr
 
     from dbfs.generate.gpu import kronecker_edges_gpu
+    from dbfs.store.integrity import record_digests
 
     m = int(spec.n_edges)
     dtype = np.dtype(spec.stored_dtype)
@@ -145,7 +147,7 @@ def write_edges_gpu(spec, edges_path: str | None, chunk: int, quiet: bool = Fals
         for a in starts:
             b = min(a + chunk, m)
             dev = kronecker_edges_gpu(spec.scale, spec.edgefactor, spec.seed1, spec.seed2, a, b)
-            parts.append(checksum_gpu(dev, a))
+            parts.append(checksum_gpu(dev, a))  # = the digest of stored chunk a // chunk (same rule)
             dev = dev.astype(dtype, copy=False)
             if full is not None:
                 full[a:b] = dev
@@ -154,8 +156,9 @@ def write_edges_gpu(spec, edges_path: str | None, chunk: int, quiet: bool = Fals
                 continue
             host = cp.asnumpy(dev)
 
-            def put(host=host, a=a, b=b):
+            def put(host=host, a=a, b=b, part=parts[-1]):
                 arr[a:b] = host
+                record_digests(edges_path, a, b, [part])
 
             pending.append(pool.submit(put))
             if len(pending) >= 2 * threads:

@@ -7,7 +7,13 @@ every complete CSR variant (``part-*/indptr``, ``part-*/indices``,
 ``perm``) and returns one line per damaged chunk, plus one per array whose
 chunk-independent checksum or shape disagrees with its attributes: the
 edges' ``edges_checksum`` and id range ``[0, N)``, each CSR part's ``nnz``,
-``indices_sum`` and ``indptr_sum`` (sum of the values mod 2**64). Damage is
+``indices_sum`` and ``indptr_sum`` (sum of the values mod 2**64). Each
+decoded chunk is also compared with the position-keyed digest recorded for
+it when it was written (:mod:`dbfs.store.integrity`, ``dbfs_digests``), so a
+chunk reordered, swapped or edited through zarr (fresh CRC, even with the
+order-free sums or ``edges_checksum`` made to match) is a line naming the
+array and the chunk. Arrays written before digests are checked as before and
+the ``ok`` line says ``no digests for ...``. Damage is
 recorded on the node (:func:`dbfs.store.integrity.mark_corrupt`); a node
 that passes every check has a stale ``corrupt`` record removed. A missing
 dataset or a bad name is a :class:`~dbfs.errors.DbfsError` (bad input).
@@ -20,6 +26,8 @@ line says so.
 
 Method: chunks are read by a thread pool (zstd and crc32c release the
 GIL); a read that fails is classified by :func:`.integrity.chunk_problem`.
+A chunk's digest is hashed from the values already decoded (for ``edges``
+it is also the chunk's ``edges_checksum`` part): no second read.
 Arrays written before the crc32c codec are checked for decodability and
 checksums only (noted in the result).
 """
@@ -35,7 +43,8 @@ import numpy as np
 from dbfs.errors import DbfsError
 from dbfs.progress import bar
 from dbfs.store.datasets import _read_attrs, check_name, datasets_root, edges_fix, generate_command
-from dbfs.store.integrity import DECODE_ERRORS, chunk_file, decode_reason, has_crc, mark_corrupt
+from dbfs.store.integrity import (DECODE_ERRORS, DIGEST_MISMATCH, chunk_file, decode_reason, has_crc, mark_corrupt,
+                                  read_digests)
 
 __all__ = ["verify", "Verification"]
 
@@ -58,6 +67,9 @@ class Verification:
         Chunks read.
     checked : list of str
         What was checked beyond reading chunks (said on the ``ok`` line).
+    digested, undigested : list of str
+        The arrays whose chunks were checked against their recorded position-keyed digests, and
+        those that have none (written before digests).
     """
 
     name: str
@@ -66,6 +78,8 @@ class Verification:
     fixes: list = field(default_factory=list)
     chunks: int = 0
     checked: list = field(default_factory=list)
+    digested: list = field(default_factory=list)
+    undigested: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -74,9 +88,19 @@ class Verification:
     def lines(self) -> tuple[list, list]:
         """(stdout lines: one per problem, or one ``ok`` line; stderr lines: notes and fixes)."""
         err = [f"dbfs: note: {n}" for n in self.notes] + [f"dbfs: {self.name}: {f}" for f in self.fixes]
-        what = "".join(f"; {c}" for c in self.checked)
+        what = "".join(f"; {c}" for c in self.checked + self._digest_lines())
         out = [f"corrupt: {p}" for p in self.problems] or [f"ok: {self.name}: {self.chunks} chunks verified{what}"]
         return out, err
+
+    def _digest_lines(self) -> list:
+        out = []
+        if self.digested:
+            out.append(f"position-keyed chunk digests match ({len(self.digested)} arrays)")
+        if self.undigested:
+            out.append(f"no digests for {', '.join(self.undigested)} (written before chunk digests: a reorder "
+                       f"with fresh CRCs is caught only by the whole-array checksums; regenerate or rebuild to "
+                       f"add them)")
+        return out
 
 
 def _open(path: Path):
@@ -85,11 +109,20 @@ def _open(path: Path):
     return zarr.open_array(str(path), mode="r")
 
 
-def _scan(arr, label: str, unit: str, visit, quiet: bool) -> tuple[list, int]:
-    """Decode every row-chunk of ``arr`` and call ``visit(i, lo, block)`` on each good one (it returns a
-    reason or None); (problems as (array, chunk, line), chunks read)."""
+def _scan(arr, label: str, unit: str, visit, quiet: bool, res: Verification) -> tuple[list, int]:
+    """Decode every row-chunk of ``arr``, check its position-keyed digest (when the array has digests) and
+    call ``visit(i, lo, block, digest)`` on each good one (it returns a reason or None; ``digest`` is the
+    chunk's :func:`dbfs.checksum.chunk_digests` entry, for an edge list its checksum part); (problems as
+    (array, chunk, line), chunks read). The array's name goes to ``res.digested`` or ``res.undigested``."""
+    from dbfs.checksum import chunk_digests
+
     step = int(arr.chunks[0])
     n = int(arr.nchunks)
+    try:
+        want = read_digests(arr)
+    except ValueError as e:
+        return [(label, None, f"{label}: chunk digests unusable ({e})")], 0
+    (res.undigested if want is None else res.digested).append(label)
 
     def one(i):
         lo, hi = i * step, min((i + 1) * step, int(arr.shape[0]))
@@ -103,7 +136,8 @@ def _scan(arr, label: str, unit: str, visit, quiet: bool) -> tuple[list, int]:
             except DECODE_ERRORS as e:
                 why = decode_reason(e)
             else:
-                why = visit(i, lo, block)
+                d = int(chunk_digests(block, lo, step)[0]) if hi > lo else 0
+                why = DIGEST_MISMATCH if want is not None and d != int(want[i]) else visit(i, lo, block, d)
         return None if why is None else (label, i, f"{label} chunk {i} ({unit} {lo}..{hi - 1}): {why}")
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool, bar(n, f"verifying {label}", quiet) as prog:
@@ -146,7 +180,7 @@ def _check_virtual(path: Path, attrs: dict, res: Verification, quiet: bool) -> l
 
 def _check_edges(path: Path, attrs: dict, res: Verification, quiet: bool) -> list:
     """Problems of ``edges``: chunks, shape, id range, ``edges_checksum``."""
-    from dbfs.checksum import combine, partial_checksum
+    from dbfs.checksum import combine
     from dbfs.store.virtual import VIRTUAL, storage_of
 
     if storage_of(attrs) == VIRTUAL:
@@ -160,13 +194,13 @@ def _check_edges(path: Path, attrs: dict, res: Verification, quiet: bool) -> lis
                          f"`{generate_command(attrs.get('spec', {}), path)}` adds the CRCs")
     parts = {}
 
-    def visit(i, lo, block):
-        parts[i] = partial_checksum(block, lo)
+    def visit(i, lo, block, d):
+        parts[i] = d  # the chunk's digest is its edges_checksum part (same row hash)
         if block.size and int(block.max()) >= n:
             return f"ids outside [0, {n})"
         return None
 
-    found, k = _scan(arr, "edges", "rows", visit, quiet)
+    found, k = _scan(arr, "edges", "rows", visit, quiet, res)
     res.chunks += k
     if not found and attrs.get("edges_checksum") and combine(parts.values()) != attrs["edges_checksum"]:
         found.append(("edges", None, "edges: rows differ from the edges_checksum recorded at generation "
@@ -192,7 +226,7 @@ def _check_part(vpath: Path, j: int, attrs: dict, res: Verification, quiet: bool
             found.append((f"{pre}/{key}", None, f"{pre}/{key}: missing ({type(e).__name__})"))
             continue
         acc = {}
-        bad, k = _scan(arr, f"{pre}/{key}", unit, lambda i, lo, b: acc.__setitem__(i, _wrap(b)), quiet)
+        bad, k = _scan(arr, f"{pre}/{key}", unit, lambda i, lo, b, d: acc.__setitem__(i, _wrap(b)), quiet, res)
         res.chunks += k
         found += bad
         sums[key] = (sum(acc.values()) % (1 << 64), int(arr.shape[0]), not bad)
@@ -217,7 +251,7 @@ def _check_variant(vpath: Path, res: Verification, quiet: bool) -> list:
     for j in range(int(attrs["P"])):
         found += _check_part(vpath, j, attrs, res, quiet)
     if attrs.get("options", {}).get("relabel", "none") != "none":
-        bad, k = _scan(_open(vpath / "perm"), f"csr/{vpath.name}/perm", "ids", lambda *a: None, quiet)
+        bad, k = _scan(_open(vpath / "perm"), f"csr/{vpath.name}/perm", "ids", lambda *a: None, quiet, res)
         res.chunks += k
         found += bad
     return found
@@ -301,7 +335,7 @@ def verify(name: str, root=None, quiet: bool = False) -> Verification:
     try:
         found = _check_edges(path, attrs, res, quiet)
         if attrs.get("original_ids"):
-            bad, k = _scan(_open(path / "original_ids"), "original_ids", "vertices", lambda *a: None, quiet)
+            bad, k = _scan(_open(path / "original_ids"), "original_ids", "vertices", lambda *a: None, quiet, res)
             res.chunks += k
             found += bad
     except (FileNotFoundError, KeyError, ValueError) as e:

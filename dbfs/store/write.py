@@ -42,6 +42,11 @@ number of chunks: the progress bar starts with the first chunk at any SCALE.
 ``backend="gpu"`` uses :func:`dbfs.store.gpu.write_edges_gpu` (imported on
 demand). Every chunk is written, zeros included, so a missing chunk means
 damage. An id-compacted import also stores ``original_ids`` (int64, N).
+
+Digests: every write leaves the position-keyed digests of the chunks it wrote
+beside the array (:func:`dbfs.store.integrity.write_rows`); they are sealed
+into the array's ``dbfs_digests`` attribute before the dataset is published,
+whatever the cut of the write tasks.
 """
 from __future__ import annotations
 
@@ -60,7 +65,7 @@ from dbfs.errors import DbfsError
 from dbfs.progress import bar, say
 from dbfs.spec import GraphSpec
 from dbfs.store.datasets import Dataset, _read_attrs, datasets_root, status
-from dbfs.store.integrity import compressors, crc_scan, mark_corrupt
+from dbfs.store.integrity import compressors, crc_scan, mark_corrupt, seal_digests, set_digests, write_rows
 from dbfs.store.locks import dataset_lock, writer_lock
 from dbfs.store.space import MARGIN, check_room, choose_edges, is_no_space, no_space
 from dbfs.store.virtual import STORED, VIRTUAL, digest, storage_of
@@ -159,14 +164,13 @@ def _gen_block(spec, edges_path: str | None, start: int, stop: int) -> int:
 
 
 def _write_block(edges_path: str, block: np.ndarray, start: int) -> int:
-    """Store rows [start, start+len) and return their checksum contribution."""
+    """Store rows [start, start+len), leave their chunk digests beside the array
+    (:func:`.integrity.write_rows`; sealed by :func:`_write_tmp`) and return their checksum contribution
+    (the digests' sum: one pass over the rows)."""
     import zarr
 
-    from dbfs.checksum import partial_checksum
-
     arr = zarr.open_array(edges_path, mode="r+").with_config(_WRITE_CONFIG)  # open_array ignores config=
-    arr[start:start + block.shape[0]] = block.astype(arr.dtype, copy=False)
-    return partial_checksum(block, start)
+    return int(write_rows(arr, edges_path, start, block).sum(dtype=np.uint64))
 
 
 def _remove_stale(root: Path, name: str, quiet: bool) -> None:
@@ -303,7 +307,7 @@ def _write_tmp(spec, tmp: Path, chunk: int, client, quiet: bool, backend: str, s
     """Create the dataset group in ``tmp`` and write its arrays (none when virtual); (attributes, memo)."""
     import zarr
 
-    from dbfs.checksum import combine
+    from dbfs.checksum import chunk_digests, combine
 
     n_vertices, n_edges = spec.counts()
     group = zarr.open_group(tmp, mode="w")
@@ -320,6 +324,8 @@ def _write_tmp(spec, tmp: Path, chunk: int, client, quiet: bool, backend: str, s
         parts, memo = write_edges_gpu(spec, edges_path, chunk, quiet)
     else:
         parts, memo = _write_edges_dask(spec, edges_path, chunk, client, quiet)
+    if edges_path is not None:
+        seal_digests(edges_path)  # the chunk digests the writes left, into the array's attributes
     gen_time = time.perf_counter() - t0
     attrs = {"name": spec.name, "spec": spec.to_dict(), "n_vertices": int(n_vertices), "n_edges": int(n_edges),
              "edge_dtype": dtype.name, "chunk_edges": chunk, "generation_time": gen_time, "generated_on": backend,
@@ -333,6 +339,7 @@ def _write_tmp(spec, tmp: Path, chunk: int, client, quiet: bool, backend: str, s
                                dtype=np.int64, compressors=compressors(), fill_value=0, config=_WRITE_CONFIG,
                                dimension_names=["vertex"])
         z[:] = ids
+        set_digests(tmp / "original_ids", chunk_digests(ids, 0, int(z.chunks[0])))
         attrs["original_ids"] = True
     group.attrs.update(attrs)
     group.attrs.update({"complete": True})  # last: the dataset is now usable
