@@ -11,3 +11,8 @@ class DbfsError(Exception):
     """Bad input or an unusable dataset: one line, problem and fix."""
 
     exit_code = 2
+
+
+class ArgumentError(DbfsError, ValueError):
+    """A Python API argument of the wrong type or outside its range, named with its valid range
+    (also a ``ValueError``, so callers catching either get it)."""

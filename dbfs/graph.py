@@ -29,16 +29,23 @@ def id_dtype(n_vertices: int) -> np.dtype:
 
 
 def check_root_id(root, n) -> int:
-    """``int(root)``, or DbfsError unless it is a vertex id in [0, n) (every backend checks roots so)."""
-    from dbfs.errors import DbfsError
+    """``root`` as an int, or :class:`~dbfs.errors.ArgumentError` (a DbfsError and a ValueError) unless
+    it is an integer (Python or NumPy; no str, float or bool) vertex id in [0, n) (every backend checks
+    roots so)."""
+    import operator
+
+    from dbfs.errors import ArgumentError
 
     n = int(n)
     try:
-        r = int(root)
-    except (TypeError, ValueError):
-        raise DbfsError(f"root {root!r} is not an integer vertex id: pass 0 <= root < {n}") from None
+        if isinstance(root, (bool, np.bool_)):
+            raise TypeError
+        r = operator.index(root)
+    except TypeError:
+        raise ArgumentError(f"root {root!r} ({type(root).__name__}) is not an integer vertex id: pass an int "
+                            f"0 <= root < {n}") from None
     if not 0 <= r < n:
-        raise DbfsError(f"root {r} is out of range for a graph of {n} vertices: pass 0 <= root < {n}")
+        raise ArgumentError(f"root {r} is out of range for a graph of {n} vertices: pass 0 <= root < {n}")
     return r
 
 

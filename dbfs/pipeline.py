@@ -156,12 +156,18 @@ def load_parent_file(path, n_vertices: int) -> np.ndarray:
     ...), as int64: one integer per vertex, -1 for unreached. A missing or
     unreadable file, a non-integer or multi-dimensional array, or one whose
     length is not the dataset's vertex count is a DbfsError."""
+    fix = "save the search's parent array with numpy.save(FILE.npy, parent)"
     try:
+        with open(path, "rb") as f:
+            head = f.read(6)
+        if head != b"\x93NUMPY":
+            what = "empty (0 bytes)" if not head else "not a .npy file (it does not start with the .npy header)"
+            raise DbfsError(f"parent file {path} is {what}: {fix}")
         a = np.load(path, allow_pickle=False)
     except FileNotFoundError:
-        raise DbfsError(f"parent file {path} not found: save the search's parent array with numpy.save") from None
-    except (OSError, ValueError) as e:
-        raise DbfsError(f"parent file {path} is not a readable .npy array ({e}): save it with numpy.save") from None
+        raise DbfsError(f"parent file {path} not found: {fix}") from None
+    except (OSError, ValueError, EOFError) as e:  # EOFError, ValueError: a truncated or damaged .npy
+        raise DbfsError(f"parent file {path} is not a readable .npy array ({e}): {fix}") from None
     if not isinstance(a, np.ndarray) or a.ndim != 1 or a.dtype.kind not in "iu":
         raise DbfsError(f"parent file {path} holds a {getattr(a, 'dtype', type(a))} array of shape "
                         f"{getattr(a, 'shape', '?')}: save a 1-D integer array (one parent per vertex, -1 unreached)")

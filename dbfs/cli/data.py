@@ -121,7 +121,8 @@ def datasets_info(name, datasets):
 @click.argument("name")
 @datasets_opt
 def datasets_rm(name, datasets):
-    """Remove dataset NAME (edges and every derived stage)."""
+    """Remove dataset NAME (edges and every derived stage). Only a dataset dbfs wrote is removed: any other
+    folder, a file or a symbolic link under the datasets root is refused (exit 2) and left as it is."""
     from dbfs import store
 
     path = store.remove(name, datasets)
@@ -200,6 +201,9 @@ def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budge
         raise DbfsError(f"--device-memory-limit {device_memory_limit} is invalid: use a size such as 8GiB")
     _check_cluster_flags(given, scheduler, cluster_profile)
     ds = store.open_dataset(name, datasets)
+    from dbfs.partition import check_partition_count
+
+    check_partition_count(partitions, ds.n_vertices)
     if backend == "gpu":
         _need_gpu()
         from dbfs.store.gpu import build_gpu
