@@ -211,6 +211,15 @@ class DaskBackend(Backend):
         self._say_events(self.dg.events, f"the load of {variant}")
         return self.load_time
 
+    def warm(self):
+        """The validation's kernels loaded on every worker before the first search (the searches' are
+        loaded there by the load)."""
+        from dbfs.backends import warm
+        from dbfs.backends.cpu import warm_validation
+
+        self.compile_time = warm("validation", self.client, self.cfg.quiet, warm_validation, self.ds.edges().dtype)
+        return self.compile_time
+
     @property
     def events(self):
         return list(self.dg.events) if hasattr(self, "dg") else []
