@@ -142,6 +142,16 @@ def test_rm_removes_a_dataset_complete_incomplete_or_damaged(root):
     assert res.exit_code == 0 and not (root / name8).exists(), res.stderr
 
 
+def test_generate_never_replaces_a_users_folder_of_a_datasets_name(tmp_path):
+    """A folder that happens to carry a dataset's name but is not a dataset is refused, not rebuilt over."""
+    mine = tmp_path / "kron-s6-ef16-s2-3"
+    mine.mkdir()
+    (mine / "thesis.txt").write_text("years of work")
+    res = run("generate", "--scale", 6, "--datasets", tmp_path, "--scheduler", "threads")
+    one_line_error(res, "is not a dbfs dataset", "another --datasets root")
+    assert (mine / "thesis.txt").read_text() == "years of work" and sorted(os.listdir(mine)) == ["thesis.txt"]
+
+
 def test_listing_shows_datasets_only(root):
     user_folder(root)
     names = [r["name"] for r in json.loads(run("datasets", "list", "--json", "--datasets", root).stdout)]

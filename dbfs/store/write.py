@@ -64,7 +64,7 @@ from dbfs import __version__
 from dbfs.errors import DbfsError
 from dbfs.progress import bar, say
 from dbfs.spec import GraphSpec
-from dbfs.store.datasets import Dataset, _read_attrs, datasets_root, status
+from dbfs.store.datasets import Dataset, _read_attrs, datasets_root, not_a_dataset, status
 from dbfs.store.integrity import compressors, crc_scan, mark_corrupt, seal_digests, set_digests, write_rows
 from dbfs.store.locks import dataset_lock, writer_lock
 from dbfs.store.space import MARGIN, check_room, choose_edges, is_no_space, no_space
@@ -436,6 +436,9 @@ def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: 
         if ds is not None:
             say(f"reusing complete dataset {name} ({ds.n_edges:,} edges) at {final}", quiet)
             return ds, "reused"
+    if os.path.lexists(final) and not_a_dataset(final) is not None:     # never replace what dbfs did not write
+        raise DbfsError(f"{final} exists and is not a dbfs dataset ({not_a_dataset(final)}): generating "
+                        f"{name} would replace it; move it away, or pass another --datasets root")
     chunk = int(chunk_edges or DEFAULT_CHUNK_EDGES)
     if chunk < 1:
         raise DbfsError(f"--chunk-edges {chunk} is invalid: use a positive number of edges per chunk")
