@@ -11,6 +11,7 @@ import click
 from dbfs.errors import DbfsError
 from dbfs.units import human, parse_size
 
+from dbfs.backends import tiny_spec, warm, warm_stages
 from dbfs.cli.common import (_check_cluster_flags, _CLUSTER_FLAGS, _given, _Group, _need_gpu, _refuse, cli,
                              datasets_opt, scheduler_opt, workers_opt)
 
@@ -74,6 +75,7 @@ def generate(scale, edgefactor, seed1, seed2, kind, a, b, c, input_, compact_ids
                 from dbfs.monitor import install
 
                 install(client).stage("generate")
+                warm("generation", client, False, warm_stages, tiny_spec(spec))   # not in graph_generation
                 store.generate(spec, root, chunk_edges=chunk_edges, force=force, client=client, edges=edges)
     click.echo(spec.name)
 
@@ -210,10 +212,17 @@ def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budge
 
         attrs = build_gpu(ds, dedupe=not keep_duplicates, relabel=relabel, force=force, device_budget=device_budget)
     else:
+        from dbfs.kernel1.partitioned import check_scratch
+
+        check_scratch(scratch)                  # before a cluster starts and the kernels load
         with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
             from dbfs.monitor import install
 
             install(client).stage("kernel1")
+            if force or kernel1.reusable_variant(ds.path, partitions, partitioning, not keep_duplicates,
+                                                 relabel) is None:           # not in construction_time
+                warm("Kernel 1", client, False, warm_stages, tiny_spec(ds.spec, partitions),
+                     (partitions, partitioning, not keep_duplicates, relabel))
             attrs = kernel1.build_partitioned(ds.path, P=partitions, partitioning=partitioning,
                                               dedupe=not keep_duplicates, relabel=relabel,
                                               memory_budget=budget, client=client, progress=True, force=force,

@@ -89,7 +89,7 @@ from dbfs.store.integrity import compressors as codecs
 from dbfs.store.space import is_no_space, no_space
 from dbfs.zattrs import read_attrs
 
-__all__ = ["build_partitioned", "scratch_bytes", "disk_need"]
+__all__ = ["build_partitioned", "scratch_bytes", "disk_need", "check_scratch"]
 
 
 def _open_dataset(dataset_path):
@@ -290,7 +290,7 @@ def _fresh_tmp(csr_root: Path, name: str, scratch_root: Path | None = None):
     return tmp, scratch, vg
 
 
-def _scratch_root(scratch) -> Path | None:
+def check_scratch(scratch) -> Path | None:
     """``scratch`` checked: an existing writable directory (one-line error otherwise), or None."""
     if scratch is None:
         return None
@@ -482,7 +482,7 @@ def build_partitioned(dataset_path, P: int = 1, partitioning: str = "block", ded
     dataset_path = Path(dataset_path)
     name = variant_name(P, partitioning, dedupe, relabel)
     quiet = not progress
-    scratch_root = _scratch_root(scratch)
+    scratch_root = check_scratch(scratch)
     old = None if force else reusable(dataset_path, P, partitioning, dedupe, relabel, quiet)
     if old is not None:
         return old
