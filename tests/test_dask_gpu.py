@@ -226,6 +226,42 @@ def test_two_gpu_workers_exchange(gclient, gds, single, two_gpu, P):
             dg.close()
 
 
+def test_validation_on_two_gpu_workers_matches_serial(gclient, gds, two_gpu):
+    """The GPU workers' validation (each checks half of the regenerated input rows on its device, a batch
+    of searches per pass): the serial validator's rules, counts, messages and examples, good and corrupted."""
+    import numpy as np
+
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+    from dbfs.validate import validate
+    from dbfs.validate.gpus import validate_on_gpus
+
+    ds, edges, roots = gds
+    dg = D.load_distributed(gclient, ds.path, kernel1.variant_name(2), workers=two_gpu)
+    try:
+        res, _, _ = D.search(dg, roots[0])
+        good = D.gather_parent(res, gclient, dg)
+        part = res.partitioning
+        reached = np.flatnonzero(good >= 0)
+        bad = good.copy()
+        bad[reached[5]] = reached[6]
+        bad[reached[7]] = -1
+        cases = [good, bad]
+        searches = [(roots[0], [gclient.scatter(p[part.vertex_range(rk).start:part.vertex_range(rk).stop],
+                                                workers=[w]) for rk, w in sorted(res.rank_worker.items())])
+                    for p in cases]
+        got = validate_on_gpus(gclient, ds.path, searches, part, two_gpu)
+        for vd, p in zip(got, cases):
+            vs = validate(edges, roots[0], p)
+            assert vd.ok == vs.ok and vd.nedge == vs.nedge
+            assert [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vd.failures] == \
+                [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures]
+        assert got[0].ok and not got[1].ok
+        res.release()
+    finally:
+        dg.close()
+
+
 @pytest.mark.parametrize("P", [2, 3])
 def test_partition_built_on_the_device_is_the_stored_one(gds, P):
     """_build_part(device=True), as a GPU worker runs it: every partition's rows built on the GPU from the
@@ -332,5 +368,6 @@ def test_cli_run_local_gpu(gds, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "harmonic_mean_TEPS" in out.stdout
     assert "GPU worker" in out.stderr and "in device memory" in out.stderr
+    assert "validation on 1 GPU worker(s)" in out.stderr, out.stderr[-2000:]
     teps = re.search(r"harmonic_mean_TEPS:\s*!?\s*([0-9.eE+-]+)", out.stdout)
     assert teps and float(teps.group(1)) > 0, out.stdout
