@@ -79,4 +79,4 @@ class CSRGraph:
             return parent
         from dbfs.graph_map import parents_to_original   # deferred: Numba, a heavy import
 
-        return parents_to_original(parent, self.perm)
+        return parents_to_original(parent, self.perm, self.iperm)
