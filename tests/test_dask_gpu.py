@@ -66,7 +66,9 @@ def single(gds):
 
 def _profile(tmp_path, cpu_workers):
     p = tmp_path / "gpu.yaml"
-    p.write_text(f"type: local-gpu\nthreads_per_gpu_worker: 2\ncpu_workers: {cpu_workers}\ncpu_threads: 2\n")
+    # GPU 0 only: the tests model one GPU worker (a second one is started by hand on the same device), on
+    # boxes of any number of GPUs
+    p.write_text(f"type: local-gpu\ngpus: [0]\nthreads_per_gpu_worker: 2\ncpu_workers: {cpu_workers}\ncpu_threads: 2\n")
     return str(p)
 
 
