@@ -73,8 +73,14 @@ def main(argv=None) -> int:
     configs = {"gpu": f"--backend gpu {args.flags}"}
     configs.update({f"p{P}": f"--cluster local-gpu --backend dask --partitions {P} {args.flags}"
                     for P in args.partitions})
+    kind = f"multi_gpu{('-' + args.tag) if args.tag else ''}"
+    head = {"scale": args.scale, "roots": args.roots, "partitions": args.partitions}
+    rows, path = [], None
     with tempfile.TemporaryDirectory(prefix="dbfs-mgpu-") as tmp:
-        rows = [_run(args, configs[k], Path(tmp) / "datasets", tmp, k) for _ in range(args.rounds) for k in configs]
+        for _ in range(args.rounds):
+            for k in configs:
+                rows.append(_run(args, configs[k], Path(tmp) / "datasets", tmp, k))
+                path = write_record(kind, {**head, "runs": rows}, path=path)   # a run cut at its limit keeps these
     med = {k: {m: statistics.median(r[m] for r in rows if r["label"] == k)
                for m in ("construction_time", "harmonic_mean_TEPS", "validate_per_search", "wall_s")
                if all(r[m] is not None for r in rows if r["label"] == k)} for k in configs}
@@ -82,9 +88,7 @@ def main(argv=None) -> int:
              for k in configs if k != "gpu"}
     for k, r in ratio.items():
         print(f"dask {k} / gpu (one GPU): " + "  ".join(f"{m} {v:.3f}x" for m, v in r.items()))
-    write_record(f"multi_gpu{('-' + args.tag) if args.tag else ''}",
-                 {"scale": args.scale, "roots": args.roots, "partitions": args.partitions, "runs": rows, "median": med,
-                  "dask_over_gpu": ratio})
+    write_record(kind, {**head, "runs": rows, "median": med, "dask_over_gpu": ratio}, path=path)
     return 0
 
 
