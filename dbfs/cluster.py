@@ -7,16 +7,34 @@ Contract
   thread each unless told otherwise); ``scheduler="tcp://host:port"`` joins
   that cluster and leaves it running on exit; ``scheduler="threads"`` yields
   None (the threaded scheduler, no cluster). Whatever it started it closes on
-  exit, or earlier through :func:`release_local_cluster`. The dashboard link
-  goes to stderr.
+  exit, or earlier through :func:`release_local_cluster` (a LocalCluster's
+  close is bounded by :data:`CLOSE_S`). The dashboard link goes to stderr.
+  A local cluster's scheduler and dashboard listen on 127.0.0.1, on the
+  ports given (``scheduler_port`` / ``dashboard_port``: arguments or profile
+  keys; a taken port is a one-line error) or any free ones.
+- Bad arguments are one-line errors before anything starts
+  (:func:`check_cluster_args`: ``--workers`` below 1, a ``--scheduler`` that
+  is no address).
+- When the CLI configured a log file (:mod:`dbfs.worker_logs`), the Dask
+  detail of the cluster (this process's client, scheduler and nannies, and a
+  local cluster's worker processes) goes there, not to the terminal; a
+  DbfsError leaving the block gets `` (Dask details: PATH)`` appended when the
+  file holds something, and a lost worker, a task whose workers kept dying
+  or a closed connection that ends the command becomes such a one-line
+  error, its traceback in the file.
+- A local cluster left without any worker for
+  :data:`~dbfs.worker_deaths.NO_WORKERS_S` seconds (its nannies stopped
+  restarting them) has its client closed (:class:`dbfs.worker_deaths.NoWorkers`):
+  the command ends with one line saying so instead of waiting forever.
 - A ``type: slurm`` profile submits its workers as SLURM jobs through
   dask-jobqueue (``pip install -e '.[slurm]'``; :class:`SlurmJobs`): all of
   them are awaited, a submission SLURM refuses or a job it will never start
   ends the wait at once with a one-line :class:`~dbfs.errors.DbfsError`, no
   library traceback reaches the user, and the jobs are cancelled on every
   exit (normal end, error, SIGINT, SIGTERM, SIGHUP; :mod:`dbfs.slurm`).
-- :func:`load_profile` returns a checked profile: unknown keys, wrong types
-  and non-positive counts are one-line errors (:data:`SCHEMA`).
+- :func:`load_profile` (:mod:`dbfs.profiles`) returns a checked profile:
+  unknown keys, wrong types, sizes Dask cannot read and non-positive counts
+  are one-line errors (:data:`SCHEMA`).
 
 Method
 ------
@@ -32,15 +50,16 @@ A SLURM job exports it in its job script, before ``job_script_prologue``.
 
 Encoding
 --------
-A profile is a YAML mapping with ``type: local | slurm | scheduler`` and the
-keys of that type in :data:`SCHEMA` (``dbfs/profiles/README.md``). Names
-resolve through :func:`profile_dirs`.
+A profile is a YAML mapping with ``type: local | local-gpu | slurm |
+scheduler`` and the keys of that type in :data:`SCHEMA`
+(``dbfs/profiles/README.md``). Names resolve through :func:`profile_dirs`.
 
 Reference: dask-jobqueue ``SLURMCluster`` (jobqueue.dask.org).
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import logging
 import os
@@ -48,129 +67,11 @@ import shutil
 import signal
 import time
 
-from dbfs import slurm
+from dbfs import slurm, worker_logs
 from dbfs.errors import DbfsError
+from dbfs.profiles import (PROFILES_ENV, SCHEMA, check_cluster_args, check_port, load_profile,  # noqa: F401
+                           profile_dirs, profile_names)
 from dbfs.progress import say
-
-
-PROFILES_ENV = "DBFS_PROFILES"
-
-
-def profile_dirs() -> list:
-    """Where profile NAMES are looked up, in order: the folders of
-    ``$DBFS_PROFILES`` (os.pathsep-separated, a user's own profiles), then the
-    profiles shipped inside the package (importlib.resources, so they resolve
-    after a non-editable install)."""
-    from importlib.resources import files
-    from pathlib import Path
-
-    own = [Path(d).expanduser() for d in os.environ.get(PROFILES_ENV, "").split(os.pathsep) if d]
-    return own + [files("dbfs") / "profiles"]
-
-
-def profile_names() -> list:
-    """The profile names :func:`load_profile` resolves."""
-    names = set()
-    for d in profile_dirs():
-        if d.is_dir():
-            names |= {f.name[:-5] for f in d.iterdir() if f.name.endswith(".yaml")}
-    return sorted(names)
-
-
-def _profile_text(name_or_path: str):
-    """(text, where) of a profile: a YAML path, or a NAME from :func:`profile_dirs`."""
-    from pathlib import Path
-
-    p = Path(name_or_path)
-    if p.suffix:
-        try:
-            return p.read_text(), str(p)
-        except OSError as e:
-            raise DbfsError(f"cluster profile {p} cannot be read ({e.strerror}): pass a YAML file or a profile "
-                            f"name ({', '.join(profile_names())})") from None
-    for d in profile_dirs():
-        f = d / f"{name_or_path}.yaml"
-        if f.is_file():
-            return f.read_text(), str(f)
-    raise DbfsError(f"cluster profile {name_or_path} not found: use one of {', '.join(profile_names())}, a YAML file, "
-                    f"or a folder of your own in ${PROFILES_ENV}")
-
-
-def load_profile(name_or_path: str) -> dict:
-    """A checked cluster profile (YAML): a path, or a NAME (see :func:`profile_dirs`)."""
-    import yaml
-
-    text, p = _profile_text(name_or_path)
-    try:
-        prof = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise DbfsError(f"cluster profile {p} is not valid YAML ({e.__class__.__name__}): fix the file") from None
-    prof = {} if prof is None else prof
-    if not isinstance(prof, dict):
-        raise DbfsError(f"cluster profile {p} must be a mapping of keys (type: local, ...), not a "
-                        f"{type(prof).__name__}: see dbfs/profiles/README.md")
-    _check_schema(prof, p)
-    if prof["type"] == "slurm":
-        missing = [k for k in ("cores", "memory") if not prof.get(k)]
-        if missing:
-            raise DbfsError(f"cluster profile {p} needs {' and '.join(missing)} (per SLURM job) for type: slurm")
-        prof.update(processes=prof.get("processes") or 1, jobs=prof.get("jobs") or 1, wait=prof.get("wait") or 600)
-        from dask.utils import parse_bytes
-
-        try:
-            parse_bytes(prof["memory"])
-        except ValueError:
-            raise DbfsError(f"cluster profile {p}: memory is {prof['memory']!r}: use a size such as 4GB") from None
-        cores, processes = prof["cores"], prof["processes"]
-        if cores % processes:
-            raise DbfsError(f"cluster profile {p}: cores ({cores}) must be a multiple of processes "
-                            f"({processes}), each worker process getting cores / processes threads")
-    return prof
-
-
-_POS = ("a positive integer", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
-_STR = ("a string", lambda v: isinstance(v, str))
-_SIZE = ("a size such as 4GiB or a number of bytes", lambda v: isinstance(v, (str, int)) and not isinstance(v, bool))
-_LIST = ("a list of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v))
-_NUM = ("a positive number of seconds", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)
-_NONNEG = ("a non-negative integer", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0)
-_GPUS = ("a list of device numbers or a string such as \"0,1\"",
-         lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, int) for x in v)))
-
-#: the keys of each profile type and what each value must be (null is always allowed: the default)
-SCHEMA = {
-    "local": {"workers": _POS, "threads_per_worker": _POS, "memory_limit": _SIZE},
-    "local-gpu": {"gpus": _GPUS, "threads_per_gpu_worker": _POS, "cpu_workers": _NONNEG, "cpu_threads": _POS,
-                  "memory_limit": _SIZE, "wait": _NUM},
-    "scheduler": {"address": _STR},
-    "slurm": {"jobs": _POS, "cores": _POS, "memory": _SIZE, "processes": _POS, "queue": _STR, "account": _STR,
-              "walltime": _STR, "interface": _STR, "local_directory": _STR, "log_directory": _STR,
-              "job_extra_directives": _LIST, "job_script_prologue": _LIST, "python": _STR, "wait": _NUM,
-              "gpus_per_job": _NONNEG, "gpu_threads": _POS, "cpu_workers_per_job": _NONNEG, "cpu_threads": _POS},
-}
-
-
-def _check_schema(prof: dict, p) -> None:
-    """Unknown keys (with the closest known one), wrong types and non-positive counts are one-line errors."""
-    import difflib
-
-    kind = prof.get("type")
-    if kind not in SCHEMA:
-        raise DbfsError(f"cluster profile {p}: type is {kind!r}: use type: local, local-gpu, slurm or scheduler")
-    keys = SCHEMA[kind]
-    for k in prof:
-        if k == "type":
-            continue
-        if k not in keys:
-            near = difflib.get_close_matches(str(k), list(keys), n=1)
-            hint = f"did you mean {near[0]!r}? " if near else ""
-            raise DbfsError(f"cluster profile {p} has unknown key {k!r}: {hint}the {kind} keys are "
-                            f"{', '.join(sorted(keys))}")
-        what, ok = keys[k]
-        if prof[k] is not None and not ok(prof[k]):
-            raise DbfsError(f"cluster profile {p}: {k} is {prof[k]!r}: use {what} (or null for the default)")
-    if kind == "scheduler" and not prof.get("address"):
-        raise DbfsError(f"cluster profile {p}: type scheduler needs an address (e.g. tcp://host:8786)")
 
 
 @contextlib.contextmanager
@@ -488,6 +389,9 @@ def _start_slurm(prof: dict, quiet: bool) -> tuple:
     return jobs.start(quiet), jobs
 
 
+CLOSE_S = 30.0         # seconds closing a LocalCluster may take (a nanny left broken by killed workers never ends)
+
+
 def default_workers() -> int:
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
@@ -495,7 +399,7 @@ def default_workers() -> int:
 @contextlib.contextmanager
 def client_for(scheduler: str | None = None, n_workers: int | None = None,
                threads_per_worker: int | None = None, memory_limit="auto", quiet: bool = False,
-               profile: str | None = None):
+               profile: str | None = None, scheduler_port: int | None = None, dashboard_port: int | None = None):
     """A ``distributed.Client`` for the long stages (a context manager; see the module docstring).
 
     Parameters
@@ -508,36 +412,72 @@ def client_for(scheduler: str | None = None, n_workers: int | None = None,
     quiet : bool
         No status lines.
     profile : str, optional
-        A cluster profile (:func:`load_profile`): local, scheduler or slurm.
+        A cluster profile (:func:`load_profile`): local, local-gpu, scheduler or slurm.
+    scheduler_port, dashboard_port : int, optional
+        Ports on 127.0.0.1 of a local cluster's scheduler and dashboard (the
+        profile's ``scheduler_port`` / ``dashboard_port`` by default; 0 or
+        None: any free port).
 
     Yields
     ------
     distributed.Client or None
         On exit the cluster this call started is closed (SLURM jobs cancelled).
+        While it runs, the Dask detail goes to the command's log file when the
+        CLI configured one (:mod:`dbfs.worker_logs`), and a DbfsError leaving
+        the block names that file.
     """
+    check_cluster_args(scheduler, n_workers)
     prof = load_profile(profile) if profile else {}
     if prof.get("type") == "scheduler" and not scheduler:
         scheduler = prof["address"]
-    n_workers = n_workers or prof.get("workers")
-    threads_per_worker = threads_per_worker or prof.get("threads_per_worker") or 1
-    memory_limit = prof.get("memory_limit") or memory_limit
     if scheduler == "threads":
         yield None
         return
-    from distributed import Client, LocalCluster
+    ports = (scheduler_port if scheduler_port is not None else prof.get("scheduler_port") or 0,
+             dashboard_port if dashboard_port is not None else prof.get("dashboard_port") or 0)
+    log = worker_logs.DaskLog.create()
+    try:
+        with log if log is not None else contextlib.nullcontext():
+            client = _connect(scheduler, prof, profile, n_workers, threads_per_worker, memory_limit, quiet, ports,
+                              log)
+            from dbfs.worker_deaths import NoWorkers, lost_work, lost_work_line
+
+            local = _STARTED.get(id(client), ("",))[0].startswith("Local")
+            watchdog = NoWorkers(client) if local else None    # no wait hangs on a cluster left without workers
+            try:
+                yield client
+            except Exception as e:
+                reason = watchdog.reason if watchdog is not None else None
+                if reason is None and (log is None or isinstance(e, DbfsError) or not isinstance(e, lost_work())):
+                    raise
+                if log is not None:     # what ended the command, for the record
+                    log.add_exception(e)
+                raise DbfsError(reason or lost_work_line(e)) from None
+            finally:
+                if watchdog is not None:
+                    watchdog.stop()
+                if not release_local_cluster(client):   # unless a run already did
+                    client.close()                      # a joined cluster, left running
+    except DbfsError as e:     # the one line names the file that holds the Dask detail, if any
+        note = log.note() if log is not None else ""
+        if note and e.args and note not in str(e.args[0]):
+            e.args = (f"{e.args[0]}{note}",) + e.args[1:]
+        raise
+
+
+def _connect(scheduler, prof, profile, n_workers, threads_per_worker, memory_limit, quiet, ports, log):
+    """The client of :func:`client_for`: joined to ``scheduler``, or of the cluster it starts (in ``_STARTED``)."""
+    from distributed import Client
 
     if scheduler:
         try:
             client = Client(scheduler, timeout="10s")
-        except (OSError, TimeoutError) as e:
-            raise DbfsError(f"cannot reach the Dask scheduler at {scheduler} ({e}): start it or drop --scheduler to use a local cluster") from None
+        except (OSError, TimeoutError, ValueError) as e:
+            raise DbfsError(f"cannot reach the Dask scheduler at {scheduler} ({e}): start it or drop --scheduler "
+                            f"to use a local cluster") from None
         if not quiet:
             say(f"joined Dask cluster {scheduler}; dashboard: {client.dashboard_link}")
-        try:
-            yield client
-        finally:
-            client.close()
-        return
+        return client
     from dbfs import worker_deaths
 
     worker_deaths.watch()     # a local cluster's nannies say here why a worker ended (one-line errors)
@@ -547,33 +487,49 @@ def client_for(scheduler: str | None = None, n_workers: int | None = None,
     elif prof.get("type") == "local-gpu":
         from dbfs.cluster_gpu import start_local_gpu
 
-        client, close = start_local_gpu(prof, quiet, profile)
+        check_port(ports[0], "scheduler port")
+        check_port(ports[1], "dashboard port")
+        client, close = start_local_gpu(prof, quiet, profile, ports, log.local_cluster_config() if log else {})
         _STARTED[id(client)] = ("LocalCUDACluster", close)
     else:
-        n = n_workers or default_workers()
-        with _workers_ignore_sigint():
-            cluster = LocalCluster(n_workers=n, threads_per_worker=threads_per_worker, processes=True,
-                                   memory_limit=memory_limit, dashboard_address="127.0.0.1:0", host="127.0.0.1",
-                                   env=worker_env(threads_per_worker), silence_logs=40)
-        client = Client(cluster)
-        try:        # every worker registered before the first task, so placements see them all
-            client.wait_for_workers(n, timeout=120)
-        except TimeoutError:
-            client.close()
-            cluster.close()
-            raise DbfsError(f"the LocalCluster's {n} worker processes did not all start within 120 s: lower "
-                            f"--workers or check memory") from None
-        if not quiet:
-            say(f"started LocalCluster ({n} worker processes x {threads_per_worker} thread); "
-                f"dashboard: {client.dashboard_link}")
-        _STARTED[id(client)] = ("LocalCluster", cluster.close)
-    try:
+        client = _start_local(n_workers or prof.get("workers") or default_workers(),
+                              threads_per_worker or prof.get("threads_per_worker") or 1,
+                              prof.get("memory_limit") or memory_limit, quiet, ports, log)
+    if log is None:         # worker output on the terminal: a task's DbfsError is said once, by the client
         from dbfs.worker_logs import NAME as QUIET, QuietDbfsErrors
 
-        client.register_plugin(QuietDbfsErrors(), name=QUIET)   # a task's DbfsError is said once, here
-        yield client
-    finally:
-        release_local_cluster(client)   # unless a run already did
+        client.register_plugin(QuietDbfsErrors(), name=QUIET)
+    return client
+
+
+def _start_local(n: int, threads: int, memory_limit, quiet: bool, ports: tuple, log):
+    """The client of a LocalCluster of ``n`` worker processes x ``threads``, every worker registered."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    check_port(ports[0], "scheduler port")
+    check_port(ports[1], "dashboard port")
+    with _workers_ignore_sigint(), dask.config.set(log.local_cluster_config() if log else {}):
+        try:
+            cluster = LocalCluster(n_workers=n, threads_per_worker=threads, processes=True,
+                                   memory_limit=memory_limit, scheduler_port=ports[0],
+                                   dashboard_address=f"127.0.0.1:{ports[1]}", host="127.0.0.1",
+                                   env=worker_env(threads), silence_logs=40)
+        except (RuntimeError, OSError) as e:
+            raise DbfsError(f"the LocalCluster did not start ({e}): check --workers, the profile's memory_limit "
+                            f"and ports") from None
+    client = Client(cluster)
+    try:        # every worker registered before the first task, so placements see them all
+        client.wait_for_workers(n, timeout=120)
+    except TimeoutError:
+        client.close()
+        cluster.close()
+        raise DbfsError(f"the LocalCluster's {n} worker processes did not all start within 120 s: lower "
+                        f"--workers or check memory") from None
+    if not quiet:
+        say(f"started LocalCluster ({n} worker processes x {threads} thread); dashboard: {client.dashboard_link}")
+    _STARTED[id(client)] = ("LocalCluster", functools.partial(cluster.close, timeout=CLOSE_S))
+    return client
 
 
 # id(client) -> (class name, close) of the cluster client_for started for it (joined clusters are not here)

@@ -72,8 +72,11 @@ def _devices(gpus) -> str | None:
     return ",".join(str(g) for g in gpus) if isinstance(gpus, list) else str(gpus)
 
 
-def start_local_gpu(prof: dict, quiet: bool = False, name: str = "local-gpu"):
-    """(client, close) of a LocalCUDACluster with ``prof["cpu_workers"]`` CPU workers added (module docstring)."""
+def start_local_gpu(prof: dict, quiet: bool = False, name: str = "local-gpu", ports: tuple = (0, 0),
+                    config: dict | None = None):
+    """(client, close) of a LocalCUDACluster with ``prof["cpu_workers"]`` CPU workers added (module docstring):
+    its scheduler and dashboard on ``ports`` of 127.0.0.1 (0: any free port), its nannies created under the
+    Dask ``config`` given (e.g. :meth:`dbfs.worker_logs.DaskLog.local_cluster_config`)."""
     from dbfs.cluster import _workers_ignore_sigint, worker_env
 
     _need(name)
@@ -86,10 +89,12 @@ def start_local_gpu(prof: dict, quiet: bool = False, name: str = "local-gpu"):
     mem = prof.get("memory_limit") or "auto"
     import dask
 
-    with _workers_ignore_sigint(), dask.config.set({"distributed.worker.profile.enabled": False, **NO_SPILL}):
+    with _workers_ignore_sigint(), dask.config.set({"distributed.worker.profile.enabled": False, **NO_SPILL,
+                                                    **(config or {})}):
         cluster = LocalCUDACluster(CUDA_VISIBLE_DEVICES=_devices(prof.get("gpus")), threads_per_worker=t_gpu,
                                    memory_limit=mem, device_memory_limit=0, host="127.0.0.1",
-                                   dashboard_address="127.0.0.1:0", resources={GPU_RESOURCE: 1}, silence_logs=40)
+                                   scheduler_port=ports[0], dashboard_address=f"127.0.0.1:{ports[1]}",
+                                   resources={GPU_RESOURCE: 1}, silence_logs=40)
         n_gpu = len(cluster.worker_spec)
         env = {**worker_env(t_cpu), "CUDA_VISIBLE_DEVICES": ""}
         for i in range(n_cpu):

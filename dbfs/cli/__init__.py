@@ -2,18 +2,43 @@
 
 Every user error is a :class:`~dbfs.errors.DbfsError`, printed as one line
 ``dbfs: error: <problem>: <fix>`` with exit code 2. Results go to stdout,
-progress and the dashboard link to stderr. The commands live in
+progress and the dashboard link to stderr; the Dask detail of a cluster
+(worker, nanny and scheduler logs, tracebacks) goes to a log file,
+``<datasets root>/.dbfs-logs/<command>-<time>-<pid>.log`` (``$DBFS_LOGS``:
+another folder), which the one-line error names when it holds something
+(:mod:`dbfs.worker_logs`). The commands live in
 :mod:`dbfs.cli.data` (generate, datasets, export, build, validate),
 :mod:`dbfs.cli.search` (run, bfs) and :mod:`dbfs.cli.admin` (cluster,
 algorithms, pipeline); importing them registers them on :data:`cli`.
 """
 from __future__ import annotations
 
+import os
+
 from dbfs.cli import admin, data, search  # noqa: F401  (registers the commands)
 from dbfs.cli.common import cli
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "main", "LOGS_ENV"]
+
+LOGS_ENV = "DBFS_LOGS"
+
+
+def _log_place():
+    """(folder, name) of the running command's Dask log: ``$DBFS_LOGS``, else ``.dbfs-logs`` in the
+    command's datasets root (``--datasets``, ``$DBFS_DATASETS``, ``./datasets``)."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    name = "-".join(ctx.command_path.split()[1:]) if ctx is not None else "dbfs"
+    if os.environ.get(LOGS_ENV):
+        return os.environ[LOGS_ENV], name
+    from dbfs.store import datasets_root
+
+    return datasets_root(ctx.params.get("datasets") if ctx is not None else None) / ".dbfs-logs", name
 
 
 def main(argv=None):  # console-script entry point
+    from dbfs import worker_logs
+
+    worker_logs.configure(_log_place, until_exit=True)
     return cli.main(args=argv, prog_name="dbfs")
