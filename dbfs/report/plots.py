@@ -4,7 +4,7 @@ Contract
 --------
 :func:`plot_run` draws three panels and saves them to ``path``: per-level
 frontier size and edges examined (log scale) of each algorithm given, on the
-run's first root, with bottom-up levels annotated ``bu`` (the per-level table
+run's first root (ticks at whole levels only), with bottom-up levels annotated ``bu`` (the per-level table
 of the direction-optimizing BFS paper: S. Beamer, K. Asanovic, D. Patterson,
 "Direction-Optimizing Breadth-First Search", SC 2012), and the histogram of
 TEPS over roots with its harmonic mean (the Graph500 headline statistic).
@@ -40,10 +40,23 @@ def plot_run(path, res, per_level: dict[str, list]) -> Path:
     pathlib.Path
         ``path``.
     """
+    import matplotlib.pyplot as plt
+
+    fig = _figure(res, per_level)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _figure(res, per_level: dict[str, list]):
+    """The matplotlib figure of :func:`plot_run` (its level axes ticked at whole levels only)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     ax_f, ax_e, ax_t = axes
@@ -59,6 +72,8 @@ def plot_run(path, res, per_level: dict[str, list]) -> Path:
     root = res.roots[0]
     ax_f.set(title=f"frontier per level (root {root})", xlabel="level", ylabel="vertices")
     ax_e.set(title="edges examined per level", xlabel="level", ylabel="adjacency entries")
+    for ax in (ax_f, ax_e):     # a level is a whole number: no tick at 2.5
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax_f.legend()
     ax_e.legend()
     teps = np.array(res.nedges) / np.array(res.times)
@@ -70,8 +85,4 @@ def plot_run(path, res, per_level: dict[str, list]) -> Path:
     ax_t.legend()
     fig.suptitle(f"{res.dataset}: {res.n_vertices:,} vertices, {res.n_edges:,} edge tuples")
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
