@@ -1,10 +1,15 @@
 """Pipeline specs: a YAML file of stages that ``dbfs pipeline run FILE`` executes.
 
 Contract: :func:`load_spec` reads and checks a spec (a one-line DbfsError
-naming the first bad key, value or stage and the fix); :func:`run_spec` runs
-its stages in order, each reused when its output is stored and complete
-(the same reuse as ``dbfs generate`` / ``build`` / ``run``), yielding
-``(stage, result)``: the dataset name, the CSR variant name, the RunResult.
+naming the first bad key, value or stage and the fix; its ``cluster``
+profile is loaded and checked and its ``scheduler`` must be an address,
+whether or not a cluster will start); :func:`scheduler_for` says whether
+the stages leave Dask any work (no cluster when every output is stored and
+the run's backend searches in this process, as ``dbfs run`` decides);
+:func:`run_spec` runs its stages in order, each reused when its output is
+stored and complete (the same reuse as ``dbfs generate`` / ``build`` /
+``run``), yielding ``(stage, result)``: the dataset name, the CSR variant
+name, the RunResult.
 
 Encoding (``pipelines/graph500.yaml`` is the reference example)::
 
@@ -23,7 +28,7 @@ from pathlib import Path
 
 from dbfs.errors import DbfsError
 
-__all__ = ["load_spec", "run_spec", "STAGE_KEYS"]
+__all__ = ["load_spec", "run_spec", "scheduler_for", "STAGE_KEYS"]
 
 #: the keys each stage takes
 STAGE_KEYS = {
@@ -79,8 +84,57 @@ def load_spec(path) -> dict:
     if names.count("build") > 1 or names.count("run") > 1:
         raise _bad(p, "give 'build' and 'run' at most once each")
     spec = {"stages": out, "cluster": doc.get("cluster"), "scheduler": doc.get("scheduler"), "path": str(p)}
+    _check_cluster(spec)
     spec["run_config"] = _run_config(spec)
     return spec
+
+
+def _check_cluster(spec) -> None:
+    """The spec's ``cluster`` profile loaded and checked, its ``scheduler`` an address (nothing started)."""
+    from dbfs.profiles import address_problem, load_profile
+
+    for key in ("cluster", "scheduler"):
+        if spec[key] is not None and not isinstance(spec[key], str):
+            raise _bad(spec["path"], f"{key} is {spec[key]!r}: use a "
+                                     + ("profile name or YAML file" if key == "cluster" else "tcp://HOST:PORT address"))
+    if spec["cluster"]:
+        load_profile(spec["cluster"])
+    problem = address_problem(spec["scheduler"]) if spec["scheduler"] not in (None, "threads") else None
+    if problem:
+        raise _bad(spec["path"], f"scheduler {spec['scheduler']!r} is not a Dask scheduler address ({problem}): "
+                                 f"use tcp://HOST:PORT, or threads to run without a cluster")
+
+
+def _graph_spec(opts: dict):
+    """The GraphSpec of a generate stage's options."""
+    from dbfs.spec import GraphSpec
+
+    return GraphSpec.make(**{k: v for k, v in opts.items() if k not in ("chunk_edges", "backend")}, given=set(opts))
+
+
+def scheduler_for(spec: dict, root_dir, scheduler, profile):
+    """``scheduler``, or "threads" (no cluster) when none was asked for (no scheduler, no profile) and the
+    stages leave Dask nothing to do: the dataset and the CSR variant stored complete and a run stage, if
+    any, on a backend that does not search on Dask workers (the rule of ``dbfs run``)."""
+    from dbfs.backends import get_backend
+    from dbfs.pipeline import stored_for_run
+
+    if scheduler or profile:
+        return scheduler
+    names = [n for n, _ in spec["stages"]]
+    if "run" in names and get_backend(spec["run_config"].backend).cluster == "always":
+        return scheduler
+    g = _graph_spec(spec["stages"][0][1])
+    if names == ["generate"]:
+        from dbfs import store
+
+        try:
+            done = store.stored(g, root_dir) is not None
+        except DbfsError:
+            done = False        # the generate stage itself reports it
+    else:
+        done = stored_for_run(g, root_dir, spec["run_config"])
+    return "threads" if done else scheduler
 
 
 def _run_config(spec):
@@ -110,14 +164,13 @@ def run_spec(spec: dict, root_dir=None, client=None):
     """Run the checked ``spec``'s stages in order; yields (stage, result)."""
     from dbfs import kernel1, store
     from dbfs.pipeline import run_graph500
-    from dbfs.spec import GraphSpec
     from dbfs.units import parse_size
 
     cfg = spec["run_config"]
     ds = None
     for name, o in spec["stages"]:
         if name == "generate":
-            g = GraphSpec.make(**{k: v for k, v in o.items() if k not in ("chunk_edges", "backend")}, given=set(o))
+            g = _graph_spec(o)
             kw = {"chunk_edges": int(o["chunk_edges"])} if "chunk_edges" in o else {}
             ds, _ = store.generate(g, root_dir, client=client, backend=o.get("backend", "cpu"), **kw)
             yield name, ds.name

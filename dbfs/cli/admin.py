@@ -18,7 +18,13 @@ def _interrupt(*_):
 @click.option("--check", is_flag=True, help="type: slurm only: ask sinfo whether the profile's jobs fit a node of "
                                             "its partition and say what does not; submit nothing.")
 @click.option("--workers", type=int, default=None, help="type: local: worker processes [default: the profile's].")
-def cluster_cmd(profile, script, check, workers):
+@click.option("--scheduler-port", type=click.IntRange(0, 65535), default=None,
+              help="type: local / local-gpu: the scheduler's port on 127.0.0.1, e.g. 8786 [default: the profile's "
+                   "scheduler_port, else any free port].")
+@click.option("--dashboard-port", type=click.IntRange(0, 65535), default=None,
+              help="type: local / local-gpu: the dashboard's port on 127.0.0.1, e.g. 8787 [default: the profile's "
+                   "dashboard_port, else any free port].")
+def cluster_cmd(profile, script, check, workers, scheduler_port, dashboard_port):
     """Start PROFILE's cluster (a profile name or a YAML file) and keep it up.
 
     Prints the scheduler address and dashboard link; other commands join it
@@ -29,12 +35,18 @@ def cluster_cmd(profile, script, check, workers):
     import signal
     import time
 
-    from dbfs.cluster import client_for, load_profile, slurm_cluster
+    from dbfs import worker_logs
+    from dbfs.cluster import check_cluster_args, client_for, load_profile, slurm_cluster
 
     prof = load_profile(profile)
+    check_cluster_args(n_workers=workers)
     if workers is not None and prof["type"] != "local":
         raise DbfsError(f"--workers does not apply to profile {profile} (type {prof['type']}): it sizes a type: local "
                         f"cluster; set jobs/processes in the profile instead")
+    for flag, value in (("--scheduler-port", scheduler_port), ("--dashboard-port", dashboard_port)):
+        if value is not None and prof["type"] not in ("local", "local-gpu"):
+            raise DbfsError(f"{flag} does not apply to profile {profile} (type {prof['type']}): it places the "
+                            f"scheduler of a cluster on this host (type local or local-gpu); drop it")
     if (script or check) and prof["type"] != "slurm":
         raise DbfsError(f"--{'script prints a SLURM job script' if script else 'check asks SLURM about a request'}: "
                         f"profile {profile} is type {prof['type']}")
@@ -54,12 +66,14 @@ def cluster_cmd(profile, script, check, workers):
     if prof["type"] == "scheduler":
         raise DbfsError(f"profile {profile} joins a scheduler that runs elsewhere ({prof['address']}): nothing to start")
     signal.signal(signal.SIGTERM, _interrupt)
-    with client_for(None, n_workers=workers, profile=profile) as client:
+    with client_for(None, n_workers=workers, profile=profile, scheduler_port=scheduler_port,
+                    dashboard_port=dashboard_port) as client:
         from dbfs.monitor import install
 
         install(client)         # the dashboard's dbfs page, for the runs that join this cluster
+        log = worker_logs.current()
         click.echo(f"dbfs: scheduler {client.scheduler.address} (join with --scheduler {client.scheduler.address}); "
-                   "Ctrl-C closes the cluster", err=True)
+                   + (f"Dask's log: {log.path}; " if log is not None else "") + "Ctrl-C closes the cluster", err=True)
         try:
             while True:
                 time.sleep(1)
@@ -89,12 +103,17 @@ def pipeline():
 def pipeline_run(spec_file, datasets, scheduler, workers, cluster_profile):
     """Run FILE.yaml's stages in order (generate, build, run), reusing stored outputs."""
     from dbfs.cluster import client_for
-    from dbfs.pipeline_spec import load_spec, run_spec
+    from dbfs.pipeline_spec import load_spec, run_spec, scheduler_for
 
     _check_cluster_flags(_given(), scheduler, cluster_profile)
     spec = load_spec(spec_file)
-    scheduler = scheduler or spec.get("scheduler")
-    with client_for(scheduler, n_workers=workers, profile=cluster_profile or spec.get("cluster")) as client:
+    profile = cluster_profile or spec.get("cluster")
+    asked = scheduler or spec.get("scheduler")
+    scheduler = scheduler_for(spec, datasets, asked, profile)
+    if scheduler == "threads" and asked != "threads":
+        click.echo("dbfs: every stage's output already stored: no cluster to start, the searches run in this "
+                   "process", err=True)
+    with client_for(scheduler, n_workers=workers, profile=profile) as client:
         for kind, result in run_spec(spec, datasets, client):
             if kind == "generate":
                 click.echo(f"dbfs: dataset {result}", err=True)

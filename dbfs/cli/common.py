@@ -19,14 +19,30 @@ class _Group(click.Group):
             ctx.exit(e.exit_code)
 
 
+def _checked(kind):
+    """Click callback: the --scheduler / --workers / --cluster value checked when read, before any work
+    (:func:`dbfs.profiles.check_cluster_args`, :func:`dbfs.profiles.load_profile`)."""
+    def check(ctx, param, value):
+        if value is not None:
+            from dbfs.profiles import check_cluster_args, load_profile
+
+            if kind == "cluster":
+                load_profile(value)
+            else:
+                check_cluster_args(**{kind: value})
+        return value
+    return check
+
+
 datasets_opt = click.option("--datasets", "datasets", default=None, metavar="DIR",
                             help="Dataset root [default: $DBFS_DATASETS or ./datasets].")
-scheduler_opt = click.option("--scheduler", default=None, metavar="ADDRESS",
+scheduler_opt = click.option("--scheduler", default=None, metavar="ADDRESS", callback=_checked("scheduler"),
                              help="Join this Dask scheduler (tcp://host:port); 'threads' runs without a cluster. "
                                   "[default: start a LocalCluster of worker processes]")
 _workers = click.option("--workers", type=int, default=None, show_default="one per core",
-                        help="Worker processes of the LocalCluster.")
+                        callback=_checked("n_workers"), help="Worker processes of the LocalCluster.")
 _cluster = click.option("--cluster", "cluster_profile", default=None, metavar="NAME|FILE",
+                        callback=_checked("cluster"),
                         help="Cluster profile (YAML; a packaged name, one in $DBFS_PROFILES, or a file), e.g. local-4x4.")
 
 
