@@ -16,9 +16,12 @@ Contract
   ... was killed by signal N" lines. :meth:`DaskLog.local_cluster_config` is
   the Dask config that makes the worker processes of a local cluster started
   under it write their stderr (their log records, warnings, tracebacks) to
-  the same file (:func:`dask_setup`, a worker preload). On exit the previous
-  handlers come back; an empty file is removed and only the newest
-  :data:`KEEP` files of the folder are kept.
+  the same file (:func:`dask_setup`, a worker preload), and so does
+  multiprocessing's resource tracker if it starts then (it warns about what
+  killed workers leaked). On exit the previous handlers come back (with
+  ``configure(..., until_exit=True)``, the CLI's choice, only when the
+  process ends: Dask logs while it closes too); an empty file is removed and
+  only the newest :data:`KEEP` files of the folder are kept.
 - :meth:`DaskLog.note` is ``" (Dask details: PATH)"`` when the file holds
   something, else ``""``: the tail :func:`dbfs.cluster.client_for` adds to
   the one-line error that ends a command.
