@@ -138,7 +138,8 @@ class DaskLog:
             self._saved.append((lg, lg.handlers[:], lg.propagate))
             lg.handlers, lg.propagate = [h], False
         self._saved_last, logging.lastResort = logging.lastResort, h
-        _tracker_writes_to(self._stream)
+        if _until_exit:     # the CLI: the tracker lives as long as the process
+            _tracker_writes_to(self._stream)
         _current = self
         return self
 
