@@ -111,8 +111,9 @@ def pipeline_run(spec_file, datasets, scheduler, workers, cluster_profile):
     asked = scheduler or spec.get("scheduler")
     scheduler = scheduler_for(spec, datasets, asked, profile)
     if scheduler == "threads" and asked != "threads":
-        click.echo("dbfs: every stage's output already stored: no cluster to start, the searches run in this "
-                   "process", err=True)
+        searches = any(n == "run" for n, _ in spec["stages"])
+        click.echo("dbfs: every stage's output already stored: no cluster to start"
+                   + (", the searches run in this process" if searches else ""), err=True)
     with client_for(scheduler, n_workers=workers, profile=profile) as client:
         for kind, result in run_spec(spec, datasets, client):
             if kind == "generate":
