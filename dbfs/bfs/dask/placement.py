@@ -96,13 +96,16 @@ class DistributedGraph:
         return "cuda-ipc" if self.has_gpu else "dev-shm"
 
     def workers_table(self) -> list:
-        """Per mesh worker: address, kind, ranks, device and host bytes of its partitions."""
+        """Per mesh worker: address, kind, ranks, device and host bytes of its partitions, and the seconds
+        its partitions took to read (or build) and to prepare (hub table, degrees) on that worker."""
         out = []
         for w, ranks in zip(self.mesh_workers, self.ranks_of()):
             infos = [self.part_info.get(rk, {}) for rk in ranks]
             out.append({"worker": w, "kind": self.worker_kinds.get(w, "cpu"), "partitions": ranks,
                         "device_bytes": sum(int(i.get("device_bytes", 0)) for i in infos),
-                        "host_bytes": sum(int(i.get("host_bytes", 0)) for i in infos)})
+                        "host_bytes": sum(int(i.get("host_bytes", 0)) for i in infos),
+                        "read_s": sum(float(i.get("load_time") or 0.0) for i in infos),
+                        "prepare_s": sum(float(i.get("prepare_time") or 0.0) for i in infos)})
         return out
 
     def ranks_of(self) -> list:
