@@ -3,7 +3,10 @@
 ``run_graph500(target, root, cfg, client)`` runs the stages in order over ONE
 backend contract (:mod:`dbfs.backends`; no backend is named here), each stage
 reused when its output is stored, and returns a :class:`RunResult`; the CLI
-prints it. Timing rules (Graph500 3.0.1 section 7, docs/GRAPH500.md):
+prints it. ``cfg.relabel="auto"`` is resolved first to the backend's default
+CSR variant (:func:`dbfs.backends.resolve_relabel`); the result's ``config``
+records ``relabel``, ``relabel_default`` (whether auto chose it) and
+``relabel_why``. Timing rules (Graph500 3.0.1 section 7, docs/GRAPH500.md):
 generation and loading are not Kernel 1; ``construction_time`` is the stored
 Kernel 1 variant's end-to-end build time (edges in zarr to CSR in zarr) plus
 the backend's per-graph preparation after loading; no timed stage compiles
@@ -28,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dbfs.backends import RunConfig, get_backend
+from dbfs.backends import RunConfig, get_backend, resolve_relabel
 from dbfs.errors import DbfsError
 from dbfs.monitor import Publisher, describe_cluster, install
 from dbfs.progress import say
@@ -80,6 +83,7 @@ def stored_for_run(target, root, cfg: RunConfig) -> bool:
         ds = store.stored(target, root) if isinstance(target, GraphSpec) else store.open_dataset(target, root)
         if ds is None:
             return False
+        cfg = resolve_relabel(cfg, None, ds, quiet=True)
         return kernel1.reusable_variant(ds.path, cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel) is not None
     except DbfsError:
         return False
@@ -116,6 +120,7 @@ def open_backend(target, root_dir, cfg: RunConfig, client=None, given=(), pub: P
     clock = time.perf_counter()
     pub.stage("generate")
     ds = B.dataset(target, root_dir, client, cfg.quiet)
+    cfg = resolve_relabel(cfg, client, ds)  # --relabel auto: the backend's default, said on stderr
     pub.run(ds, cfg, cfg.n_roots)
     pub.stage("kernel1")
     compiled = ds.memo.get("compile_time", 0.0)     # the stages' kernels loaded before their timers
@@ -252,6 +257,7 @@ def run_graph500(target, root_dir=None, cfg: RunConfig | None = None, client=Non
         on_cluster.enter_context(_performance_report(client, perf_report))
         try:
             b, ds, variant, k1 = open_backend(target, root_dir, cfg, client, given, pub, stages)
+            cfg = b.cfg                 # --relabel auto resolved
         except BaseException:
             pub.stage("failed")
             raise
@@ -284,7 +290,9 @@ def run_graph500(target, root_dir=None, cfg: RunConfig | None = None, client=Non
     return RunResult(spec=spec, dataset=ds.name, scale=ds.scale, edgefactor=int(spec.get("edgefactor") or 0),
                      n_vertices=ds.n_vertices, n_edges=ds.n_edges,
                      config={"algorithm": cfg.algorithm, "backend": cfg.backend, "variant": variant,
-                             "opts": cfg.opts, "partitions": cfg.partitions, "events": list(b.events),
+                             "relabel": cfg.relabel, "relabel_default": bool(cfg.relabel_why),
+                             "relabel_why": cfg.relabel_why or f"--relabel {cfg.relabel} given", "opts": cfg.opts,
+                             "partitions": cfg.partitions, "events": list(b.events),
                              "notes": notes, **where},
                      generation_time=float(ds.attrs.get("generation_time", 0.0)),
                      construction_time=float(k1["construction_time"]) + b.prepare_time,

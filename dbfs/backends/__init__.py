@@ -32,6 +32,16 @@ runs in this process after loading (the CPU backend: searches, validation,
 root selection). The pipeline reports their sum as the run's
 ``compile_time``, apart from ``generation_time`` and ``construction_time``.
 
+Which CSR variant: ``cfg.relabel`` ``"auto"`` (``dbfs run`` / ``dbfs bfs``
+without ``--relabel``) is resolved to ``"none"`` or ``"degree"`` by
+:func:`resolve_relabel` before any work, in one place: ``--placement
+degree*`` takes the degree-ordered CSR; otherwise the backend's
+:meth:`Backend.default_relabel` (each class states its choice and why, from
+the measurements in docs/BENCHMARKS.md), falling back, for a search that does
+not build (``dbfs bfs NAME``), to the variant NAME has stored. The choice is
+said on stderr and kept in ``cfg.relabel_why`` (the JSON's ``config``); an
+explicit ``--relabel none|degree`` is never changed.
+
 Registry: :data:`BACKENDS` maps a name to ``"module:Class"``; adding a
 backend is one new module and one line there. A backend's class states
 what it needs: ``cluster`` ("always": the searches run on Dask workers;
@@ -47,8 +57,9 @@ from dataclasses import dataclass, field
 from dbfs.errors import DbfsError
 from dbfs.progress import say
 
-__all__ = ["BACKENDS", "COMMON_OPTIONS", "Backend", "RunConfig", "backend_table", "check_degree_placement",
-           "check_split_placement", "get_backend", "tiny_spec", "warm", "warm_stages"]
+__all__ = ["BACKENDS", "COMMON_OPTIONS", "Backend", "RunConfig", "backend_table",
+           "check_degree_placement", "check_split_placement", "get_backend", "resolve_relabel", "say_relabel",
+           "tiny_spec", "warm", "warm_stages"]
 
 #: backend name -> "module:Class"
 BACKENDS = {
@@ -79,7 +90,8 @@ class RunConfig:
     validate: bool = True
     partitions: int = 1
     partitioning: str = "block"
-    relabel: str = "none"
+    relabel: str = "none"          # "auto": the backend's default, resolve_relabel() before any work
+    relabel_why: str = ""          # why "auto" chose ``relabel`` (said on stderr, in the JSON); "" when given
     dedupe: bool = True
     opts: dict = field(default_factory=dict)
     quiet: bool = False
@@ -138,6 +150,12 @@ class Backend:
         if cfg.algorithm not in names:
             raise DbfsError(f"unknown BFS algorithm {cfg.algorithm!r} for backend {cls.name}: use one of "
                             f"{', '.join(names)}")
+
+    @classmethod
+    def default_relabel(cls, cfg: RunConfig, client=None, ds=None) -> tuple:
+        """``(relabel, why)``: the CSR variant this backend searches when ``--relabel`` is not given
+        (``client``: the run's, ``ds``: its dataset, each None where not known yet); the plain CSR here."""
+        return "none", "the plain CSR"
 
     def describe(self) -> dict:
         """What the run's JSON records about where the searches ran (per worker for dask); {} here."""
@@ -357,10 +375,54 @@ def check_split_placement(cfg: RunConfig, name: str, who: str) -> None:
 
 
 def check_degree_placement(cfg: RunConfig, does: str) -> None:
-    """Refuse, in one line, ``--placement degree*`` without ``--relabel degree`` (``does``: what the
-    placement does, the error's words)."""
-    if cfg.placement.startswith("degree") and cfg.relabel != "degree":
+    """Refuse, in one line, ``--placement degree*`` with ``--relabel none`` (``does``: what the placement
+    does, the error's words); ``auto`` resolves to ``degree`` there (:func:`resolve_relabel`)."""
+    if cfg.placement.startswith("degree") and cfg.relabel not in ("degree", "auto"):
         raise DbfsError(f"--placement {cfg.placement} {does}: it needs the degree-ordered CSR, add --relabel degree")
+
+
+def resolve_relabel(cfg: RunConfig, client=None, ds=None, stored: bool = False,
+                    quiet: bool | None = None) -> RunConfig:
+    """``cfg`` with ``relabel="auto"`` resolved to ``"none"`` or ``"degree"`` (``cfg`` itself otherwise).
+
+    ``--placement degree*`` takes the degree-ordered CSR; else the backend's
+    :meth:`Backend.default_relabel` with ``client`` and ``ds`` (the dataset, when known). ``stored``
+    (a search that does not build its CSR, ``ds`` given): when that variant is not stored but the
+    other one is, the stored one. The choice and why are said in one line on stderr (unless
+    ``quiet``, default ``cfg.quiet``; :func:`say_relabel`) and kept in ``relabel_why``.
+    """
+    from dataclasses import replace
+
+    from dbfs import kernel1
+
+    if cfg.relabel != "auto":
+        return cfg
+    B = get_backend(cfg.backend)
+    if cfg.placement.startswith("degree"):
+        relabel, why = "degree", f"--placement {cfg.placement} places by degree"
+    else:
+        relabel, why = B.default_relabel(cfg, client, ds)
+        why = f"default for --backend {B.name}: {why}"
+        if stored:
+            other = "none" if relabel == "degree" else "degree"
+            if kernel1.reusable_variant(ds.path, cfg.partitions, cfg.partitioning, cfg.dedupe, relabel) is None \
+                    and kernel1.reusable_variant(ds.path, cfg.partitions, cfg.partitioning, cfg.dedupe, other):
+                default = kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, relabel)
+                why = f"the variant stored ({default}, the default for --backend {B.name}, is not)"
+                relabel = other
+    cfg = replace(cfg, relabel=relabel, relabel_why=why)
+    if not (cfg.quiet if quiet is None else quiet):
+        say_relabel(cfg)
+    return cfg
+
+
+def say_relabel(cfg: RunConfig) -> None:
+    """The one stderr line of a resolved ``--relabel auto`` (:func:`resolve_relabel`): the variant and why."""
+    from dbfs import kernel1
+
+    variant = kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
+    say(f"CSR variant {variant}, {'degree-relabelled' if cfg.relabel == 'degree' else 'not relabelled'}: "
+        f"{cfg.relabel_why} (--relabel none|degree chooses)")
 
 
 def get_backend(name: str) -> type:

@@ -100,6 +100,13 @@ class CpuBackend(Backend):
         return algorithm_names("cpu")
 
     @classmethod
+    def default_relabel(cls, cfg, client=None, ds=None):
+        """The plain CSR: its searches measured faster than the degree-ordered one's in this process (whose
+        parents are mapped back to the user's ids inside the timed search) and its Kernel 1 several times
+        quicker (docs/BENCHMARKS.md)."""
+        return "none", "the degree-ordered CSR searches slower in this process and takes longer to build"
+
+    @classmethod
     def check(cls, cfg, given=()):
         """The base checks, then the simulated split's: ``--placement`` as the GPU backend takes it, only
         with ``--device-memory-limit``, and an algorithm that reads a split adjacency."""

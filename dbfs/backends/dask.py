@@ -75,6 +75,27 @@ class DaskBackend(Backend):
 
         return list(ALGORITHMS)
 
+    @classmethod
+    def default_relabel(cls, cfg, client=None, ds=None):
+        """With GPU workers: the degree-ordered CSR at P = 1 (relabelled and placed in the GPU worker's
+        memory, the GPU backend's Kernel 1), the plain one at P > 1 (only its partitions are built on the
+        workers from the edges). CPU workers: the degree-ordered CSR, whose partitions they search faster
+        (docs/BENCHMARKS.md), unless, at P > 1, neither variant is stored and the disk has no room for
+        one (``ds`` known): then the plain partitions, built on the workers."""
+        from dbfs import kernel1
+
+        if cls._gpu_workers(client):
+            if cfg.partitions > 1:
+                return "none", "at P > 1 the GPU workers build the plain partitions from the edges themselves"
+            if cfg.partitioning != "block":
+                return "none", "--partitioning cyclic is built on the CPU, not in the GPU worker's memory"
+            return "degree", "Kernel 1 relabels by degree in the GPU worker's memory; the searches run faster"
+        if ds is not None and cfg.partitions > 1 and cfg.partitioning == "block" and \
+                kernel1.reusable_variant(ds.path, cfg.partitions, "block", cfg.dedupe, "degree") is None and \
+                cls._why_on_workers(ds, cfg, client):
+            return "none", "no room on disk for a relabelled variant; the workers build the plain partitions"
+        return "degree", "CPU workers search the degree-ordered partitions faster"
+
     @staticmethod
     def _gpu_workers(client) -> list:
         if client is None:

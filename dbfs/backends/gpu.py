@@ -67,6 +67,15 @@ class GpuBackend(Backend):
         return list(GPU_ALGORITHMS)
 
     @classmethod
+    def default_relabel(cls, cfg, client=None, ds=None):
+        """The degree-ordered CSR, relabelled on the device inside Kernel 1 (timed there): its searches
+        measured well above the plain CSR's TEPS and MTEPS/W for a slightly longer Kernel 1
+        (docs/BENCHMARKS.md). Only for block ownership, the path measured."""
+        if cfg.partitioning != "block":
+            return "none", "--partitioning cyclic is built on the CPU, where relabelling does not pay"
+        return "degree", "Kernel 1 relabels by degree on the GPU (timed in it); the searches run faster"
+
+    @classmethod
     def check(cls, cfg, given=()):
         super().check(cfg, given)
         check_split_placement(cfg, "gpu", "one GPU")

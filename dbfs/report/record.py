@@ -10,8 +10,11 @@ file. Output is an API: these keys are produced here and nowhere else.
 Encoding (the record's keys): ``dbfs_version``, ``machine`` (host, CPU,
 cores, memory, package versions: :func:`machine`), ``spec`` (the dataset's
 generation spec), ``dataset``, ``n_vertices``, ``n_edges``, ``config``
-(algorithm, backend, CSR variant, options, partitions), ``graph500`` (every
-key of the Graph500 text output, as numbers), ``validated``,
+(algorithm, backend, CSR variant, ``relabel`` (none or degree),
+``relabel_default`` (true when ``--relabel`` was not given and the
+backend's default chose it), ``relabel_why``, options, partitions),
+``graph500`` (every key of the Graph500 text output, as numbers),
+``validated``,
 ``generation_time``, ``construction_time``, ``load_time``,
 ``compile_time`` (seconds this run spent loading Numba kernels before the
 timed stages, in none of the times before it: compiling them on a first
