@@ -193,7 +193,8 @@ def test_cli_bfs_split_levels_equal_unsplit(tmp_path, dbfs_cli, placement):
 REFUSED = [
     (["--device-memory-limit", "1MiB", "--algorithm", "spmv"], ["--algorithm spmv", "--device-memory-limit"]),
     (["--device-memory-limit", "1MiB", "--algorithm", "seq-csr"], ["--algorithm seq-csr", "td, bu, do"]),
-    (["--device-memory-limit", "1MiB", "--placement", "degree-low"], ["--placement degree-low", "--relabel degree"]),
+    (["--device-memory-limit", "1MiB", "--placement", "degree-low", "--relabel", "none"],
+     ["--placement degree-low", "--relabel degree"]),
     (["--device-memory-limit", "1MiB", "--placement", "random"], ["--placement random", "--backend cpu"]),
     (["--placement", "degree", "--relabel", "degree"], ["--placement degree", "--device-memory-limit"]),
 ]

@@ -246,7 +246,7 @@ def _children(pid) -> list:
 def _start_run(droot, *extra, session=False):
     env = dict(os.environ, DBFS_DATASETS=str(droot))
     cmd = [sys.executable, "-m", "dbfs.cli", "run", "--scale", "16", "--backend", "dask", "--partitions", "2",
-           *extra]
+           "--relabel", "none", *extra]       # the stored p2-block: no Kernel 1 before the searches
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             cwd=Path(__file__).resolve().parents[1], start_new_session=session)
 

@@ -101,7 +101,7 @@ def test_placed_build_same_bytes(cp, ds14, frac, order, relabel):
 def test_run_placed_in_memory_matches_stored_run(cp, tmp_path, monkeypatch):
     """No room on disk for the CSR: the GPU backend builds it in passes into a device/host split (the
     limit forces one), says so, reports it; same Graph500 nedge block as a run with the CSR stored."""
-    args = ("run", "--scale", 14, "--backend", "gpu", "--roots", 6)
+    args = ("run", "--scale", 14, "--backend", "gpu", "--roots", 6, "--relabel", "none")
     ref = CliRunner().invoke(cli, [*args, "--datasets", str(tmp_path / "a")], catch_exceptions=False)
     assert ref.exit_code == 0, ref.output
     monkeypatch.setenv("DBFS_DISK_BUDGET", "2MiB")
@@ -122,7 +122,8 @@ def test_run_relabelled_on_the_gpu(cp, tmp_path):
     """--relabel degree: GPU Kernel 1 relabels on the device into a split (the low-degree rows on the
     device), searches map parents to original ids on the device: the plain run's nedge per root."""
     args = ("run", "--scale", 13, "--backend", "gpu", "--roots", 6)
-    ref = CliRunner().invoke(cli, [*args, "--datasets", str(tmp_path / "a")], catch_exceptions=False)
+    ref = CliRunner().invoke(cli, [*args, "--datasets", str(tmp_path / "a"), "--relabel", "none"],
+                             catch_exceptions=False)
     js = tmp_path / "r.json"
     res = CliRunner().invoke(cli, [*args, "--datasets", str(tmp_path / "b"), "--relabel", "degree", "--placement",
                                    "degree-low", "--device-memory-limit", "300KiB", "--json", str(js)],
@@ -141,7 +142,7 @@ def test_gpu_placement_flags(cp, tmp_path):
                                    "--datasets", str(tmp_path)])
     assert res.exit_code == 2 and "--placement random does not apply to --backend gpu" in res.stderr
     res = CliRunner().invoke(cli, ["run", "--scale", 8, "--backend", "gpu", "--placement", "degree-low",
-                                   "--datasets", str(tmp_path)])
+                                   "--relabel", "none", "--datasets", str(tmp_path)])
     assert res.exit_code == 2 and "add --relabel degree" in res.stderr
     res = CliRunner().invoke(cli, ["run", "--scale", 10, "--backend", "gpu", "--placement", "degree-low",
                                    "--relabel", "degree", "--device-memory-limit", "12KiB", "--roots", 4,

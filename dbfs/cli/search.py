@@ -61,7 +61,11 @@ _run_common = [
     click.option("--partitioning", type=click.Choice(["block", "cyclic"]), default="block",
                  help="Vertex ownership of the CSR variant to search (dask backend for P > 1)."),
     click.option("--keep-duplicates", is_flag=True, help="Search the CSR variant built with duplicate edges kept."),
-    click.option("--relabel", type=click.Choice(["none", "degree"]), default="none", help="CSR variant to search."),
+    click.option("--relabel", type=click.Choice(["none", "degree", "auto"]), default="auto", show_default=True,
+                 help="CSR variant to search: plain (none), degree-relabelled (degree; built and timed in Kernel "
+                      "1; parents and roots stay in your ids), or the backend's default (auto: degree for gpu "
+                      "and dask, none for cpu and for dask GPU workers at P > 1, degree with --placement degree*; "
+                      "said on stderr and in the JSON)."),
     click.option("--device-memory-limit", default=None, metavar="SIZE",
                  help="GPU backend: device bytes for the CSR; the adjacency rows past it stay in pinned host "
                       "memory, read zero-copy (auto when it does not fit). Dask backend: device bytes each GPU "
@@ -96,6 +100,18 @@ def _check_partitions(target, datasets, cfg) -> None:
 
     n = target.n_vertices if isinstance(target, GraphSpec) else store.open_dataset(target, datasets).n_vertices
     check_partition_count(cfg.partitions, n)
+
+
+def _relabel_before_cluster(cfg, ds=None, quiet=False):
+    """``cfg`` with ``--relabel auto`` resolved now (said on stderr unless ``quiet``, even for ``bfs``) for
+    a backend whose default needs no cluster, or, with a stored dataset ``ds`` (``bfs NAME``), by the
+    variants it has; a dask run's is resolved with its client and dataset when the backend is opened
+    (:func:`dbfs.backends.resolve_relabel`)."""
+    from dbfs.backends import get_backend, resolve_relabel
+
+    if ds is None and get_backend(cfg.backend).cluster == "always":
+        return cfg
+    return resolve_relabel(cfg, None, ds, stored=ds is not None, quiet=quiet)
 
 
 def _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg):
@@ -156,6 +172,7 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, p
     _check_writable(report_path, "--report", (".html", ".htm"))
     target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
     scheduler = _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg)
+    cfg = _relabel_before_cluster(cfg)
     with tempfile.TemporaryDirectory(prefix="dbfs-report-") as tmp:
         perf = os.path.join(tmp, "dask-performance.html") if report_path else None
         with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
@@ -241,6 +258,7 @@ def bfs_cmd(name, root, out, scale, edgefactor, seed1, seed2, algorithm, backend
     import contextlib
 
     from dbfs import kernel1, store
+    from dbfs.backends import say_relabel
     from dbfs.cluster import client_for
     from dbfs.pipeline import check_root, open_backend
 
@@ -253,19 +271,25 @@ def bfs_cmd(name, root, out, scale, edgefactor, seed1, seed2, algorithm, backend
     if ds is not None:
         _check_partitions(ds.name, datasets, cfg)
         check_root(ds, root)
+        cfg = _relabel_before_cluster(cfg, ds, quiet=True)
         if kernel1.reusable_variant(ds.path, cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel) is None:
             variant = kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
             raise DbfsError(f"dataset {ds.name} has no CSR variant {variant}: build it with "
                             f"`{_build_command(ds.name, cfg)}`")
+        if cfg.relabel_why:
+            say_relabel(cfg)
         target = ds.name
         needs = get_backend_cluster(cfg) == "always"
     else:
         target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
         scheduler = _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg)
+        cfg = _relabel_before_cluster(cfg)
         needs = scheduler != "threads"
     ctx = client_for(scheduler, n_workers=workers, profile=cluster_profile) if needs else contextlib.nullcontext()
     with ctx as client:
         b, ds, variant, _ = open_backend(target, datasets, cfg, client)
+        if cfg.relabel == "auto":        # resolved there (dask: with the cluster), quietly as bfs is
+            say_relabel(b.cfg)
         try:
             if name is None:
                 check_root(ds, root)
