@@ -265,6 +265,20 @@ def test_other_transports(client, kron10, golden10, transport):
         check_search(client, kron10, dg, golden10["roots"][2])
 
 
+def _corrupted(good, root) -> dict:
+    """Copies of a valid parent array, each breaking other rules: edges, cycle, range, root."""
+    reached = np.flatnonzero(good >= 0)
+    cases = {k: good.copy() for k in ("edges", "cycle", "range", "root")}
+    p = cases["edges"]
+    p[reached[5]] = reached[6]                 # wrong parent (not an edge / wrong level)
+    p[reached[7]] = -1                         # a reached vertex dropped (span, parent-unreached)
+    p = cases["cycle"]
+    p[reached[10]], p[reached[11]] = reached[11], reached[10]   # a 2-cycle
+    cases["range"][3] = 5000                   # out of range
+    cases["root"][root] = reached[reached != root][0]
+    return cases
+
+
 def test_validate_dask_matches_serial_on_bad_results(client, kron10, golden10):
     """Corrupt the parent slices on the workers; both validators report the same rules, counts, examples."""
     from dbfs.validate.dask import validate_partitioned
@@ -274,22 +288,7 @@ def test_validate_dask_matches_serial_on_bad_results(client, kron10, golden10):
         res, _, _ = D.search(dg, root)
         good = D.gather_parent(res)
         part = res.partitioning
-        reached = np.flatnonzero(good >= 0)
-        cases = {}
-        p = good.copy()
-        p[reached[5]] = reached[6]                 # wrong parent (not an edge / wrong level)
-        p[reached[7]] = -1                         # a reached vertex dropped (span, parent-unreached)
-        cases["edges"] = p
-        p = good.copy()
-        a, b = reached[10], reached[11]
-        p[a], p[b] = b, a                          # a 2-cycle
-        cases["cycle"] = p
-        p = good.copy()
-        p[3] = 5000                                # out of range
-        cases["range"] = p
-        p = good.copy()
-        p[root] = reached[reached != root][0]
-        cases["root"] = p
+        cases = _corrupted(good, root)
         for name, p in cases.items():
             slices = [client.scatter(p[part.vertex_range(rk).start:part.vertex_range(rk).stop], workers=[w])
                       for rk, w in sorted(res.rank_worker.items())]
@@ -312,18 +311,8 @@ def test_validate_on_worker_shares_matches_serial(client, kron10, golden10):
         res, _, _ = D.search(dg, root)
         good = D.gather_parent(res)
         part = res.partitioning
-        reached = np.flatnonzero(good >= 0)
-        cases = [good]
-        p = good.copy()
-        p[reached[5]] = reached[6]                 # wrong parent (not an edge / wrong level)
-        p[reached[7]] = -1                         # a reached vertex dropped (span, parent-unreached)
-        cases.append(p)
-        p = good.copy()
-        p[reached[10]], p[reached[11]] = reached[11], reached[10]   # a 2-cycle
-        cases.append(p)
-        p = good.copy()
-        p[3] = 5000                                # out of range
-        cases.append(p)
+        bad = _corrupted(good, root)
+        cases = [good, bad["edges"], bad["cycle"], bad["range"]]
         searches = [(root, [client.scatter(p[part.vertex_range(rk).start:part.vertex_range(rk).stop], workers=[w])
                             for rk, w in sorted(res.rank_worker.items())]) for p in cases]
         workers = sorted(client.scheduler_info()["workers"])

@@ -13,9 +13,9 @@ import numcodecs
 import numpy as np
 import pytest
 import zarr
-from click.testing import CliRunner
 
 from dbfs import store
+from _cli_helpers import one_line_error, run
 from dbfs.cli import cli
 from dbfs.errors import DbfsError
 from dbfs.store.crc import crc32c
@@ -23,20 +23,6 @@ from dbfs.store.crc import crc32c
 NAME = "kron-s10-ef16-s2-3"
 N = 1024
 CHUNK = 4096  # edge rows per chunk: 4 chunks
-
-
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
-def one_line_error(res, *needles):
-    """Exit 2 and exactly one stderr line, ``dbfs: error: ...``, holding every needle."""
-    err = [l for l in res.stderr.splitlines() if l.startswith("dbfs: error:")]
-    assert res.exit_code == 2, res.output + res.stderr
-    assert len(err) == 1 and "Traceback" not in res.stderr, res.stderr
-    for n in needles:
-        assert n in err[0], err[0]
-    return err[0]
 
 
 @pytest.fixture(scope="module")
@@ -268,7 +254,6 @@ def test_run_of_a_known_corrupt_dataset_starts_no_cluster(root):
     res = run("run", NAME, "--datasets", root, "--roots", 2)       # would start a LocalCluster for Kernel 1
     one_line_error(res, f"dataset {NAME} is corrupt", "dbfs generate --scale 10")
     assert "LocalCluster" not in res.stderr and "dashboard" not in res.stderr, res.stderr
-
 
 
 def test_dask_workers_print_no_block_for_a_dbfs_error(root):

@@ -15,30 +15,16 @@ import shutil
 import numpy as np
 import pytest
 import zarr
-from click.testing import CliRunner
 
 from dbfs import store
 from dbfs.checksum import combine, partial_checksum
+from _cli_helpers import one_line_error, run
 from dbfs.cli import cli
 
 DIGESTS = "dbfs_digests"  # the array attribute holding the chunk digests (dbfs.store.integrity.DIGESTS)
 
 NAME = "kron-s10-ef16-s2-3"
 CHUNK = 4096  # edge rows per chunk: 4 chunks at SCALE 10
-
-
-def run(*args, env=None):
-    return CliRunner(env=env).invoke(cli, [str(a) for a in args], catch_exceptions=False)
-
-
-def one_line_error(res, *needles):
-    """Exit 2 and exactly one stderr line, ``dbfs: error: ...``, holding every needle."""
-    err = [l for l in res.stderr.splitlines() if l.startswith("dbfs: error:")]
-    assert res.exit_code == 2, res.output + res.stderr
-    assert len(err) == 1 and "Traceback" not in res.stderr, res.stderr
-    for n in needles:
-        assert n in err[0], err[0]
-    return err[0]
 
 
 @pytest.fixture(scope="module")
