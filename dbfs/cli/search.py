@@ -159,6 +159,7 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, p
     NAME is a stored dataset; without it a Kronecker graph of --scale is used.
     Graph500 output goes to stdout, progress to stderr.
     """
+    from dbfs.backends import say_relabel
     from dbfs.cluster import client_for
     from dbfs.pipeline import run_graph500
 
@@ -172,10 +173,12 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, p
     _check_writable(report_path, "--report", (".html", ".htm"))
     target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
     scheduler = _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg)
-    cfg = _relabel_before_cluster(cfg)
+    cfg = _relabel_before_cluster(cfg, quiet=True)     # said once the cluster is up (its errors come first)
     with tempfile.TemporaryDirectory(prefix="dbfs-report-") as tmp:
         perf = os.path.join(tmp, "dask-performance.html") if report_path else None
         with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
+            if cfg.relabel_why and not cfg.quiet:
+                say_relabel(cfg)
             res = run_graph500(target, datasets, cfg, client, perf_report=perf)
         _print_run(res, cfg, datasets, json_path, plot_path, report_path, perf)
 
