@@ -38,9 +38,13 @@ def _run(args, flags, datasets, tmp, label) -> dict:
     cmd = [sys.executable, "-m", "dbfs.cli", "run", "--scale", str(args.scale), "--roots", str(args.roots),
            "--datasets", str(datasets), "--json", str(out), *shlex.split(flags)]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for ln in proc.stderr:            # the run's status lines as they come (a call cut at its limit shows where)
+        if not ln.startswith("dbfs: search "):
+            sys.stderr.write(ln)
+            sys.stderr.flush()
+    proc.wait()
     wall = time.perf_counter() - t0
-    sys.stderr.write("".join(ln + "\n" for ln in proc.stderr.splitlines() if not ln.startswith("dbfs: search ")))
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}")
     rec = json.loads(out.read_text())
