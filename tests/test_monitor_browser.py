@@ -157,22 +157,25 @@ def _metrics(text) -> dict:
 
 
 def test_joined_cluster_page_and_metrics(workdir):
-    from distributed import LocalCluster
-
-    from dbfs.cluster import worker_env
+    """README's monitoring lines 2-4 as written (free ports in place of 8786/8787, which may be taken here):
+    `dbfs cluster local` on fixed ports, a run joining it, its metrics read with curl."""
+    from test_profiles_checked import _cluster, _free_port, _stop
 
     pytest.importorskip("prometheus_client")
-    _, join, curl = _readme_commands()
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", scheduler_port=0,
-                      dashboard_address="127.0.0.1:0", env=worker_env(1), silence_logs=40) as cluster:
-        dash = cluster.dashboard_link.rsplit("/", 1)[0]
-        join = join.replace("tcp://127.0.0.1:8786", cluster.scheduler_address)
+    _, up, join, curl = _readme_commands()
+    sched, dash = _free_port(), _free_port()
+    args = shlex.split(up.rstrip(" &").replace("8786", str(sched)).replace("8787", str(dash)))
+    assert args[:2] == ["dbfs", "cluster"] and up.endswith("&"), up
+    p, lines = _cluster(*args[2:])
+    try:
+        assert any(f"tcp://127.0.0.1:{sched}" in ln for ln in lines), "".join(lines)
+        join = join.replace("tcp://127.0.0.1:8786", f"tcp://127.0.0.1:{sched}")
         r = subprocess.run(shlex.split(join), cwd=workdir, env=_env(), capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-3000:]
-        state = cluster.scheduler.plugins["dbfs-monitor"]
-        assert {w for w in state.workers} == {"client"} and state.levels  # the cpu backend's levels, from the client
-        c = subprocess.run(["bash", "-c", curl.replace("http://127.0.0.1:8787", dash)], capture_output=True,
-                           text=True, timeout=60)
+        c = subprocess.run(["bash", "-c", curl.replace("http://127.0.0.1:8787", f"http://127.0.0.1:{dash}")],
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        _stop(p)
     assert c.returncode == 0, c.stderr
     m = _metrics(c.stdout)
     hm = float(re.search(r"harmonic_mean_TEPS:\s+!?\s*(\S+)", r.stdout).group(1))
