@@ -60,3 +60,40 @@ def test_module_and_function_sizes():
                     big_funcs.append((f"{f.relative_to(REPO)}:{node.name}", length))
     assert not big_files, big_files
     assert not big_funcs, big_funcs
+
+
+def _layout_entries() -> dict:
+    """README's Layout block under ``dbfs/``: path (relative to the package) -> its job, from the indented tree."""
+    import re
+
+    text = (REPO / "README.md").read_text()
+    block = text.split("\n## Layout\n", 1)[1].split("```\n", 2)[1]
+    out, stack = {}, []
+    for line in block.splitlines():
+        m = re.match(r"^( *)(\S+)\s+(.*)$", line)
+        if not m:
+            continue
+        depth, name, job = len(m.group(1)) // 2, m.group(2), m.group(3).strip()
+        stack = stack[:depth] + [name]
+        if stack[0] != "dbfs/" or depth == 0:
+            continue
+        out["".join(stack[1:])] = job
+    return out
+
+
+def test_readme_layout_lists_every_package_and_module():
+    """Every package, module and CUDA source under dbfs/ is in README's Layout with its job, and nothing
+    listed there is missing from the tree (``__init__.py`` files stand for their package's line)."""
+    listed = _layout_entries()
+    pkg = REPO / "dbfs"
+    tree = set()
+    for p in list(pkg.rglob("*.py")) + list(pkg.rglob("*.cu")):
+        if "__pycache__" in p.parts:
+            continue
+        rel = p.relative_to(pkg)
+        tree.add(f"{rel.parent.as_posix()}/" if p.name == "__init__.py" else rel.as_posix())
+    tree.discard("./")
+    tree |= {f"{d.relative_to(pkg).as_posix()}/" for d in pkg.rglob("*") if d.is_dir() and any(d.glob("*.cu"))}
+    assert sorted(tree - set(listed)) == [], "in the tree, not in README's Layout"
+    assert sorted(set(listed) - tree) == [], "in README's Layout, not in the tree"
+    assert all(job for job in listed.values()), [k for k, v in listed.items() if not v]
