@@ -32,9 +32,9 @@ __all__ = ["start_local_gpu", "gpu_count", "GPU_RESOURCE"]
 
 GPU_RESOURCE = "GPU"
 #: the workers' Dask memory settings: never spill (pickle) a held result to disk, never pause for host memory.
-#: A partition holds device memory and pinned host memory (the adjacency the device leaves, tens of GiB at
-#: SCALE 30): pickling it would copy the device piece to the host. dbfs bounds both memories itself; the
-#: nanny still restarts a worker past 95% of its memory limit.
+#: A partition holds device memory and pinned host memory (the adjacency the device leaves, which can be
+#: most of the host's memory): pickling it would copy the device piece to the host. dbfs bounds both
+#: memories itself; the nanny still restarts a worker past 95% of its memory limit.
 NO_SPILL = {"distributed.worker.memory.target": False, "distributed.worker.memory.spill": False,
             "distributed.worker.memory.pause": False}
 #: the same as environment variables, for the workers a SLURM job script starts

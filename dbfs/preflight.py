@@ -1,4 +1,4 @@
-"""Will a run fit this machine? Checked before any work (issue #20: never the OOM killer).
+"""Will a run fit this machine? Checked before any work (refused in one line, never by the OOM killer).
 
 Contract
 --------
@@ -10,8 +10,8 @@ bfs`` call it before a cluster starts or anything is generated.
 
 Method: upper bounds from the graph's size alone (N vertices, M input
 edges). The CSR holds at most 2M entries (each edge both ways, before
-self-loops and duplicates are dropped: about 3% at SCALE 30, more at small
-SCALEs) of the vertex-id width (:func:`dbfs.graph.id_dtype`) and 8 (N + 1)
+self-loops and duplicates are dropped, a share that shrinks as SCALE grows:
+docs/BENCHMARKS.md) of the vertex-id width (:func:`dbfs.graph.id_dtype`) and 8 (N + 1)
 bytes of row offsets; a search and its validation add about 40 bytes per
 vertex (parents, queues, bitmaps, the validation's per-vertex arrays).
 

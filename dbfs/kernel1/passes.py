@@ -53,8 +53,8 @@ edge chunk ``C``          ``chunk_rows * max(32, 8 * e) + 256 KiB`` for
                           input width ``e`` (decoded chunk, its compressed
                           bytes or the generator's int64 rows, the slice
                           returned; the fixed part: codec state and the
-                          generator's tables, measured ~20 KiB stored and
-                          ~125 KiB virtual); 0 for a NumPy list (views)
+                          generator's tables, within 256 KiB: sizes in
+                          docs/KERNEL1.md); 0 for a NumPy list (views)
 ========================  ==================================================
 
 ``memory_budget`` bounds ``resident + pass`` of every pass (the degree pass

@@ -13,8 +13,8 @@ most ``device_entries`` entries, the rest in ONE mapped pinned host array
 (zero-copy for the kernels), ``indptr`` (int64, N + 1) in host memory and
 on the device. It is
 what the GPU backend searches when the CSR fits neither the device alone
-nor the disk (SCALE 30 on one H200: ~125 GiB of adjacency against 141 GiB of
-device memory that the searches and validations also need).
+(beside the memory the searches and validations also need there) nor the
+disk.
 
 Encoding: ``graph.indices`` is an EMPTY array of the id width (the
 adjacency is not in one host array); ``graph.meta["gpu_pieces"]`` holds
@@ -159,7 +159,7 @@ def build_csr_placed(source, n_vertices: int, device_entries: int, pass_budget: 
     host_ptr = cp.asnumpy(raw_ptr)
     ranges = plan_ranges(host_ptr, pass_budget, _ENTRY, fixed, budget_name, row_cost=_ROW) if n else []
     cap = min(int(device_entries), int(host_ptr[n]) if n else 0)
-    del host_ptr                # host memory goes to the pinned piece (SCALE 30: 8 GiB back)
+    del host_ptr                # host memory goes to the pinned piece (8 B per vertex back)
     placer = Placer(n, max(cap, 0), raw_ptr, idt, order, cp, mapped_host_empty)
     say(f"GPU Kernel 1 placed: {len(ranges)} pass(es) over {m:,} edges, device piece up to "
         f"{cap * idt.itemsize:,} B ({order}), passes within {pass_budget:,} B", quiet)
@@ -174,7 +174,7 @@ def build_csr_placed(source, n_vertices: int, device_entries: int, pass_budget: 
     placer.raw = None
     del raw_ptr
     hi_p = None
-    if iperm is not None:       # host copies in the id width (SCALE 30: 4 GiB each, not 8)
+    if iperm is not None:       # host copies in the id width (4 B per vertex each for int32 ids, not 8)
         hi_p = cp.asnumpy(iperm)
         del iperm, source
     pool.free_all_blocks()

@@ -95,7 +95,7 @@ class Placer:
 
     def __call__(self, lo: int, hi: int, ptr_d, idx_d):
         # the block's row lengths go straight into ``lens`` (no host copy of a block's ``indptr``: a pass
-        # over the zero-degree tail spans hundreds of millions of rows at SCALE 30)
+        # over the zero-degree tail of a large graph can span most of its rows)
         _to_numpy(self.xp.diff(ptr_d), self.lens[lo + 1:hi + 1])
         c, rows = int(ptr_d[-1]), hi - lo
         if self.row is not None:

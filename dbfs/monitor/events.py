@@ -21,7 +21,7 @@ Publishing never fails a run and never waits inside a timed search:
   every :data:`FLUSH_MS` and when a task ends (before its result), through
   the worker's batched stream. (Calling ``Worker.log_event`` from the search
   thread at every level would wake the event loop each time, inside the
-  level loop: docs/BENCHMARKS.md "Monitoring (#21)" has the A/B.)
+  level loop: docs/BENCHMARKS.md, "Monitoring", has the measurements.)
 
 Encoding (``kind`` and its keys)
 --------------------------------

@@ -351,7 +351,7 @@ class DeviceRows:
     the dataset's ``edges_checksum`` was checked on the device by Kernel 1's
     first sweep); ``shape``, ``dtype`` and ``chunks`` as the stored array's.
     What the GPU validator, ``count_nedge`` and root selection read when the
-    edge list does not fit the device (SCALE 30: 128 GiB).
+    edge list does not fit the device.
     """
 
     def __init__(self, ds):

@@ -1,5 +1,6 @@
 """The GPU backend's Kernel 1 for a CSR that is never stored: built in passes into the searches'
-device/host split and kept for the run (``--backend gpu`` at SCALE 30; imported on demand).
+device/host split and kept for the run (``--backend gpu`` when the CSR fits neither the device nor the
+disk; imported on demand).
 
 Contract: :func:`build_placed` builds a dataset's CSR with
 :func:`dbfs.kernel1.placed_gpu.build_csr_placed` (edge chunks from
@@ -78,8 +79,8 @@ def placed_budgets(n: int, adjacency: int, free: int, device_limit: int | None =
 
 def host_need(n: int, adjacency: int, piece: int, vid_bytes: int) -> int:
     """Host bytes a placed build holds: the pinned piece (the adjacency the device piece leaves), the row
-    lengths that become ``indptr`` (8 N), a relabelling's two host copies, 16 B per vertex more (the peak
-    RSS of SCALE 29 exceeded these by 14) and 4 GiB for the process."""
+    lengths that become ``indptr`` (8 N), a relabelling's two host copies, 16 B per vertex more (a margin
+    over the measured peak RSS: docs/KERNEL1.md) and 4 GiB for the process."""
     return max(0, int(adjacency) - int(piece)) + (24 + 2 * int(vid_bytes)) * int(n) + (4 << 30)
 
 

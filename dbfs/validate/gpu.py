@@ -266,8 +266,8 @@ def _sweep(xp, edges, checks, chunk_edges):
 
 # ----------------------------------------------------------------- driver
 def _width(n: int):
-    """The id width of the per-vertex arrays: int32 while ids fit (half the memory; SCALE 30
-    validates beside its CSR on one GPU), else int64."""
+    """The id width of the per-vertex arrays: int32 while ids fit (half the memory, so a graph
+    that fills most of the device still validates beside its CSR), else int64."""
     return np.int32 if n < 2**31 else np.int64
 
 

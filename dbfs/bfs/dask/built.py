@@ -14,8 +14,8 @@ worker, and :func:`adopt` makes the result the one partition (P = 1) of a
 :class:`~dbfs.bfs.dask.placement.DistributedGraph` that the ordinary
 distributed search (:func:`dbfs.bfs.dask.search`) runs on. It is the Dask
 backend's path for a graph whose CSR fits neither the disk nor the host
-memory (SCALE 30 on one H200 box) and for ``--relabel degree`` at P = 1
-(relabelled on the device, as ``--backend gpu`` does). Nothing is stored,
+memory and for ``--relabel degree`` at P = 1 (relabelled on the device,
+as ``--backend gpu`` does). Nothing is stored,
 so what the zarr variant would give later is asked of that worker:
 :func:`eligible` (root eligibility from the CSR's degrees: a vertex has a
 non-self-loop input edge iff its CSR row is not empty), :func:`validate`
@@ -57,16 +57,15 @@ from dbfs.partition import Partitioning
 __all__ = ["generate_on_worker", "forget", "build_on_worker", "adopt", "new_root", "eligible", "validate", "nedge",
            "host_parents", "peaks", "validate_batch", "BUILD_TIMEOUT"]
 
-#: seconds the Kernel 1 task may take (SCALE 30 on an H200: about 130 s)
+#: seconds the Kernel 1 task may take: a generous bound over the longest build measured (docs/DISTRIBUTED.md)
 BUILD_TIMEOUT = 3600.0
 _PIN = {"allow_other_workers": False, "pure": False}
 
 
 #: device bytes per vertex as (a, b) for a * id width + b: the validation's own arrays (pointer jumping:
 #: reached, ids, ancestors, distances, their temporaries; the edge checks) and each search validated in a
-#: batch (its parents, levels and found flags). The first is measured: at SCALE 30 on the H200 a validation
-#: took 27.0 GiB over what was in use before it with 1 search per batch and 31.0 GiB with 2 (4 B parents
-#: held already, 5 B levels and flags each), so ~22 B per vertex of its own at a 4 B id width
+#: batch (its parents, levels and found flags). The first is measured (docs/DISTRIBUTED.md: a validation's
+#: peak with 1 and with 2 searches per batch): ~22 B per vertex of its own at a 4 B id width
 #: (dbfs.store.gpu_placed.SEARCH_PER_VERTEX's ~34 N is the looser bound Kernel 1 plans with). A search's own
 #: arrays (parent, two queues, bitmaps: 3 * id width + 1) beside the K held parents always take less. And
 #: a margin for the edge chunks.

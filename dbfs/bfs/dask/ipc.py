@@ -98,7 +98,7 @@ class _DevMesh:
         self.stage = cp.zeros(self.total, cp.uint32)     # the private copy a collection reads from
         self.k = 0
         self.lock = threading.Lock()                     # close() waits for kernels queued on the buffers
-        self.published = self.collected = self.pulled = 0   # bytes moved device to device (tests, A/B)
+        self.published = self.collected = self.pulled = 0   # bytes moved device to device (tests, benchmarks)
 
     # ------------------------------------------------------------ set-up
     def _alloc(self, nbytes):
