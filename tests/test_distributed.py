@@ -265,6 +265,19 @@ def test_other_transports(client, kron10, golden10, transport):
         check_search(client, kron10, dg, golden10["roots"][2])
 
 
+def test_level_records_count_the_bytes_each_worker_sends(client, kron10, golden10):
+    """Per level and worker: kernel seconds, exchange seconds and the array bytes handed to the mesh; a
+    top-down search over two workers sends its claim pairs, so some level of it sends bytes."""
+    with D.load_distributed(client, kron10.path, kron10.variant(2, client)) as dg:
+        assert len(dg.mesh_workers) == 2
+        res, _, rec = D.search(dg, golden10["roots"][0], algorithm="td")
+        res.release()
+    for r in rec:
+        assert len(r["workers"]) == 2
+        assert all(isinstance(w["sent_bytes"], int) and w["sent_bytes"] >= 0 for w in r["workers"]), r
+    assert sum(w["sent_bytes"] for r in rec for w in r["workers"]) > 0
+
+
 def _corrupted(good, root) -> dict:
     """Copies of a valid parent array, each breaking other rules: edges, cycle, range, root."""
     reached = np.flatnonzero(good >= 0)

@@ -346,13 +346,13 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
     have_queue = True
     front_ready = False
     rec = []
-    own = []            # this worker's (kernel, exchange) seconds per level
+    own = []            # this worker's (kernel s, exchange s, array bytes sent) per level
     level = 0
     kernel_total = 0.0
     mesh = s.mesh
     while n_f:
         t_lv = time.perf_counter()
-        x_t0, x_n0 = mesh.seconds, mesh.rounds
+        x_t0, x_n0, x_b0 = mesh.seconds, mesh.rounds, mesh.sent
         kt = 0.0
         if algorithm == "do":
             d = pol.next(n_f, m_f, m_u)
@@ -379,7 +379,7 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
         t_end = time.perf_counter()
         lt = t_end - t_lv
         x_lv = mesh.seconds - x_t0
-        own.append((kt, x_lv))
+        own.append((kt, x_lv, mesh.sent - x_b0))
         if widx == 0:
             rec.append({"level": level, "direction": d, "frontier": int(n_f), "edges": int(g_ex),
                         "discovered": int(g_new), "time": lt, "kernel": k_max, "overhead": max(0.0, lt - k_max),

@@ -315,9 +315,9 @@ def _run_once(dg: DistributedGraph, root, algorithm, pol, stats):
     seconds = max(s["seconds"] for s in summaries)
     records = summaries[0]["records"] if stats else None
     if records:
-        for lv, r in enumerate(records):     # per worker: kernel vs exchange seconds of the level
+        for lv, r in enumerate(records):     # per worker: kernel vs exchange seconds, bytes sent in the level
             r["workers"] = [{"worker": i, "kind": dg.worker_kinds.get(w, "cpu"),
-                             "kernel": s["own"][lv][0], "exchange": s["own"][lv][1]}
+                             "kernel": s["own"][lv][0], "exchange": s["own"][lv][1], "sent_bytes": s["own"][lv][2]}
                             for i, (w, s) in enumerate(zip(dg.mesh_workers, summaries)) if lv < len(s["own"])]
     return parents, seconds, wall, records
 

@@ -35,6 +35,8 @@ import threading
 import time
 from urllib.parse import urlparse
 
+import numpy as np
+
 from dbfs.bfs.dask.frames import Expect, FrameError, FrameReader, Limits, decode_parts, encode, read_frame
 
 __all__ = ["TRANSPORTS", "_PeerLost", "_ThreadedTcpMesh", "_SelectMesh", "_DaskMesh", "_LocalMesh", "_Timed"]
@@ -382,14 +384,21 @@ class _DaskMesh:
             pass
 
 
+def _payload_bytes(out) -> int:
+    """Bytes of the arrays in one round's messages (``out``: peer -> list of arrays and small lists): what
+    this worker hands the mesh, frame headers and the small lists of ids and offsets left out."""
+    return sum(int(a.nbytes) for msg in out.values() if msg for a in msg if isinstance(a, np.ndarray))
+
+
 class _Timed:
-    """Counts a mesh's rounds and the seconds spent in them."""
+    """Counts a mesh's rounds, the seconds spent in them and the array bytes sent (:func:`_payload_bytes`)."""
 
     def __init__(self, mesh):
-        self.mesh, self.rounds, self.seconds = mesh, 0, 0.0
+        self.mesh, self.rounds, self.seconds, self.sent = mesh, 0, 0.0, 0
 
     def exchange(self, kind, out):
         t = time.perf_counter()
+        self.sent += _payload_bytes(out)
         try:
             return self.mesh.exchange(kind, out)
         finally:
