@@ -103,7 +103,9 @@ def _value_term(p, x):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _chunk_sums_rows(block, start, step):
+def _chunk_sums(block, start, step, rows):
+    """Per stored chunk the sum of the terms of ``block``'s positions (``rows``: (k, 2) edge rows,
+    :func:`_row_term`; else a (k, 1) view of values, :func:`_value_term`), each thread a piece of a chunk."""
     n = block.shape[0]
     c0 = start // step
     nch = (start + n - 1) // step - c0 + 1
@@ -115,30 +117,12 @@ def _chunk_sums_rows(block, start, step):
         hi = min(min(lo + _PIECE, (c + 1) * step), start + n)
         lo = max(lo, start)
         t = _U(0)
-        for p in range(lo, hi):
-            t += _row_term(p, block[p - start, 0], block[p - start, 1])
-        acc[k] = t
-    out = np.zeros(nch, np.uint64)
-    for k in range(nch * per):
-        out[k // per] += acc[k]
-    return out
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def _chunk_sums_values(vals, start, step):
-    n = vals.shape[0]
-    c0 = start // step
-    nch = (start + n - 1) // step - c0 + 1
-    per = (step + _PIECE - 1) // _PIECE
-    acc = np.zeros(nch * per, np.uint64)
-    for k in prange(nch * per):
-        c = c0 + k // per
-        lo = c * step + (k % per) * _PIECE
-        hi = min(min(lo + _PIECE, (c + 1) * step), start + n)
-        lo = max(lo, start)
-        t = _U(0)
-        for p in range(lo, hi):
-            t += _value_term(p, vals[p - start])
+        if rows:
+            for p in range(lo, hi):
+                t += _row_term(p, block[p - start, 0], block[p - start, 1])
+        else:
+            for p in range(lo, hi):
+                t += _value_term(p, block[p - start, 0])
         acc[k] = t
     out = np.zeros(nch, np.uint64)
     for k in range(nch * per):
@@ -178,7 +162,7 @@ def chunk_digests(block, start: int, step: int) -> np.ndarray:
     if block.ndim == 2:
         if block.dtype not in _NATIVE:
             block = block.astype(np.int64)
-        return _chunk_sums_rows(np.ascontiguousarray(block), start, step)
+        return _chunk_sums(np.ascontiguousarray(block), start, step, True)
     if block.dtype not in _VALUE_NATIVE:
         block = block.astype(np.int64)
-    return _chunk_sums_values(np.ascontiguousarray(block), start, step)
+    return _chunk_sums(np.ascontiguousarray(block).reshape(-1, 1), start, step, False)
