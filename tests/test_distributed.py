@@ -278,6 +278,13 @@ def test_level_records_count_the_bytes_each_worker_sends(client, kron10, golden1
     assert sum(w["sent_bytes"] for r in rec for w in r["workers"]) > 0
 
 
+def _scattered(client, res, parent) -> list:
+    """``parent`` cut into ``res``'s partition slices, each scattered to the worker holding that rank."""
+    part = res.partitioning
+    return [client.scatter(parent[part.vertex_range(rk).start:part.vertex_range(rk).stop], workers=[w])
+            for rk, w in sorted(res.rank_worker.items())]
+
+
 def _corrupted(good, root) -> dict:
     """Copies of a valid parent array, each breaking other rules: edges, cycle, range, root."""
     reached = np.flatnonzero(good >= 0)
@@ -303,9 +310,7 @@ def test_validate_dask_matches_serial_on_bad_results(client, kron10, golden10):
         part = res.partitioning
         cases = _corrupted(good, root)
         for name, p in cases.items():
-            slices = [client.scatter(p[part.vertex_range(rk).start:part.vertex_range(rk).stop], workers=[w])
-                      for rk, w in sorted(res.rank_worker.items())]
-            vd = validate_partitioned(client, kron10.path, slices, part, root)
+            vd = validate_partitioned(client, kron10.path, _scattered(client, res, p), part, root)
             vs = validate(kron10.edges, root, p)
             assert not vs.ok and not vd.ok, name
             assert vd.nedge == vs.nedge, name
@@ -326,8 +331,7 @@ def test_validate_on_worker_shares_matches_serial(client, kron10, golden10):
         part = res.partitioning
         bad = _corrupted(good, root)
         cases = [good, bad["edges"], bad["cycle"], bad["range"]]
-        searches = [(root, [client.scatter(p[part.vertex_range(rk).start:part.vertex_range(rk).stop], workers=[w])
-                            for rk, w in sorted(res.rank_worker.items())]) for p in cases]
+        searches = [(root, _scattered(client, res, p)) for p in cases]
         workers = sorted(client.scheduler_info()["workers"])
         got = validate_on_gpus(client, kron10.path, searches, part, workers, device=False)
     assert len(workers) >= 2 and len(got) == len(cases)
