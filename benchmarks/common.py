@@ -55,3 +55,26 @@ def median_time(fn, repeat=3):
         times.append(time.perf_counter() - t0)
     times.sort()
     return times[len(times) // 2], times
+
+
+def dbfs_run(scale: int, roots: int, datasets, json_path, flags: str = "") -> tuple:
+    """``dbfs run --scale S --roots R --datasets D --json FILE FLAGS`` in a subprocess, its status lines
+    (but the per-search ones) passed to stderr as they come, so a call cut at its limit shows where it was.
+    Returns (the run's JSON record, wall seconds); a failed run ends the benchmark (SystemExit)."""
+    import shlex
+
+    json_path = Path(json_path)
+    json_path.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "dbfs.cli", "run", "--scale", str(scale), "--roots", str(roots),
+           "--datasets", str(datasets), "--json", str(json_path), *shlex.split(flags)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for ln in proc.stderr:
+        if not ln.startswith("dbfs: search "):
+            sys.stderr.write(ln)
+            sys.stderr.flush()
+    proc.wait()
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}")
+    return json.loads(json_path.read_text()), wall

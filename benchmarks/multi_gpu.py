@@ -17,37 +17,19 @@ of all searches). Prints the ratios (dask / gpu) and writes
 from __future__ import annotations
 
 import argparse
-import json
-import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import write_record  # noqa: E402
+from benchmarks.common import dbfs_run, write_record  # noqa: E402
 
 
 def _run(args, flags, datasets, tmp, label) -> dict:
-    out = Path(tmp) / f"{label}.json"
-    out.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "dbfs.cli", "run", "--scale", str(args.scale), "--roots", str(args.roots),
-           "--datasets", str(datasets), "--json", str(out), *shlex.split(flags)]
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    for ln in proc.stderr:            # the run's status lines as they come (a call cut at its limit shows where)
-        if not ln.startswith("dbfs: search "):
-            sys.stderr.write(ln)
-            sys.stderr.flush()
-    proc.wait()
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}")
-    rec = json.loads(out.read_text())
+    rec, wall = dbfs_run(args.scale, args.roots, datasets, Path(tmp) / f"{label}.json", flags)
     vt = [s["validate_time"] for s in rec["searches"] if s.get("validate_time") is not None]
     over = [lv["overhead"] for s in rec["searches"] for lv in (s.get("levels") or []) if "overhead" in lv]
     row = {"label": label, "flags": flags, "wall_s": wall, "stages": rec.get("stages"),

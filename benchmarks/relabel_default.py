@@ -16,33 +16,20 @@ writes one record to ``benchmarks/results/relabel_default-<stamp>.json``.
 from __future__ import annotations
 
 import argparse
-import json
-import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import write_record  # noqa: E402
+from benchmarks.common import dbfs_run, write_record  # noqa: E402
 
 _KEYS = ("harmonic_mean_TEPS", "median_TEPS", "construction_time", "wall_s", "MTEPS_per_W")
 
 
 def _run(scale, flags, relabel, roots, datasets, tmp) -> dict:
-    out = Path(tmp) / "run.json"
-    out.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "dbfs.cli", "run", "--scale", str(scale), "--roots", str(roots),
-           "--relabel", relabel, "--datasets", str(datasets), "--json", str(out), *shlex.split(flags)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-    rec = json.loads(out.read_text())
+    rec, wall = dbfs_run(scale, roots, datasets, Path(tmp) / "run.json", f"--relabel {relabel} {flags}")
     g5 = rec["graph500"]
     row = {"relabel": relabel, "wall_s": wall, "construction_time": rec["construction_time"],
            "harmonic_mean_TEPS": g5["bfs  harmonic_mean_TEPS"], "median_TEPS": g5["bfs  median_TEPS"],
