@@ -215,6 +215,7 @@ class DaskBackend(Backend):
             self.dg = dbfs_dask.load_distributed(self.client, ds.path, variant, placement=self.cfg.placement,
                                                  device_memory_limit=self.cfg.device_memory_limit)
         self.gpus = [] if self.built else self._gpu_workers(self.client)
+        self.batched = bool(self.built or self.gpus)    # validated in batches where their parents wait
         if self.gpus:                   # every search validated on the GPU workers, a batch per pass
             from dbfs.bfs.dask.built import validate_batch
             from dbfs.validate.gpus import device_free
@@ -254,7 +255,7 @@ class DaskBackend(Backend):
             self.result.release()       # (validated already, or never held): its parents go now
         self.result, seconds, self.level_stats = self.mod.search(self.dg, root, algorithm=self.cfg.algorithm,
                                                                  stats=True, **self.cfg.opts)
-        if self.built or self.gpus:     # the last validate_batch searches' parents stay on the workers
+        if self.batched:                # the last validate_batch searches' parents stay on the workers
             self.held.append(self.result)
             while len(self.held) > self.validate_batch:
                 self.held.pop(0).release()
@@ -271,13 +272,20 @@ class DaskBackend(Backend):
                 f"{ev['ranks_reloaded']} reloaded on live workers in {ev['reload_time']:.1f} s, {redo}",
                 self.cfg.quiet)
 
+    def _saying_events(self, results, step, during):
+        """``step()``, then the worker losses it survived (searches rerun, untimed) said for each of
+        ``results`` (``during``: what was running, ``{root}`` filled per result)."""
+        seen = [len(r.events) for r in results]
+        try:
+            return step()
+        finally:
+            for r, k in zip(results, seen):
+                self._say_events(r.events[k:], during.format(root=r.root))
+
     def _check_parents(self, root, during):
         """Validation of the last search (its parents re-searched, untimed, if lost with a worker)."""
-        seen = len(self.result.events)
-        try:
-            return self.mod.validate_distributed(self.client, self.ds.path, self.dg, self.result, root)
-        finally:
-            self._say_events(self.result.events[seen:], during)
+        return self._saying_events([self.result], lambda: self.mod.validate_distributed(
+            self.client, self.ds.path, self.dg, self.result, root), during)
 
     def eligible(self):
         if self.built:
@@ -285,7 +293,7 @@ class DaskBackend(Backend):
         return lambda cands: self.mod.eligible_distributed(self.dg, cands)   # rows on the workers, no edge pass
 
     def validate(self, root):
-        if self.built or self.gpus:
+        if self.batched:
             return self.validate_many([root])[0]
         return self._check_parents(root, f"the validation of root {root}")
 
@@ -297,12 +305,8 @@ class DaskBackend(Backend):
         try:
             if self.built:
                 return self.built.validate(self.dg, held)
-            seen = [len(r.events) for r in held]
-            try:
-                return self.mod.validate_many_distributed(self.client, self.ds.path, self.dg, held, self.gpus)
-            finally:
-                for r, k in zip(held, seen):
-                    self._say_events(r.events[k:], f"the validation of root {r.root}")
+            return self._saying_events(held, lambda: self.mod.validate_many_distributed(
+                self.client, self.ds.path, self.dg, held, self.gpus), "the validation of root {root}")
         finally:
             for r in held:
                 if r is not self.result:
