@@ -112,9 +112,9 @@ def warm_device(gp) -> None:
         nc = int(cnt[0, 0].get())
         if nc:
             hist = cp.zeros(gp.P, cp.uint64)
-            k["bucket_count"](_grid(nc), (_BLOCK,), (claims, _i64(nc), gp.starts, np.int32(gp.P), hist))
+            k["bucket_count"](_grid(nc), (_BLOCK,), (claims, cnt[0], gp.starts, np.int32(gp.P), hist))
             cursor = cp.asarray(np.concatenate([[0], np.cumsum(hist.get())[:-1]]).astype(np.uint64))
-            k["bucket_scatter"](_grid(nc), (_BLOCK,), (claims, _i64(nc), gp.starts, np.int32(gp.P), scratch, cursor,
+            k["bucket_scatter"](_grid(nc), (_BLOCK,), (claims, cnt[0], gp.starts, np.int32(gp.P), scratch, cursor,
                                                       cp.empty(nc, dt), cp.empty(nc, dt)))
     a = cp.zeros(4, cp.uint32)
     cp.bitwise_or(a, a, out=a)

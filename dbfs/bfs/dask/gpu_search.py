@@ -160,11 +160,11 @@ class _GpuSearch(_Search):
         ``pairL``/``pairU``; returns the P + 1 offsets (host)."""
         self.hist.fill(0)
         g = _grid(nc)
-        self.k["bucket_count"](g, (_BLOCK,), (v, _i64(nc), self.starts, np.int32(self.P), self.hist))
+        self.k["bucket_count"](g, (_BLOCK,), (v, self.cnt[0], self.starts, np.int32(self.P), self.hist))
         off = np.zeros(self.P + 1, np.int64)
         off[1:] = np.cumsum(self.hist.get())
         self.cursor.set(off[:-1].astype(np.uint64))
-        self.k["bucket_scatter"](g, (_BLOCK,), (v, _i64(nc), self.starts, np.int32(self.P), self.scratch,
+        self.k["bucket_scatter"](g, (_BLOCK,), (v, self.cnt[0], self.starts, np.int32(self.P), self.scratch,
                                                 self.cursor, self.pairL, self.pairU))
         return off
 

@@ -345,6 +345,8 @@ extern "C" __global__ void absorb(const vid_t* V, const vid_t* U, i64 m, i64 fir
 
 // ------------------------------------------------- claims bucketed by owner
 // A worker's claimed global ids V[0..m) go to their owning block partitions
+// (m = *mp, read on the device: a claim pass's counter, so the host need not
+// read it before bucketing)
 // (owner: the last r with starts[r] <= v, binary search over P + 1 starts).
 // bucket_count adds each owner's count to hist[owner]; bucket_scatter writes
 // (owner-local index, claim scratch U[v]) pairs at cursor[owner]++ (cursor
@@ -375,7 +377,8 @@ __device__ __forceinline__ u64 warp_slot(u64* ctr, int o, bool active) {
     return pos;
 }
 
-extern "C" __global__ void bucket_count(const vid_t* V, i64 m, const i64* starts, int P, u64* hist) {
+extern "C" __global__ void bucket_count(const vid_t* V, const u64* mp, const i64* starts, int P, u64* hist) {
+    const i64 m = (i64)*mp;
     const i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 k0 = blockIdx.x * (i64)blockDim.x; k0 < m; k0 += stride) {
         const i64 k = k0 + threadIdx.x;
@@ -385,8 +388,9 @@ extern "C" __global__ void bucket_count(const vid_t* V, i64 m, const i64* starts
     }
 }
 
-extern "C" __global__ void bucket_scatter(const vid_t* V, i64 m, const i64* starts, int P, const vid_t* U,
-                                          u64* cursor, vid_t* Lout, vid_t* Uout) {
+extern "C" __global__ void bucket_scatter(const vid_t* V, const u64* mp, const i64* starts, int P,
+                                          const vid_t* U, u64* cursor, vid_t* Lout, vid_t* Uout) {
+    const i64 m = (i64)*mp;
     const i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 k0 = blockIdx.x * (i64)blockDim.x; k0 < m; k0 += stride) {
         const i64 k = k0 + threadIdx.x;
