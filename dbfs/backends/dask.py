@@ -331,6 +331,8 @@ class DaskBackend(Backend):
         if not hasattr(self, "dg"):
             return {}
         out = {"placement": self.dg.placement, "frontier_sharing": self.dg.frontier_sharing,
+               "level_exchange": self.dg.level_exchange or f"mesh ({self.dg.transport})",
+               "nccl_off": self.dg.nccl_off,
                "workers": self.dg.workers_table()}
         if self.built:                  # the device/host split of the adjacency, as --backend gpu reports it
             out.update(placement=self.dg.part_info[0]["k1"]["placement"], kernel1=self.dg.built,

@@ -326,8 +326,13 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
     """The level loop of :func:`_bsp_search` (see the module docstring); ``plugin``: this
     worker's :class:`dbfs.bfs.dask.plugin.MeshPlugin`; ``shm``: its shared frontier of the mesh
     (:class:`dbfs.bfs.dask.shm._ShmFront`, or :class:`dbfs.bfs.dask.ipc._DevMesh` on a GPU
-    worker), or None (frontier slices go by the mesh)."""
-    if getattr(parts[0], "on_device", False):       # a GPU worker: the same steps on the device
+    worker, or the mesh's NCCL communicator, :class:`dbfs.bfs.dask.nccl._Comm`), or None (frontier
+    slices go by the mesh)."""
+    if getattr(shm, "kind", "") == "nccl":         # GPU workers of one host: the exchanges are NCCL collectives
+        from dbfs.bfs.dask.gpu_nccl import _NcclSearch
+
+        s = _NcclSearch(mesh, widx, ranks_of, parts, plugin, shm)
+    elif getattr(parts[0], "on_device", False):     # a GPU worker: the same steps on the device
         from dbfs.bfs.dask.gpu_search import _GpuSearch
 
         s = _GpuSearch(mesh, widx, ranks_of, parts, plugin, shm)

@@ -319,6 +319,9 @@ def _run_once(dg: DistributedGraph, root, algorithm, pol, stats):
             r["workers"] = [{"worker": i, "kind": dg.worker_kinds.get(w, "cpu"),
                              "kernel": s["own"][lv][0], "exchange": s["own"][lv][1], "sent_bytes": s["own"][lv][2]}
                             for i, (w, s) in enumerate(zip(dg.mesh_workers, summaries)) if lv < len(s["own"])]
+            if r["workers"]:        # the slowest worker's kernel (an NCCL level's counts carry no peer seconds)
+                r["kernel"] = max(x["kernel"] for x in r["workers"])
+                r["overhead"] = max(0.0, r["time"] - r["kernel"])
     return parents, seconds, wall, records
 
 

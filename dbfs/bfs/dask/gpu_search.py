@@ -209,12 +209,7 @@ class _GpuSearch(_Search):
             st.nq, st.m = int(h[1, 0]), int(h[1, 1])
             kt += time.perf_counter() - t
             return [(st.nq, st.m, examined, kt)], kt
-        # claim pass: every partition's frontier claims into the worker's global visited_g
-        examined = 0
-        for st in self.states.values():
-            examined += st.m
-            expand(self.k, st.p.indptr, st.p.adj, st.queue, st.nq, st.m, self.visited_g, self.scratch,
-                   self.claims, self.cnt[0], st.p.base, 0)
+        examined = self._claim()
         nc = int(self.cnt[0, 0].get())
         v = self.claims[:nc]
         if self.sh is not None:
@@ -241,6 +236,17 @@ class _GpuSearch(_Search):
                        for dst, arrs in got for k, d_rk in enumerate(dst) if d_rk == rk] for rk in self.states}
         return self._counts_round(*self._absorb_all(v, nc, remote, examined, kt, t))
 
+    def _claim(self):
+        """The claim pass: every partition's frontier claims into the worker's global ``visited_g``
+        (ids in ``claims``, parents in ``scratch``, their count in ``cnt[0, 0]``); returns the frontier
+        edges examined."""
+        examined = 0
+        for st in self.states.values():
+            examined += st.m
+            expand(self.k, st.p.indptr, st.p.adj, st.queue, st.nq, st.m, self.visited_g, self.scratch,
+                   self.claims, self.cnt[0], st.p.base, 0)
+        return examined
+
     def _counts_round(self, mine, kt):
         got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in self.peers}) if self.peers else {}
         return [mine] + [_counts_of(a) for a in got.values()], kt
@@ -249,6 +255,18 @@ class _GpuSearch(_Search):
         """Apply this worker's claims ``v[:nc]`` and the pairs received for each rank
         (``remote``: rank -> [(ids, parents)] device arrays) to the partitions; returns
         (this worker's counts, kernel seconds) once the kernels are done."""
+        self._absorb(v, nc, remote)
+        h = self.cnt.get()
+        new_n = new_m = 0
+        for r, st in enumerate(self.states.values(), 1):
+            st.nq, st.m = int(h[r, 0]), int(h[r, 1])
+            new_n += st.nq
+            new_m += st.m
+        kt += time.perf_counter() - t
+        return (new_n, new_m, examined, kt), kt
+
+    def _absorb(self, v, nc, remote):
+        """Launch the absorb kernels of :meth:`_absorb_all` (counts in ``cnt`` rows 1..)."""
         rows = list(self.states.items())
         for r, (rk, st) in enumerate(rows, 1):
             p = st.p
@@ -261,14 +279,6 @@ class _GpuSearch(_Search):
                                                            _i64(p.pad), _i64(p.base), p.indptr, st.visited,
                                                            st.parent, self.visited_g, st.queue2, self.cnt[r]))
             st.queue, st.queue2 = st.queue2, st.queue
-        h = self.cnt.get()
-        new_n = new_m = 0
-        for r, (rk, st) in enumerate(rows, 1):
-            st.nq, st.m = int(h[r, 0]), int(h[r, 1])
-            new_n += st.nq
-            new_m += st.m
-        kt += time.perf_counter() - t
-        return (new_n, new_m, examined, kt), kt
 
     def _td_shared(self, v, nc, examined, kt, t):
         """The top-down exchange through shared device memory: claims bucketed into this worker's
@@ -296,12 +306,16 @@ class _GpuSearch(_Search):
             mine, kt = self._absorb_all(v, nc, remote, examined, kt, t)
         return self._counts_round(mine, kt)
 
-    def to_bitmaps(self):
-        t = time.perf_counter()
+    def _queues_to_bitmaps(self):
+        """Each partition's queue -> its local frontier bitmap ``fbm``."""
         for st in self.states.values():
             st.fbm.fill(0)
             if st.nq:
                 self.k["queue_to_bitmap"](_grid(st.nq), (_BLOCK,), (st.queue, _i64(st.nq), st.fbm))
+
+    def to_bitmaps(self):
+        t = time.perf_counter()
+        self._queues_to_bitmaps()
         if self.direct:                         # one partition: its bitmap is the global one
             self.front = self.states[0].fbm
             return time.perf_counter() - t
@@ -327,17 +341,22 @@ class _GpuSearch(_Search):
             cp.bitwise_or(self.visited_g, self.front, out=self.visited_g)
         return kt
 
-    def bu_level(self, kt):
-        t = time.perf_counter()
+    def _bu_steps(self):
+        """``bu_step`` over every partition's rows against the global frontier (counts in ``cnt`` rows 1..);
+        each partition's new local bitmap becomes its ``fbm``."""
         self.cnt.fill(0)
-        rows = list(self.states.values())
-        for r, st in enumerate(rows, 1):
+        for r, st in enumerate(self.states.values(), 1):
             p = st.p
             nw = st.fbm.shape[0]
             self.k["bu_step"]((min(-(-nw * 32 // _BLOCK), 32 * _sm_count()),), (_BLOCK,),
                               (p.indptr, *p.adj, p.hub, self.front, st.visited, st.nxt, st.parent, _i64(nw),
                                self.cnt[r]))
             st.fbm, st.nxt = st.nxt, st.fbm
+
+    def bu_level(self, kt):
+        t = time.perf_counter()
+        self._bu_steps()
+        rows = list(self.states.values())
         if self.direct:                         # one partition: its new bitmap is the next global one
             self.front_next = rows[0].fbm
         else:

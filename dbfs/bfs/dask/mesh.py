@@ -25,9 +25,10 @@ falls back to ``"dask"`` (distributed's comm layer, TLS included) and
 For a :class:`dbfs.bfs.dask.placement.DistributedGraph` (duck-typed here),
 :func:`_open_mesh` also gives the mesh a shared frontier when every worker
 is on one host and the partitions are blocks: in ``/dev/shm`` for CPU
-workers (:func:`_open_shm`), in the first worker's device memory through
-CUDA IPC when every worker is a GPU worker (:func:`_open_ipc`); ``dg.shm``
-says why not.
+workers (:func:`_open_shm`); when every worker is a GPU worker, an NCCL
+communicator (:mod:`dbfs.bfs.dask.nccl`: each worker on its own device),
+else the first worker's device memory through CUDA IPC (:func:`_open_ipc`);
+``dg.shm`` says why not, ``dg.nccl_off`` why not NCCL.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ import uuid
 from dbfs.bfs.dask.frames import Limits
 from dbfs.bfs.dask.handshake import new_key
 from dbfs.bfs.dask.ipc import _front_sizes
+from dbfs.bfs.dask.nccl import open_nccl
 from dbfs.bfs.dask.plugin import (NAME, MeshPlugin, _ipc_alloc, _ipc_map, _mesh_close, _mesh_connect, _mesh_listen,
                                   _shm_drop, _shm_open, _uses_tls)
 from dbfs.bfs.dask.shm import _shm_path, _unlink
@@ -189,6 +191,7 @@ def _open_mesh(dg) -> None:
         dg.events.append({"event": "transport", "requested": requested, "transport": transport, "reason": why})
         dg.transport, dg.transport_requested = transport, requested
     dg.mesh_id = open_mesh(dg.client, order, dg.transport, dg.timeout, Limits.for_graph(dg.n_vertices, dg.P))
+    dg.level_exchange = ""
     dg.shm = _open_shm(dg) if dg.shared_memory is not False else "switched off"
     dg.mesh_time = time.perf_counter() - t0
 
@@ -204,7 +207,7 @@ def _open_shm(dg) -> str:
     if len({_host_of(w) for w in ws}) > 1:
         return "workers on several hosts"
     if dg.has_gpu:
-        return _open_ipc(dg)
+        return _open_gpu(dg)
     gwords = (dg.n_vertices + 63) >> 6
     path = _shm_path(dg.mesh_id, 2 * (gwords + dg.P) * 8)
     if path is None:
@@ -233,12 +236,30 @@ def _open_shm(dg) -> str:
     return why
 
 
+def _open_gpu(dg) -> str:
+    """Give a mesh of GPU workers on one host an NCCL communicator (:mod:`dbfs.bfs.dask.nccl`: the
+    levels' exchanges become collectives, ``dg.level_exchange == "nccl"``), else shared device
+    memory (CUDA IPC, :mod:`dbfs.bfs.dask.ipc`; ``dg.nccl_off`` says why not NCCL); returns why
+    neither ('' when one is on)."""
+    ws = dg.mesh_workers
+    if any(dg.worker_kinds.get(w) != "gpu" for w in ws):
+        return "GPU and CPU workers in the mesh (frontiers and pairs go through host memory)"
+    why = open_nccl(dg, RUN_TIMEOUT)
+    if not why:
+        dg.level_exchange, dg.nccl_off = "nccl", ""
+        return ""
+    dg.nccl_off = why
+    try:                         # a communicator some workers joined goes (aborted) before the fallback
+        run_within(dg.client, _shm_drop, dg.mesh_id, workers=ws, timeout=RUN_TIMEOUT, what="dropping NCCL")
+    except DbfsError:
+        pass
+    return _open_ipc(dg)
+
+
 def _open_ipc(dg) -> str:
     """Give a mesh of GPU workers on one host shared device memory (CUDA IPC,
     :mod:`dbfs.bfs.dask.ipc`); returns why not ('' when on)."""
     ws = dg.mesh_workers
-    if any(dg.worker_kinds.get(w) != "gpu" for w in ws):
-        return "GPU and CPU workers in the mesh (frontiers and pairs go through host memory)"
     part = dg.partitioning
     starts = [part.vertex_range(rk).start for rk in range(dg.P)] + [dg.n_vertices]
     sizes = [int(x) for x in _front_sizes(starts)]

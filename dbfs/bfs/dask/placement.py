@@ -74,6 +74,8 @@ class DistributedGraph:
     built: str = ""                         # where Kernel 1 built the partitions in memory ('' = read from zarr)
     source: str = "zarr"                    # "zarr": read from the variant; "edges": built from the dataset's edges
     dedupe: bool = True                     # ("edges") the build's dedupe, for rebuilds after a lost worker
+    level_exchange: str = ""                # "nccl": a level's exchanges are NCCL collectives ('' = the mesh)
+    nccl_off: str = ""                      # why a mesh of GPU workers does not use NCCL ('' = on or not tried)
 
     @property
     def P(self) -> int:
@@ -89,8 +91,11 @@ class DistributedGraph:
 
     @property
     def frontier_sharing(self) -> str:
-        """How bitmap frontiers cross workers: ``cuda-ipc`` (a device buffer shared by the GPU
-        workers), ``dev-shm`` (a host mapping shared by the CPU workers) or ``mesh: <why not>``."""
+        """How bitmap frontiers cross workers: ``nccl`` (collectives between the GPU workers),
+        ``cuda-ipc`` (a device buffer shared by the GPU workers), ``dev-shm`` (a host mapping
+        shared by the CPU workers) or ``mesh: <why not>``."""
+        if self.level_exchange == "nccl":
+            return "nccl"
         if self.shm:
             return f"mesh: {self.shm}"
         return "cuda-ipc" if self.has_gpu else "dev-shm"

@@ -1,0 +1,123 @@
+"""NCCL level exchange between GPU workers on two devices (markers ``gpu``; skipped with fewer than two GPUs).
+
+What is checked: a mesh of two GPU workers on two devices of one host gets an
+NCCL communicator (``frontier_sharing == "nccl"``); every search over it (P = 2,
+stored, and P = 2 built on the workers) validates against the input edge list
+and equals ``--backend gpu``'s single-process search level for level
+(direction, frontier size, edges examined); every level makes at most three
+collectives (top-down: bucket sizes, pairs, counts; bottom-up: one group, one
+more at the top-down -> bottom-up switch) and records each worker's kernel and exchange seconds and bytes sent;
+``DBFS_NCCL=off`` falls back to CUDA IPC.
+"""
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.gpu, pytest.mark.distributed]
+
+try:
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+except ImportError:
+    pass
+
+SCALE = 16
+ROOTS = 4
+
+
+@pytest.fixture(scope="module")
+def two_devices(cp):
+    if cp.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two GPUs on this host (one device per NCCL rank)")
+    pytest.importorskip("dask_cuda")
+
+
+@pytest.fixture(scope="module")
+def nds(two_devices, tmp_path_factory):
+    from dbfs import kernel1, store
+    from dbfs.roots import graph500_roots
+    from dbfs.spec import GraphSpec
+
+    root = tmp_path_factory.mktemp("nccl")
+    ds, _ = store.generate(GraphSpec.make("kronecker", SCALE), root=root, client=None, quiet=True)
+    for P in (1, 2, 4):
+        kernel1.build_partitioned(ds.path, P=P, client=None, progress=False)
+    edges = ds.edges()[:]
+    roots = [int(r) for r in graph500_roots(edges, SCALE, 2, 3, n=ROOTS, n_vertices=ds.n_vertices)]
+    from dbfs.bfs import get_algorithm
+
+    g = kernel1.load_csr(ds.path, kernel1.variant_name(1))
+    fn = get_algorithm("do", "gpu")
+    return ds, edges, roots, {r: fn(g, r, stats=True)[1] for r in roots}
+
+
+@pytest.fixture(scope="module")
+def nclient(nds, tmp_path_factory):
+    from dbfs.cluster import client_for
+
+    p = tmp_path_factory.mktemp("prof") / "gpu2.yaml"
+    p.write_text("type: local-gpu\ngpus: [0, 1]\nthreads_per_gpu_worker: 2\ncpu_workers: 0\n")
+    with client_for(profile=str(p), quiet=True) as client:
+        client.wait_for_workers(2, timeout=120)
+        yield client
+
+
+def _searches(client, dg, nds):
+    import dbfs.bfs.dask as D
+    from dbfs.validate import validate
+
+    ds, edges, roots, single = nds
+    for r in roots:
+        res, sec, lst = D.search(dg, r, stats=True)
+        v = validate(edges, r, D.gather_parent(res, client, dg))
+        assert v.ok, v.summary()
+        ref = single[r]
+        assert [(x["direction"], x["frontier"], x["edges"]) for x in lst] == \
+            [(x["direction"], x["frontier"], x["edges"]) for x in ref]
+        prev = None
+        for x in lst:
+            td, switch = x["direction"] == "td", x["direction"] == "bu" and prev != "bu"
+            assert 1 <= x["rounds"] <= (3 if td else 2 if switch else 1), x     # collectives in the level
+            assert len(x["workers"]) == 2 and all(w["kernel"] >= 0 and w["exchange"] >= 0 for w in x["workers"])
+            prev = x["direction"]
+        assert any(w["sent_bytes"] > 0 for x in lst for w in x["workers"])
+        res.release()
+
+
+@pytest.mark.parametrize("P", [2, 4])
+def test_nccl_levels_equal_single_gpu(nclient, nds, P):
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+
+    dg = D.load_distributed(nclient, nds[0].path, kernel1.variant_name(P))
+    try:
+        assert len(dg.mesh_workers) == 2 and dg.frontier_sharing == "nccl", (dg.frontier_sharing, dg.nccl_off)
+        _searches(nclient, dg, nds)
+    finally:
+        dg.close()
+
+
+def test_nccl_on_partitions_built_on_the_workers(nclient, nds):
+    import dbfs.bfs.dask as D
+
+    dg = D.build_distributed(nclient, nds[0].path, 2)
+    try:
+        assert dg.frontier_sharing == "nccl", (dg.frontier_sharing, dg.nccl_off)
+        _searches(nclient, dg, nds)
+    finally:
+        dg.close()
+
+
+def test_nccl_switched_off_falls_back_to_cuda_ipc(nclient, nds, monkeypatch):
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+
+    monkeypatch.setenv("DBFS_NCCL", "off")
+    dg = D.load_distributed(nclient, nds[0].path, kernel1.variant_name(2))
+    try:
+        assert dg.frontier_sharing == "cuda-ipc" and "DBFS_NCCL=off" in dg.nccl_off, (dg.frontier_sharing,
+                                                                                     dg.nccl_off)
+        _searches(nclient, dg, nds)
+    finally:
+        dg.close()
