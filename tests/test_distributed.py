@@ -278,6 +278,24 @@ def test_level_records_count_the_bytes_each_worker_sends(client, kron10, golden1
     assert sum(w["sent_bytes"] for r in rec for w in r["workers"]) > 0
 
 
+@pytest.mark.parametrize("shm", [None, False])
+def test_rounds_per_level_through_the_exchange(client, kron16, golden16, shm):
+    """The mesh rounds a level makes, pinned: top-down two (pairs, counts), bottom-up one (counts with the
+    frontier slices or the shared frontier), one more at a top-down -> bottom-up switch; the level's kernel is
+    its slowest worker's."""
+    with D.load_distributed(client, kron16.path, kron16.variant(2, client), shared_memory=shm) as dg:
+        assert len(dg.mesh_workers) == 2
+        res, _, rec = D.search(dg, golden16["roots"][0])
+        res.release()
+    assert {r["direction"] for r in rec} == {"td", "bu"}
+    prev = None
+    for r in rec:
+        want = 2 if r["direction"] == "td" else 2 if prev == "td" else 1
+        assert r["rounds"] == want, (r["level"], r["direction"], r["rounds"])
+        assert r["kernel"] == max(w["kernel"] for w in r["workers"])
+        prev = r["direction"]
+
+
 def _scattered(client, res, parent) -> list:
     """``parent`` cut into ``res``'s partition slices, each scattered to the worker holding that rank."""
     part = res.partitioning
