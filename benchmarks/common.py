@@ -57,10 +57,11 @@ def median_time(fn, repeat=3):
     return times[len(times) // 2], times
 
 
-def dbfs_run(scale: int, roots: int, datasets, json_path, flags: str = "") -> tuple:
-    """``dbfs run --scale S --roots R --datasets D --json FILE FLAGS`` in a subprocess, its status lines
-    (but the per-search ones) passed to stderr as they come, so a call cut at its limit shows where it was.
-    Returns (the run's JSON record, wall seconds); a failed run ends the benchmark (SystemExit)."""
+def dbfs_run(scale: int, roots: int, datasets, json_path, flags: str = "", env: dict | None = None) -> tuple:
+    """``dbfs run --scale S --roots R --datasets D --json FILE FLAGS`` in a subprocess (``env``: variables
+    added to its environment), its status lines (but the per-search ones) passed to stderr as they come, so
+    a call cut at its limit shows where it was. Returns (the run's JSON record, wall seconds); a failed run
+    ends the benchmark (SystemExit)."""
     import shlex
 
     json_path = Path(json_path)
@@ -68,7 +69,8 @@ def dbfs_run(scale: int, roots: int, datasets, json_path, flags: str = "") -> tu
     cmd = [sys.executable, "-m", "dbfs.cli", "run", "--scale", str(scale), "--roots", str(roots),
            "--datasets", str(datasets), "--json", str(json_path), *shlex.split(flags)]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
     for ln in proc.stderr:
         if not ln.startswith("dbfs: search "):
             sys.stderr.write(ln)

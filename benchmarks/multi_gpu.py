@@ -28,10 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import dbfs_run, write_record  # noqa: E402
 
 
-def _run(args, flags, datasets, tmp, label) -> dict:
-    rec, wall = dbfs_run(args.scale, args.roots, datasets, Path(tmp) / f"{label}.json", flags)
+def _run(args, flags, datasets, tmp, label, env=None) -> dict:
+    rec, wall = dbfs_run(args.scale, args.roots, datasets, Path(tmp) / f"{label}.json", flags, env)
     vt = [s["validate_time"] for s in rec["searches"] if s.get("validate_time") is not None]
-    over = [lv["overhead"] for s in rec["searches"] for lv in (s.get("levels") or []) if "overhead" in lv]
+    levels = [lv for s in rec["searches"] for lv in (s.get("levels") or [])]
+    over = [lv["overhead"] for lv in levels if "overhead" in lv]
+    split = {d: [(w["kernel"], w["exchange"]) for lv in levels if lv.get("direction") == d
+                 for w in lv.get("workers") or []] for d in ("td", "bu")}
     row = {"label": label, "flags": flags, "wall_s": wall, "stages": rec.get("stages"),
            "construction_time": rec["construction_time"], "load_time": rec.get("load_time"),
            "harmonic_mean_TEPS": rec["graph500"]["bfs  harmonic_mean_TEPS"],
@@ -39,11 +42,17 @@ def _run(args, flags, datasets, tmp, label) -> dict:
            "valid": sum(bool(s.get("valid")) for s in rec["searches"]), "searches": len(rec["searches"]),
            "level_overhead_median": float(np.median(over)) if over else None,
            "level_overhead_p90": float(np.percentile(over, 90)) if over else None,
-           "describe": {k: v for k, v in rec.get("config", {}).items() if k in ("workers", "frontier_sharing")}}
+           "per_worker_level_median": {d: {"kernel": float(np.median([k for k, _ in v])),
+                                            "exchange": float(np.median([x for _, x in v])), "n": len(v)}
+                                        for d, v in split.items() if v},
+           "describe": {k: v for k, v in rec.get("config", {}).items()
+                        if k in ("workers", "frontier_sharing", "level_exchange", "nccl_off")}}
     print(f"  {label:5s} K1 {row['construction_time']:7.2f} s  validate/search "
           f"{(row['validate_per_search'] or 0):6.3f} s  hmean {row['harmonic_mean_TEPS'] / 1e9:8.2f} GTEPS  "
           f"wall {wall:6.1f} s  valid {row['valid']}/{row['searches']}"
-          + (f"  level overhead median {row['level_overhead_median'] * 1e6:.0f} us" if over else ""), flush=True)
+          + (f"  level overhead median {row['level_overhead_median'] * 1e6:.0f} us" if over else "")
+          + (f"  [{row['describe'].get('level_exchange')}]" if row["describe"].get("level_exchange") else ""),
+          flush=True)
     return row
 
 
@@ -55,17 +64,22 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--flags", default="", help="more dbfs run flags for both runs")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--ipc-too", action="store_true",
+                    help="also run each P > 1 with DBFS_NCCL=off (the TCP mesh and CUDA IPC instead of NCCL)")
     args = ap.parse_args(argv)
-    configs = {"gpu": f"--backend gpu {args.flags}"}
-    configs.update({f"p{P}": f"--cluster local-gpu --backend dask --partitions {P} {args.flags}"
-                    for P in args.partitions})
+    configs = {"gpu": (f"--backend gpu {args.flags}", None)}
+    for P in args.partitions:
+        flags = f"--cluster local-gpu --backend dask --partitions {P} {args.flags}"
+        configs[f"p{P}"] = (flags, None)
+        if args.ipc_too and P > 1:
+            configs[f"p{P}-ipc"] = (flags, {"DBFS_NCCL": "off"})
     kind = f"multi_gpu{('-' + args.tag) if args.tag else ''}"
     head = {"scale": args.scale, "roots": args.roots, "partitions": args.partitions}
     rows, path = [], None
     with tempfile.TemporaryDirectory(prefix="dbfs-mgpu-") as tmp:
         for _ in range(args.rounds):
             for k in configs:
-                rows.append(_run(args, configs[k], Path(tmp) / "datasets", tmp, k))
+                rows.append(_run(args, configs[k][0], Path(tmp) / "datasets", tmp, k, configs[k][1]))
                 path = write_record(kind, {**head, "runs": rows}, path=path)   # a run cut at its limit keeps these
     med = {k: {m: statistics.median(r[m] for r in rows if r["label"] == k)
                for m in ("construction_time", "harmonic_mean_TEPS", "validate_per_search", "wall_s")
