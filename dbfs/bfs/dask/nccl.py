@@ -76,7 +76,7 @@ class _Comm:
         _setenv()
         self.cp, self.nccl = cp, nccl
         self.widx, self.W = int(widx), int(W)
-        self.comm = nccl.NcclCommunicator(self.W, tuple(uid), self.widx)
+        self.comm = nccl.NcclCommunicator(self.W, uid, self.widx)
         self.types = {np.dtype(np.uint32): nccl.NCCL_UINT32, np.dtype(np.uint64): nccl.NCCL_UINT64,
                       np.dtype(np.int32): nccl.NCCL_INT32, np.dtype(np.int64): nccl.NCCL_INT64}
         self.ops = {"sum": nccl.NCCL_SUM, "max": nccl.NCCL_MAX}
@@ -214,7 +214,8 @@ def _nccl_uid(dask_worker=None):
     from cupy.cuda import nccl
 
     _setenv()
-    return tuple(int(x) for x in nccl.get_unique_id())
+    uid = nccl.get_unique_id()                    # bytes (a tuple of ints in older CuPy): passed on as made
+    return uid if isinstance(uid, bytes) else tuple(int(x) for x in uid)
 
 
 def _nccl_join(mesh_id: str, uid, widx: int, W: int):
