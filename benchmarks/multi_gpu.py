@@ -42,6 +42,9 @@ def _run(args, flags, datasets, tmp, label, env=None) -> dict:
            "valid": sum(bool(s.get("valid")) for s in rec["searches"]), "searches": len(rec["searches"]),
            "level_overhead_median": float(np.median(over)) if over else None,
            "level_overhead_p90": float(np.percentile(over, 90)) if over else None,
+           "levels_first_search": [{k: lv.get(k) for k in ("level", "direction", "frontier", "edges", "time",
+                                                         "kernel", "overhead", "rounds", "workers")}
+                                    for lv in (rec["searches"][0].get("levels") or [])] if rec["searches"] else [],
            "per_worker_level_median": {d: {"kernel": float(np.median([k for k, _ in v])),
                                             "exchange": float(np.median([x for _, x in v])), "n": len(v)}
                                         for d, v in split.items() if v},
@@ -53,6 +56,12 @@ def _run(args, flags, datasets, tmp, label, env=None) -> dict:
           + (f"  level overhead median {row['level_overhead_median'] * 1e6:.0f} us" if over else "")
           + (f"  [{row['describe'].get('level_exchange')}]" if row["describe"].get("level_exchange") else ""),
           flush=True)
+    for lv in row["levels_first_search"]:           # where the first search's time went, level by level
+        ws = " ".join(f"{w['kernel'] * 1e6:.0f}/{w['exchange'] * 1e6:.0f}" for w in lv.get("workers") or [])
+        print(f"    level {lv['level']:2d} {lv['direction']} frontier {lv['frontier']:>10,} "
+              f"time {lv['time'] * 1e6:7.0f} us" + (f"  kernel {lv['kernel'] * 1e6:6.0f} us" if lv.get("kernel")
+                                                   is not None else "")
+              + (f"  worker kernel/exchange us {ws}" if ws else ""), flush=True)
     return row
 
 
@@ -66,6 +75,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tag", default="")
     ap.add_argument("--ipc-too", action="store_true",
                     help="also run each P > 1 with DBFS_NCCL=off (the TCP mesh and CUDA IPC instead of NCCL)")
+    ap.add_argument("--relabel-too", action="store_true", help="also run each P > 1 with --relabel degree")
     args = ap.parse_args(argv)
     configs = {"gpu": (f"--backend gpu {args.flags}", None)}
     for P in args.partitions:
@@ -73,6 +83,8 @@ def main(argv=None) -> int:
         configs[f"p{P}"] = (flags, None)
         if args.ipc_too and P > 1:
             configs[f"p{P}-ipc"] = (flags, {"DBFS_NCCL": "off"})
+        if args.relabel_too and P > 1:
+            configs[f"p{P}-deg"] = (flags + " --relabel degree", None)
     kind = f"multi_gpu{('-' + args.tag) if args.tag else ''}"
     head = {"scale": args.scale, "roots": args.roots, "partitions": args.partitions}
     rows, path = [], None
