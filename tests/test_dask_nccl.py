@@ -63,6 +63,12 @@ def nclient(nds, tmp_path_factory):
         yield client
 
 
+def _bootstrap_interface():
+    import os
+
+    return os.environ.get("NCCL_SOCKET_IFNAME")
+
+
 def _searches(client, dg, nds):
     import dbfs.bfs.dask as D
     from dbfs.validate import validate
@@ -93,6 +99,7 @@ def test_nccl_levels_equal_single_gpu(nclient, nds, P):
     dg = D.load_distributed(nclient, nds[0].path, kernel1.variant_name(P))
     try:
         assert len(dg.mesh_workers) == 2 and dg.frontier_sharing == "nccl", (dg.frontier_sharing, dg.nccl_off)
+        assert set(nclient.run(_bootstrap_interface).values()) == {"lo"}      # NCCL's bootstrap on loopback
         _searches(nclient, dg, nds)
     finally:
         dg.close()
