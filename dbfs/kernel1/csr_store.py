@@ -31,9 +31,12 @@ written, and it is renamed into place (an old copy is moved aside first), so
 one variant exclude each other and never run while the dataset is
 regenerated (:func:`build_lock`); a full disk is one line and the temporary
 directory is removed. Loading (:func:`load_partition`, :func:`load_csr`,
-:func:`load_perm`) reads every chunk through its crc32c, checks the
-marker, shapes, nnz, every chunk's digest (on the values it decoded) and
-both checksums and raises a one-line
+:func:`load_perm`; :func:`open_partition` for readers that place the
+arrays themselves, e.g. a GPU worker's pinned slabs) decodes the chunks in
+threads straight into the result (:mod:`dbfs.store.chunk_read`), each
+through its crc32c, checks the marker, shapes, nnz, every chunk's digest
+(on the values it decoded, in the same threads) and both checksums (summed
+there too) and raises a one-line
 :class:`DbfsError` naming the array, the chunk and the rebuild command; the
 damage is recorded in the variant's ``corrupt`` attribute, and
 :func:`reusable` never hands such a variant to a builder for reuse.
@@ -61,7 +64,8 @@ from dbfs.store.integrity import (DECODE_ERRORS, CheckedArray, adjacency_compres
 from dbfs.store.locks import dataset_lock, variant_lock, writer_lock
 from dbfs.store.space import is_no_space, no_space
 
-__all__ = ["load_partition", "load_perm", "load_csr", "store_csr", "reusable", "build_lock"]
+__all__ = ["load_partition", "open_partition", "StoredPart", "load_perm", "load_csr", "store_csr", "reusable",
+           "build_lock"]
 
 _MAX_OUT_CHUNK = 1 << 21       # zarr chunk length of indices / indptr
 _MIN_OUT_CHUNK = 1 << 10
@@ -80,12 +84,20 @@ def _fix(hint: str) -> str:
     return f"rebuild it with {hint} (a damaged variant is not reused) or remove the dataset with `dbfs datasets rm`"
 
 
-def _read_checked(vpath: Path, key: str, label: str, hint: str):
-    """All of array ``key`` of a variant, read through its crc32c (a one-line DbfsError naming a bad chunk)."""
+def _open_checked(vpath: Path, key: str, label: str, hint: str) -> CheckedArray:
+    """Array ``key`` of a variant, opened for checked reads (a one-line DbfsError naming a bad chunk)."""
     import zarr
 
-    arr = zarr.open_array(str(vpath / key), mode="r")
-    return CheckedArray(arr, vpath, key, label, _fix(hint), unit="entries")[:]
+    return CheckedArray(zarr.open_array(str(vpath / key), mode="r"), vpath, key, label, _fix(hint), unit="entries")
+
+
+def _read_checked(vpath: Path, key: str, label: str, hint: str) -> np.ndarray:
+    """All of array ``key`` of a variant, every chunk checked (:class:`dbfs.store.chunk_read.ChunkReader`)."""
+    from dbfs.store.chunk_read import ChunkReader
+
+    arr = _open_checked(vpath, key, label, hint)
+    with ChunkReader() as reader:
+        return reader.read(arr)[0]
 
 
 def reusable(dataset_path, P: int, partitioning: str, dedupe: bool, relabel: str, quiet: bool = False):
@@ -160,7 +172,84 @@ def _publish(vg, attrs: dict, t_start: float, tmp: Path, final: Path) -> None:
     attrs["reused"] = False
 
 
-def load_partition(dataset_path, variant: str, rank: int):
+class StoredPart:
+    """One partition of a complete variant, opened for a checked read (:func:`open_partition`).
+
+    ``indptr`` and ``indices`` are the stored arrays (:class:`dbfs.store.integrity.CheckedArray`), ``meta``
+    what :func:`load_partition` returns without ``load_time``, ``nnz`` the recorded entry count. Readers
+    fill buffers of their own with :meth:`read_indptr` and :class:`dbfs.store.chunk_read.ChunkReader`
+    (``indices``, whole or in spans), then pass the sum of every value of ``indices`` to :meth:`check_sums`.
+    """
+
+    def __init__(self, dataset_path, variant: str, rank: int):
+        vpath, attrs, hint = _variant_attrs(dataset_path, variant)
+        self.variant, self.rank, self.vpath, self.hint = variant, int(rank), vpath, hint
+        self.dname = Path(dataset_path).name
+        label = f"dataset {self.dname}: CSR variant {variant}"
+        if attrs.get("corrupt"):
+            rec = attrs["corrupt"]
+            raise DbfsError(f"{label} is corrupt ({rec.get('array')} chunk {rec.get('chunk')}: {rec.get('reason')}, "
+                            f"seen {rec.get('seen_at')}): {_fix(hint)}")
+        P = int(attrs["P"])
+        if not 0 <= self.rank < P:
+            raise DbfsError(f"rank {rank} is out of range for CSR variant {variant} (P={P}): use 0..{P - 1}")
+        part = Partitioning(int(attrs["n_vertices"]), P, attrs["partitioning"])
+        self.nnz = int(attrs["nnz"][self.rank])
+        self.checksums = attrs["checksums"][self.rank]
+        self.count = part.local_count(self.rank)
+        try:
+            self.indptr = _open_checked(vpath, f"part-{self.rank:04d}/indptr", label, hint)
+            self.indices = _open_checked(vpath, f"part-{self.rank:04d}/indices", label, hint)
+        except (FileNotFoundError, KeyError, ValueError) as exc:
+            raise self.bad(f"missing array: {type(exc).__name__}") from None
+        if self.indptr.shape != (self.count + 1,):
+            raise self.bad(f"indptr has {self.indptr.shape[0]} entries, expected {self.count + 1}")
+        self.indptr_sum = None
+        self.meta = {
+            "variant": variant, "rank": self.rank, "P": P, "partitioning": attrs["partitioning"],
+            "n_vertices": int(attrs["n_vertices"]), "vertex_range": part.vertex_range(self.rank), "nnz": self.nnz,
+            "options": attrs.get("options", {}),
+        }
+
+    def bad(self, what: str) -> DbfsError:
+        """Record the partition as corrupt; the one-line error naming ``what`` and the rebuild command."""
+        from dbfs.store.integrity import mark_corrupt
+
+        mark_corrupt(self.vpath, f"part-{self.rank:04d}", None, what)
+        return DbfsError(f"CSR variant {self.variant} of {self.dname} is corrupt (part {self.rank}: {what}): "
+                         f"{_fix(self.hint)}")
+
+    def read_indptr(self, reader, out: np.ndarray | None = None) -> np.ndarray:
+        """The row ends, read checked by ``reader`` (into ``out`` when given: int64, local_count + 1 entries),
+        matched with the entry count; their sum is kept for :meth:`check_sums`."""
+        if out is None:
+            out = np.empty(self.indptr.shape, self.indptr.dtype)
+        self.indptr_sum = reader.read_into(self.indptr, out)
+        if self.indices.shape != (self.nnz,) or int(out[-1]) != self.nnz or int(out[0]) != 0:
+            raise self.bad(f"nnz mismatch: indptr[-1]={int(out[-1])}, indices={self.indices.shape[0]}, "
+                           f"expected {self.nnz}")
+        return out
+
+    def check_sums(self, indices_sum: int) -> None:
+        """Both recorded checksums against the sums of the values read (``indptr``'s from :meth:`read_indptr`)."""
+        if int(indices_sum) != int(self.checksums["indices_sum"]) or \
+                self.indptr_sum is None or int(self.indptr_sum) != int(self.checksums["indptr_sum"]):
+            raise self.bad("checksum mismatch")
+
+
+def open_partition(dataset_path, variant: str, rank: int) -> StoredPart:
+    """Partition ``rank`` of a complete variant, opened for a checked read (:class:`StoredPart`).
+
+    Raises
+    ------
+    DbfsError
+        Missing, incomplete or damaged variant, rank out of range, a missing array or a bad ``indptr``
+        shape (the message names the rebuild command).
+    """
+    return StoredPart(dataset_path, variant, rank)
+
+
+def load_partition(dataset_path, variant: str, rank: int, threads: int | None = None):
     """Load one partition of a complete variant, checked.
 
     Parameters
@@ -171,6 +260,8 @@ def load_partition(dataset_path, variant: str, rank: int):
         The variant's name (:func:`.variants.variant_name`).
     rank : int
         The partition, ``0 <= rank < P``.
+    threads : int, optional
+        Threads decoding chunks (:class:`dbfs.store.chunk_read.ChunkReader`; None: its default).
 
     Returns
     -------
@@ -188,54 +279,15 @@ def load_partition(dataset_path, variant: str, rank: int):
         Missing or incomplete variant, bad shapes, nnz or checksums (the
         message names the rebuild command).
     """
+    from dbfs.store.chunk_read import ChunkReader
+
     t0 = time.perf_counter()
-    vpath, attrs, hint = _variant_attrs(dataset_path, variant)
-    dname = Path(dataset_path).name
-    label = f"dataset {dname}: CSR variant {variant}"
-    if attrs.get("corrupt"):
-        rec = attrs["corrupt"]
-        raise DbfsError(f"{label} is corrupt ({rec.get('array')} chunk {rec.get('chunk')}: {rec.get('reason')}, "
-                        f"seen {rec.get('seen_at')}): {_fix(hint)}")
-    P = int(attrs["P"])
-    if not 0 <= int(rank) < P:
-        raise DbfsError(f"rank {rank} is out of range for CSR variant {variant} (P={P}): use 0..{P - 1}")
-    part = Partitioning(int(attrs["n_vertices"]), P, attrs["partitioning"])
-    ppath = vpath / f"part-{int(rank):04d}"
-
-    def bad(what):
-        from dbfs.store.integrity import mark_corrupt
-
-        mark_corrupt(vpath, f"part-{int(rank):04d}", None, what)
-        return DbfsError(f"CSR variant {variant} of {dname} is corrupt (part {rank}: {what}): {_fix(hint)}")
-
-    try:
-        indptr = _read_checked(vpath, f"part-{int(rank):04d}/indptr", label, hint)
-        indices = _read_checked(vpath, f"part-{int(rank):04d}/indices", label, hint)
-    except (FileNotFoundError, KeyError, ValueError) as exc:
-        raise bad(f"missing array: {type(exc).__name__}") from None
-    nnz = int(attrs["nnz"][rank])
-    ck = attrs["checksums"][rank]
-    if indptr.shape != (part.local_count(rank) + 1,):
-        raise bad(f"indptr has {indptr.shape[0]} entries, expected {part.local_count(rank) + 1}")
-    if indices.shape != (nnz,) or int(indptr[-1]) != nnz or int(indptr[0]) != 0:
-        raise bad(f"nnz mismatch: indptr[-1]={int(indptr[-1])}, indices={indices.shape[0]}, expected {nnz}")
-    with _numba_threads():
-        T = numba.get_num_threads()
-        s_ix, s_ip = int(_wrapsum(indices, T)), int(_wrapsum(indptr, T))
-    if s_ix != int(ck["indices_sum"]) or s_ip != int(ck["indptr_sum"]):
-        raise bad("checksum mismatch")
-    meta = {
-        "variant": variant,
-        "rank": int(rank),
-        "P": P,
-        "partitioning": attrs["partitioning"],
-        "n_vertices": int(attrs["n_vertices"]),
-        "vertex_range": part.vertex_range(rank),
-        "nnz": nnz,
-        "options": attrs.get("options", {}),
-        "load_time": time.perf_counter() - t0,
-    }
-    return indptr, indices, meta
+    sp = open_partition(dataset_path, variant, rank)
+    with ChunkReader(threads) as reader:
+        indptr = sp.read_indptr(reader)
+        indices, s_ix = reader.read(sp.indices)
+    sp.check_sums(s_ix)
+    return indptr, indices, {**sp.meta, "load_time": time.perf_counter() - t0}
 
 
 def load_perm(dataset_path, variant: str):
