@@ -3,7 +3,9 @@
 The reader fills a caller's buffer with any span of a stored array and returns the values' sum mod 2**64;
 its checks are a CheckedArray read's (crc32c, decoded size, position-keyed digests: the same one-line
 error for the same damage), never fewer (every chunk a span touches is checked whole), the lowest damaged
-chunk named whatever the threads. load_partition reads through it.
+chunk named whatever the threads. load_partition reads through it. On a GPU (marker ``gpu``): a partition
+read straight into device memory in pinned slabs (ids converted to the id width there) and its hub table
+built there are the host-loaded partition bit for bit.
 """
 import os
 import shutil
@@ -177,7 +179,7 @@ def test_missing_chunk_without_digests_reads_the_fill_value_as_zarr(tmp_path):
     assert (got[2_000:3_000] == 0).all()
 
 
-# ---- load_partition -------------------------------------------------------
+# ---- load_partition and the GPU workers' loader -------------------------------------------------------
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     """A SCALE 12 dataset with p3-block in chunks of 4096 entries (several per partition)."""
@@ -203,3 +205,98 @@ def test_load_partition_is_the_stored_partition(small):
             ip, ix, meta = load_partition(ds.path, variant, rk, threads=threads)
             assert ip.tobytes() == want_ip.tobytes() and ix.tobytes() == want_ix.tobytes()
             assert ix.dtype == want_ix.dtype and meta["nnz"] == want_ix.shape[0] and meta["load_time"] > 0
+
+
+def test_geometry_is_the_host_partitions(small):
+    """What a partition read straight to a GPU takes from its metadata is what _Part derives."""
+    from dbfs.bfs.dask.worker import _geometry, _load_part
+    from dbfs.kernel1 import load_partition
+
+    ds, variant = small
+    for rk in range(3):
+        p = _load_part(str(ds.path), variant, rk)
+        geo = _geometry(load_partition(ds.path, variant, rk)[2])
+        assert p.pad > 0 or rk == 0
+        for k, val in geo.items():
+            if k not in ("load_time", "prepare_time"):
+                assert getattr(p, k) == val, (rk, k)
+
+
+def _host_and_device(path, variant, P, n, slab_bytes, threads):
+    from dbfs.bfs.dask.gpu_part import load_device
+    from dbfs.bfs.dask.worker import _global_degrees, _load_part, _local_degrees, _prepare_part
+    from dbfs.partition import Partitioning
+
+    host = [_load_part(str(path), variant, rk) for rk in range(P)]
+    dev = [load_device(str(path), variant, rk, slab_bytes=slab_bytes, threads=threads) for rk in range(P)]
+    deg = _global_degrees(Partitioning(n, P, "block"), *[_local_degrees(p) for p in host])
+    dev_deg = _global_degrees(Partitioning(n, P, "block"), *[_local_degrees(p) for p in dev])
+    assert dev_deg.tobytes() == deg.tobytes()
+    return [_prepare_part(p, deg) for p in host], [_prepare_part(g, deg, True) for g in dev]
+
+
+def _same(hp, gp, cp):
+    from dbfs.bfs.dask.gpu_part import _COPIED
+    from dbfs.graph import id_dtype
+
+    vdt = np.dtype(id_dtype(hp.n))
+    assert gp.on_device and gp.indices.dtype == vdt and gp.hub.dtype == vdt
+    assert cp.asnumpy(gp.indices).tobytes() == hp.indices.astype(vdt).tobytes()
+    assert cp.asnumpy(gp.indptr).tobytes() == hp.indptr.tobytes() == gp.indptr_host.tobytes()
+    assert cp.asnumpy(gp.hub).tobytes() == hp.hub.astype(vdt).tobytes()
+    for k in _COPIED:
+        if k not in ("load_time", "prepare_time"):
+            assert getattr(gp, k) == getattr(hp, k), k
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("slab_bytes,threads", [(1, 1), (1, 2), (1 << 27, None)])
+def test_device_partition_is_the_host_loaded_one(cp, small, slab_bytes, threads):
+    """p3-block (int32 ids): several slabs (one or two chunks each) or one; indices, indptr and the hub table
+    built on the device equal the host's bit for bit, and the old path (_to_device of the host part) too."""
+    from dbfs.bfs.dask.gpu_part import _to_device
+
+    ds, variant = small
+    host, dev = _host_and_device(ds.path, variant, 3, ds.n_vertices, slab_bytes, threads)
+    for hp, gp in zip(host, dev):
+        _same(hp, gp, cp)
+        old = _to_device(hp)
+        assert cp.asnumpy(old.hub).tobytes() == cp.asnumpy(gp.hub).tobytes()
+        assert cp.asnumpy(old.indices).tobytes() == cp.asnumpy(gp.indices).tobytes()
+
+
+@pytest.mark.gpu
+def test_device_partition_of_int64_ids_is_converted_on_the_device(cp, small, tmp_path, monkeypatch):
+    """A p1-block variant stored with int64 ids (N < 2**31) in chunks of 4096: int32 on the device, through the
+    device staging buffer over several slabs, equal to the host-loaded partition."""
+    from dbfs.kernel1 import csr_store, load_csr, store_csr
+
+    ds, variant = small
+    g = load_csr(ds.path, variant)
+    root = tmp_path / "i64"
+    shutil.copytree(ds.path, root / ds.path.name, ignore=shutil.ignore_patterns("csr"))
+    monkeypatch.setattr(csr_store, "_MAX_OUT_CHUNK", 4096)
+    store_csr(root / ds.path.name, g.indptr, g.indices.astype(np.int64), ds.n_edges, True, 0.0, "test")
+    host, dev = _host_and_device(root / ds.path.name, "p1-block", 1, ds.n_vertices, 1, 2)
+    assert host[0].indices.dtype == np.int64 and dev[0].indices.dtype == np.int32
+    _same(host[0], dev[0], cp)
+
+
+@pytest.mark.gpu
+def test_device_load_of_a_damaged_chunk_is_the_host_loads_error(cp, small, tmp_path):
+    from dbfs.bfs.dask.gpu_part import load_device
+    from dbfs.kernel1 import load_partition
+
+    ds, variant = small
+    root = tmp_path / "bad"
+    shutil.copytree(ds.path, root / ds.path.name)
+    path = root / ds.path.name
+    f = path / "csr" / variant / "part-0001" / "indices" / "c" / "2"
+    rewrite_fresh_crc(f, "blosc", np.int32)
+    with pytest.raises(DbfsError) as got:
+        load_device(str(path), variant, 1, slab_bytes=1, threads=2)
+    assert "part-0001/indices chunk 2" in str(got.value) and "digest" in str(got.value)
+    del zarr.open_group(str(path / "csr" / variant), mode="r+").attrs["corrupt"]
+    with pytest.raises(DbfsError) as want:
+        load_partition(path, variant, 1)
+    assert str(got.value) == str(want.value)

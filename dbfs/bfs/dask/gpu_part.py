@@ -2,17 +2,24 @@
 
 Contract
 --------
-:func:`_to_device` runs as a task pinned to a GPU worker after
-:func:`dbfs.bfs.dask.worker._prepare_part` (which read the partition from
-zarr and built its hub table from the GLOBAL degrees) and returns a
-:class:`_GpuPart`: the partition's rows, neighbour ids, hub table and
-zero-degree bitmap in device memory, a host copy of its row offsets (root
-degrees for the direction policy) and nothing else on the host: the host
-copy of the adjacency is dropped when the task returns. Every kernel a
-search on it launches is compiled here, outside any timed search
-(:func:`warm_device`). A device that runs out of memory is a one-line
-:class:`dbfs.errors.DbfsError` naming ``--device-memory-limit`` and the
-bytes the partition needed.
+:func:`load_device` (what :func:`dbfs.bfs.dask.worker._load_part` runs on a
+GPU worker) reads partition ``rank`` of a stored CSR variant straight into
+device memory as a :class:`_GpuPart`: its rows, neighbour ids and
+zero-degree bitmap on the device, a host copy of its row offsets (root
+degrees for the direction policy, the partition's degrees) and nothing else
+on the host: the neighbour ids are decoded into two pinned host slabs in
+turn (:class:`dbfs.store.chunk_read.ChunkReader`: every chunk's crc32c and
+digest checked, then both checksums, as :func:`dbfs.kernel1.load_partition`),
+each copied asynchronously while the next decodes and converted to the
+vertex-id width on the device; no full-size host copy of them exists.
+:func:`device_hub` then builds its hub table on the device from the GLOBAL
+degrees (:func:`dbfs.bfs.dask.worker._prepare_part`), bit for bit the host's
+:func:`dbfs.bfs.cpu.hub_by_degree`. :func:`_to_device` makes the same
+:class:`_GpuPart` from a prepared host partition (one built from the edges).
+Every kernel a search on it launches is compiled when it is made, outside
+any timed search (:func:`warm_device`). A device that runs out of memory is
+a one-line :class:`dbfs.errors.DbfsError` naming ``--device-memory-limit``
+and the bytes the partition needed.
 
 :func:`device_bytes` is the placement's estimate of what one partition
 takes on a GPU worker while searched (CSR, hub table, per-search arrays)
@@ -28,11 +35,23 @@ to the CPU workers' ``words`` int64 words (little-endian), so frontier
 slices cross the mesh in the CPU layout. Block partitions only: the
 kernels index a partition's rows by ``global - base``.
 
+Method: a slab is whole chunks of ``indices`` (about :data:`_SLAB_BYTES`,
+at least one chunk per reader thread); the copies and the conversions run
+in order on one stream, and a slab is decoded again only after the copy out
+of it has finished (an event per slab). The hub kernel gives each row a
+warp: lanes scan its neighbours in strides of 32 keeping the first highest
+degree, then a shuffle reduction keeps the highest degree at the lowest
+position, which is the host's first-in-row-order rule.
+
 After the device partitions of Gunrock's multi-GPU frontend (Pan, Wang,
 Wu, Yang and Owens, "Multi-GPU Graph Analytics", IPDPS 2017): one CSR
 slice per device, neighbour ids kept global.
 """
 from __future__ import annotations
+
+import ctypes
+import time
+from functools import lru_cache
 
 import numpy as np
 
@@ -41,8 +60,11 @@ from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 from dbfs.units import human
 
-__all__ = ["_GpuPart", "_to_device", "device_bytes", "ranks_device_bytes", "worker_bytes", "warm_device",
-           "_device_info"]
+__all__ = ["_GpuPart", "_to_device", "load_device", "device_hub", "device_bytes", "ranks_device_bytes",
+           "worker_bytes", "warm_device", "_device_info"]
+
+#: host bytes of one pinned slab of neighbour ids while a partition is read (two are held)
+_SLAB_BYTES = 1 << 27
 
 _COPIED = ("rank", "P", "kind", "n", "code", "q", "r", "count", "first", "base", "pad", "nloc", "nnz", "meta",
            "load_time", "prepare_time")
@@ -177,6 +199,12 @@ class _GpuPart:
                 "host_bytes": int(self.indptr_host.nbytes)}
 
 
+def _oom(worker: str, rank: int, need: int) -> DbfsError:
+    return DbfsError(f"GPU worker {worker or '?'} ran out of device memory loading partition {rank} "
+                     f"(about {human(need)}): lower --device-memory-limit so the rest goes to CPU "
+                     f"workers, or use more GPU workers / partitions")
+
+
 def _to_device(p, worker: str = ""):
     """(task pinned to a GPU worker) the prepared host partition ``p`` as a :class:`_GpuPart`."""
     import cupy as cp
@@ -184,7 +212,162 @@ def _to_device(p, worker: str = ""):
     try:
         return _GpuPart(p)
     except cp.cuda.memory.OutOfMemoryError:
-        need = device_bytes(p.nloc, p.nnz, p.n)
-        raise DbfsError(f"GPU worker {worker or '?'} ran out of device memory loading partition {p.rank} "
-                        f"(about {human(need)}): lower --device-memory-limit so the rest goes to CPU "
-                        f"workers, or use more GPU workers / partitions") from None
+        raise _oom(worker, p.rank, device_bytes(p.nloc, p.nnz, p.n)) from None
+
+
+def _upload(reader, src, vdt, slab_bytes: int):
+    """Stored array ``src`` (a CheckedArray) as a new device array of dtype ``vdt``, through two pinned
+    host slabs (module docstring); (device array, sum of its values mod 2**64)."""
+    import cupy as cp
+    import cupyx
+
+    n, sdt, step = int(src.shape[0]), np.dtype(src.dtype), int(src.chunks[0])
+    out = cp.empty(n, vdt)
+    per = min(max(slab_bytes // (step * sdt.itemsize), reader.threads, 1) * step, max(n, 1))
+    spans = [(lo, min(lo + per, n)) for lo in range(0, n, per)]
+    host = [cupyx.empty_pinned(per, sdt) for _ in range(min(2, len(spans)))]
+    stage = cp.empty(per, sdt) if sdt != vdt and spans else None
+    stream = cp.cuda.Stream(non_blocking=True)
+    copied = [None] * len(host)                 # per slab: the event of the last copy out of it
+    total = 0
+    try:
+        for k, (lo, hi) in enumerate(spans):
+            b = k % len(host)
+            if copied[b] is not None:
+                copied[b].synchronize()
+            buf = host[b][:hi - lo]
+            total += reader.read_into(src, buf, lo, hi)
+            dst = out[lo:hi] if stage is None else stage[:hi - lo]
+            dst.data.copy_from_host_async(ctypes.c_void_p(buf.ctypes.data), buf.nbytes, stream)
+            copied[b] = stream.record()
+            if stage is not None:
+                with stream:
+                    cp.copyto(out[lo:hi], dst, casting="unsafe")    # the id width, on the device
+    finally:
+        stream.synchronize()
+        buf = host = None
+        cp.get_default_pinned_memory_pool().free_all_blocks()
+    return out, total & ((1 << 64) - 1)
+
+
+def load_device(dataset_path, variant: str, rank: int, worker: str = "", slab_bytes: int = _SLAB_BYTES,
+                threads: int | None = None):
+    """(task pinned to a GPU worker) partition ``rank`` of a stored variant read into device memory.
+
+    Parameters
+    ----------
+    dataset_path : path-like
+        The dataset's directory.
+    variant : str
+        A block variant.
+    rank : int
+        The partition.
+    worker : str
+        This worker's address (named when the device runs out of memory).
+    slab_bytes : int
+        Host bytes of each of the two pinned slabs (rounded to whole chunks).
+    threads : int, optional
+        Reader threads (:class:`dbfs.store.chunk_read.ChunkReader`).
+
+    Returns
+    -------
+    _GpuPart
+        Its hub table not yet built (:func:`device_hub`).
+
+    Raises
+    ------
+    DbfsError
+        A damaged or missing variant (as :func:`dbfs.kernel1.load_partition`), a cyclic one, or too little
+        device memory.
+    """
+    import cupy as cp
+
+    from dbfs.bfs.dask.worker import _geometry
+    from dbfs.bfs.gpu import whole
+    from dbfs.kernel1.csr_store import open_partition
+    from dbfs.store.chunk_read import ChunkReader
+
+    t0 = time.perf_counter()
+    sp = open_partition(dataset_path, variant, rank)
+    if sp.meta["partitioning"] != "block":
+        raise DbfsError(f"partition {rank} is cyclic: GPU workers hold block partitions only; build the "
+                        f"variant with --partitioning block")
+    gp = _GpuPart.__new__(_GpuPart)
+    for k, v in _geometry({**sp.meta, "load_time": 0.0}).items():
+        setattr(gp, k, v)
+    gp.device_bytes = device_bytes(gp.nloc, gp.nnz, gp.n)
+    try:
+        with ChunkReader(threads) as reader:
+            ip = np.zeros(gp.pad + gp.count + 1, np.int64)     # the pad rows in front stay empty
+            sp.read_indptr(reader, ip[gp.pad:])
+            gp.indptr_host, gp.indptr = ip, cp.asarray(ip)
+            gp.indices, s_ix = _upload(reader, sp.indices, np.dtype(id_dtype(gp.n)), slab_bytes)
+        sp.check_sums(s_ix)
+        gp.adj = whole(gp.indices)
+        gp.hub = None
+        gp._finish()
+    except cp.cuda.memory.OutOfMemoryError:
+        raise _oom(worker, gp.rank, gp.device_bytes) from None
+    gp.load_time = time.perf_counter() - t0
+    return gp
+
+
+_HUB_SOURCE = r"""
+extern "C" __global__ void hub_by_degree(const long long* indptr, const VID* adj, const VID* deg, long long n,
+                                         VID* hub) {
+    const int lane = threadIdx.x & 31;
+    const long long warp = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+    const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
+    for (long long v = warp; v < n; v += nwarps) {
+        const long long s = indptr[v], e = indptr[v + 1];
+        long long bd = -1, bj = -1;
+        for (long long j = s + lane; j < e; j += 32) {
+            const long long d = (long long)deg[adj[j]];
+            if (d > bd) { bd = d; bj = j; }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            const long long od = __shfl_down_sync(0xffffffffu, bd, o);
+            const long long oj = __shfl_down_sync(0xffffffffu, bj, o);
+            if (od > bd || (od == bd && oj >= 0 && (bj < 0 || oj < bj))) { bd = od; bj = oj; }
+        }
+        if (lane == 0) hub[v] = bj >= 0 ? adj[bj] : (VID)-1;
+    }
+}
+"""
+
+
+@lru_cache(maxsize=None)
+def _hub_kernel(vid: str):
+    import cupy as cp
+
+    return cp.RawKernel(_HUB_SOURCE.replace("VID", vid), "hub_by_degree")
+
+
+def device_hub(gp, deg):
+    """Each row's highest-degree neighbour (first in row order on ties, -1 for an empty row), built on the
+    device from the GLOBAL degrees ``deg``: :func:`dbfs.bfs.cpu.hub_by_degree` bit for bit, in the id width.
+
+    Parameters
+    ----------
+    gp : _GpuPart
+        Its ``indptr`` (padded rows) and ``indices`` on the device.
+    deg : numpy.ndarray
+        Degree of every vertex (:func:`dbfs.bfs.dask.worker._global_degrees`).
+
+    Returns
+    -------
+    cupy.ndarray
+        (nloc,) of the vertex-id width.
+    """
+    import cupy as cp
+
+    from dbfs.bfs.gpu import _BLOCK, _grid, _i64
+
+    vdt = np.dtype(id_dtype(gp.n))
+    hub = cp.empty(gp.nloc, vdt)
+    if gp.nloc:
+        d = cp.asarray(np.asarray(deg).astype(vdt, copy=False))
+        _hub_kernel(gp.vid)(_grid(32 * gp.nloc), (_BLOCK,), (gp.indptr, gp.indices, d, _i64(gp.nloc), hub))
+        cp.cuda.Device().synchronize()
+        del d
+    return hub

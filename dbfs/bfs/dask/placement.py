@@ -180,9 +180,10 @@ def _submit_loads(dg: DistributedGraph, ranks) -> None:
     client = dg.client
     pin = {"allow_other_workers": False, "pure": False}
     loaded = {}
-    for rk in ranks:
-        how = (_load_part, str(dg.dataset_path), dg.variant, rk) if dg.source == "zarr" else \
-            (_build_part, str(dg.dataset_path), dg.P, rk, dg.dedupe, dg.rank_kind.get(rk) == "gpu")
+    for rk in ranks:      # a GPU worker reads a stored partition straight into device memory
+        gpu = dg.rank_kind.get(rk) == "gpu"
+        how = (_load_part, str(dg.dataset_path), dg.variant, rk, gpu, dg.rank_worker[rk]) if dg.source == "zarr" \
+            else (_build_part, str(dg.dataset_path), dg.P, rk, dg.dedupe, gpu)
         loaded[rk] = client.submit(*how, workers=[dg.rank_worker[rk]], key=f"dbfs-part-{uuid.uuid4().hex[:12]}-{rk}",
                                    **pin)
     allp = {**dg.part_futures, **loaded}
@@ -190,9 +191,10 @@ def _submit_loads(dg: DistributedGraph, ranks) -> None:
     deg = client.submit(_global_degrees, dg.partitioning, *degs, pure=False)
     for rk in ranks:
         w = dg.rank_worker[rk]
-        prepared = client.submit(_prepare_part, loaded[rk], deg, workers=[w],
+        gpu = dg.rank_kind.get(rk) == "gpu"
+        prepared = client.submit(_prepare_part, loaded[rk], deg, gpu, workers=[w],
                                  key=f"dbfs-prepared-{uuid.uuid4().hex[:12]}-{rk}", **pin)
-        if dg.rank_kind.get(rk) == "gpu":       # the partition moves to device memory (host adjacency dropped)
+        if gpu and dg.source != "zarr":       # built on the host: moves to device memory (host adjacency dropped)
             from dbfs.bfs.dask.gpu_part import _to_device
 
             prepared = client.submit(_to_device, prepared, w, workers=[w],

@@ -3,7 +3,9 @@
 Contract
 --------
 :func:`_load_part` reads partition ``rank`` of a Kernel 1 CSR variant
-(:func:`dbfs.kernel1.load_partition`) into a :class:`_Part`, or
+(:func:`dbfs.kernel1.load_partition`) into a :class:`_Part` (on a GPU
+worker straight into device memory,
+:func:`dbfs.bfs.dask.gpu_part.load_device`), or
 :func:`_build_part` builds it from the dataset's edges on the worker that
 will search it (Kernel 1 over that block of rows only, on the worker's GPU
 when it has one: the stored partition's bytes, nothing written);
@@ -41,8 +43,8 @@ from dbfs.bfs.dask.warmup import warm_level_kernels
 from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 
-__all__ = ["_Part", "_State", "_load_part", "_build_part", "_local_degrees", "_global_degrees", "_prepare_part",
-           "_part_info", "_pick_parent", "_scratch", "_grown", "_zeroed", "_search_summary", "_noop"]
+__all__ = ["_Part", "_State", "_geometry", "_load_part", "_build_part", "_local_degrees", "_global_degrees",
+           "_prepare_part", "_part_info", "_pick_parent", "_scratch", "_grown", "_zeroed", "_search_summary", "_noop"]
 
 
 class _Part:
@@ -86,7 +88,33 @@ class _Part:
                 "pid": os.getpid(), "kind": "cpu", "device_bytes": 0, "host_bytes": int(host)}
 
 
-def _load_part(dataset_path, variant, rank):
+def _geometry(meta: dict) -> dict:
+    """Where a partition's rows sit, from its ``meta`` (:func:`dbfs.kernel1.load_partition`'s): the attributes
+    :class:`_Part` sets besides its arrays (rank, P, kind, n, code, q, r, count, first, base, pad, nloc, nnz,
+    meta, load_time, prepare_time), for a partition read straight to a GPU (:func:`dbfs.bfs.dask.gpu_part.
+    load_device`)."""
+    rank, P, kind, n = int(meta["rank"]), int(meta["P"]), meta["partitioning"], int(meta["n_vertices"])
+    part = Partitioning(n, P, kind)
+    rng = meta["vertex_range"]
+    first = rng.start if kind == "block" else rank
+    base = _base_of(part, rank)
+    pad = first - base if kind == "block" else 0
+    return {"rank": rank, "P": P, "kind": kind, "n": n, "code": part.code, "q": part.q, "r": part.r,
+            "count": len(rng), "first": first, "base": base, "pad": pad, "nloc": pad + len(rng),
+            "nnz": int(meta["nnz"]), "meta": {k: meta[k] for k in ("variant", "rank", "P", "partitioning",
+                                                                   "n_vertices", "nnz")},
+            "load_time": float(meta["load_time"]), "prepare_time": 0.0}
+
+
+def _load_part(dataset_path, variant, rank, device: bool = False, worker: str = ""):
+    """Partition ``rank`` of a stored variant on this worker: a :class:`_Part` (host arrays,
+    :func:`dbfs.kernel1.load_partition`) or with ``device`` a :class:`dbfs.bfs.dask.gpu_part._GpuPart` read
+    straight into device memory (:func:`dbfs.bfs.dask.gpu_part.load_device`: no host copy of the adjacency,
+    the hub table left to :func:`_prepare_part`). ``worker`` names this worker in an out-of-memory error."""
+    if device:
+        from dbfs.bfs.dask.gpu_part import load_device
+
+        return load_device(dataset_path, variant, rank, worker)
     from dbfs.kernel1 import load_partition
 
     t0 = time.perf_counter()
@@ -150,15 +178,25 @@ def _global_degrees(part: Partitioning, *degs):
     return deg
 
 
-def _prepare_part(p, deg):
+def _prepare_part(p, deg, device: bool = False):
     """Kernel-1-like data a partition needs from the whole graph: the hub
-    neighbours of bu_step (built at load time, outside any search); and
-    every kernel a search on this worker calls, loaded now
-    (:func:`dbfs.bfs.cpu.warm_kernels`, :func:`dbfs.bfs.dask.warmup.warm_level_kernels`)."""
+    neighbours of bu_step (built at load time, outside any search); and,
+    for a partition a CPU worker searches, every kernel such a search calls,
+    loaded now (:func:`dbfs.bfs.cpu.warm_kernels`,
+    :func:`dbfs.bfs.dask.warmup.warm_level_kernels`). A partition already in
+    device memory gets its hub table built there
+    (:func:`dbfs.bfs.dask.gpu_part.device_hub`); one headed to a GPU
+    (``device``) skips the Numba warm-up: no CPU search runs on it."""
     t0 = time.perf_counter()
-    warm_kernels(p.indptr, p.indices)
-    warm_level_kernels(p, id_dtype(p.n))
-    p.hub = hub_by_degree(p.indptr, p.indices, deg)
+    if getattr(p, "on_device", False):
+        from dbfs.bfs.dask.gpu_part import device_hub
+
+        p.hub = device_hub(p, deg)
+    else:
+        if not device:
+            warm_kernels(p.indptr, p.indices)
+            warm_level_kernels(p, id_dtype(p.n))
+        p.hub = hub_by_degree(p.indptr, p.indices, deg)
     p.prepare_time = time.perf_counter() - t0
     return p
 
