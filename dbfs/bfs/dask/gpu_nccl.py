@@ -46,7 +46,7 @@ import numpy as np
 
 from dbfs.bfs.dask.gpu_search import _GpuSearch
 from dbfs.bfs.dask.nccl import _Timeline
-from dbfs.bfs.gpu import _BLOCK, _grid
+from dbfs.bfs.gpu import _BLOCK, _grid, _i64
 from dbfs.partition import owner_local
 
 __all__ = ["_NcclSearch"]
@@ -68,9 +68,12 @@ class _NcclSearch(_GpuSearch):
         super().__init__(mesh, widx, ranks_of, parts, plugin, None)
         self.comm = self.mesh = comm                 # the level loop reads seconds, rounds and sent
         self.W = len(ranks_of)
-        rows = len(self.states) + 1
-        self.cbuf = cp.zeros((rows + 1, 4), cp.uint64)   # counters of the claim row and partitions, then totals
-        self.cnt, self.gsum = self.cbuf[:rows], self.cbuf[rows]
+        rows = self.rows = len(self.states) + 1
+        # counters of the claim row and the partitions, the level's totals, the bucket sizes: one zeroing
+        self.cbuf = cp.zeros(4 * (rows + 1) + self.P, cp.uint64)
+        self.cnt = self.cbuf[:4 * rows].reshape(rows, 4)
+        self.gsum = self.cbuf[4 * rows:4 * rows + 4]
+        self.hist = self.cbuf[4 * rows + 4:]
         self.allhist = cp.zeros(self.W * self.P, cp.uint64)
         self.one = cp.zeros(1, cp.int64)
         self.tl = _Timeline()
@@ -79,11 +82,14 @@ class _NcclSearch(_GpuSearch):
 
     def _read(self):
         """The level's one host read of the counters; returns them (after checking the mesh)."""
-        h = self.cbuf.get()
+        h = self.cbuf[:4 * (self.rows + 1)].get().reshape(self.rows + 1, 4)
         self.comm.check()
         for r, st in enumerate(self.states.values(), 1):
             st.nq, st.m = int(h[r, 0]), int(h[r, 1])
         return h[-1]
+
+    def _level_totals(self, examined=-1):
+        self.k["level_totals"]((1,), (32,), (self.cnt, np.int32(self.rows), _i64(examined), self.gsum))
 
     def _totals(self, g, kt):
         k, x = self.tl.settle()
@@ -108,15 +114,13 @@ class _NcclSearch(_GpuSearch):
     def td_level(self, level, kt):
         tl, comm, P = self.tl, self.comm, self.P
         tl.begin()
-        self.cnt.fill(0)
+        self.cbuf.fill(0)
         examined = self._claim()
-        self.hist.fill(0)
         ub = min(examined, self.N)          # the claims are at most the edges examined
         if ub:
             g = _grid(ub)
             self.k["bucket_count"](g, (_BLOCK,), (self.claims, self.cnt[0], self.starts, np.int32(P), self.hist))
-            cp.cumsum(self.hist, out=self.cursor)
-            cp.subtract(self.cursor, self.hist, out=self.cursor)
+            self.k["bucket_offsets"]((1,), (1,), (self.hist, np.int32(P), self.cursor))
             self.k["bucket_scatter"](g, (_BLOCK,), (self.claims, self.cnt[0], self.starts, np.int32(P), self.scratch,
                                                     self.cursor, self.pairL, self.pairU))
         tl.mark("k")
@@ -146,8 +150,7 @@ class _NcclSearch(_GpuSearch):
                     pos += n
             tl.mark("x")
         self._absorb(self.claims[:nc], nc, remote)
-        cp.sum(self.cnt[1:], axis=0, out=self.gsum)
-        self.gsum[2:3].fill(examined)
+        self._level_totals(examined)
         tl.mark("k")
         comm.allreduce(self.gsum)
         tl.mark("x")
@@ -170,7 +173,7 @@ class _NcclSearch(_GpuSearch):
         self._bu_steps()
         self.front_next.fill(0)
         self._or_own(self.front_next)
-        cp.sum(self.cnt[1:], axis=0, out=self.gsum)
+        self._level_totals()
         tl.mark("k")
         with comm.group():
             comm.allreduce(self.front_next)

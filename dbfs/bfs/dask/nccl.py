@@ -140,6 +140,23 @@ class _Comm:
             except self.nccl.NcclError as exc:
                 raise _PeerLost(f"NCCL: {exc}") from None
 
+    def warm(self) -> None:
+        """Connect every path a search uses (NCCL connects peers at their first send and receive, and
+        sets up each collective's channels at its first call), so no search pays for it; every rank
+        calls it at once."""
+        cp = self.cp
+        one = cp.zeros(1, cp.uint64)
+        many = cp.zeros(self.W, cp.uint64)
+        with self.group():
+            for j in range(self.W):
+                if j != self.widx:
+                    self.send(one, j)
+                    self.recv(many[j:j + 1], j)
+        self.allreduce(one)
+        self.allgather(one, many)
+        cp.cuda.get_current_stream().synchronize()
+        self.rounds = self.sent = 0
+
     def check(self) -> None:
         """After a host read: a communicator aborted meanwhile means a lost peer."""
         if self.closed:
@@ -224,6 +241,7 @@ def _nccl_join(mesh_id: str, uid, widx: int, W: int):
 
     plugin = get_plugin()
     comm = _Comm(uid, widx, W)
+    comm.warm()
     with plugin.lock:
         plugin.shms[mesh_id] = comm
     return widx

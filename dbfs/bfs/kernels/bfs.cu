@@ -405,6 +405,31 @@ extern "C" __global__ void bucket_scatter(const vid_t* V, const u64* mp, const i
     }
 }
 
+// One thread: cursor[o] = exclusive prefix sum of hist over owners o < P (P is
+// small), the bucket starts of bucket_scatter.
+extern "C" __global__ void bucket_offsets(const u64* hist, int P, u64* cursor) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        u64 s = 0;
+        for (int o = 0; o < P; ++o) {
+            cursor[o] = s;
+            s += hist[o];
+        }
+    }
+}
+
+// A level's counts for a collective: tot[c] = sum of cnt[r][c] over the
+// partitions' rows r in [1, rows) (cnt rows of 4 u64; row 0 is the claim
+// row), then tot[2] = examined where examined >= 0 (a top-down level's
+// edges examined, known on the host). One block of at least 4 threads.
+extern "C" __global__ void level_totals(const u64* cnt, int rows, i64 examined, u64* tot) {
+    const int c = threadIdx.x;
+    if (blockIdx.x == 0 && c < 4) {
+        u64 s = 0;
+        for (int r = 1; r < rows; ++r) s += cnt[4 * r + c];
+        tot[c] = (c == 2 && examined >= 0) ? (u64)examined : s;
+    }
+}
+
 // --------------------------------------------------------------- hub table
 // hub[v]: v's highest-degree neighbour (first in row order on ties), -1 for an
 // empty row; one warp per vertex (lanes stride the row, then a warp argmax).
