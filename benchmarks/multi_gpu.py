@@ -42,6 +42,9 @@ def _run(args, flags, datasets, tmp, label, env=None) -> dict:
            "valid": sum(bool(s.get("valid")) for s in rec["searches"]), "searches": len(rec["searches"]),
            "level_overhead_median": float(np.median(over)) if over else None,
            "level_overhead_p90": float(np.percentile(over, 90)) if over else None,
+           "workers_read": [{"read_s": w.get("read_s"), "prepare_s": w.get("prepare_s"),
+                             "device_bytes": w.get("device_bytes")}
+                            for w in rec.get("config", {}).get("workers") or []],
            "levels_first_search": [{k: lv.get(k) for k in ("level", "direction", "frontier", "edges", "time",
                                                          "kernel", "overhead", "rounds", "workers")}
                                     for lv in (rec["searches"][0].get("levels") or [])] if rec["searches"] else [],
@@ -56,6 +59,10 @@ def _run(args, flags, datasets, tmp, label, env=None) -> dict:
           + (f"  level overhead median {row['level_overhead_median'] * 1e6:.0f} us" if over else "")
           + (f"  [{row['describe'].get('level_exchange')}]" if row["describe"].get("level_exchange") else ""),
           flush=True)
+    for w in row["workers_read"]:                   # a stored partition read onto a worker: its rate
+        if w["read_s"]:
+            print(f"    worker read {w['read_s']:.2f} s, prepare {w['prepare_s'] or 0:.2f} s, "
+                  f"{(w['device_bytes'] or 0) / w['read_s'] / 1e9:.2f} GB/s of device bytes", flush=True)
     for lv in row["levels_first_search"]:           # where the first search's time went, level by level
         ws = " ".join(f"{w['kernel'] * 1e6:.0f}/{w['exchange'] * 1e6:.0f}" for w in lv.get("workers") or [])
         print(f"    level {lv['level']:2d} {lv['direction']} frontier {lv['frontier']:>10,} "
@@ -75,12 +82,16 @@ def main(argv=None) -> int:
     ap.add_argument("--tag", default="")
     ap.add_argument("--ipc-too", action="store_true",
                     help="also run each P > 1 with DBFS_NCCL=off (the TCP mesh and CUDA IPC instead of NCCL)")
+    ap.add_argument("--stored-p1", action="store_true",
+                    help="also run P = 1 with --relabel none: Kernel 1 stores the CSR, the GPU worker reads it")
     ap.add_argument("--relabel-too", action="store_true", help="also run each P > 1 with --relabel degree")
     args = ap.parse_args(argv)
     configs = {"gpu": (f"--backend gpu {args.flags}", None)}
     for P in args.partitions:
         flags = f"--cluster local-gpu --backend dask --partitions {P} {args.flags}"
         configs[f"p{P}"] = (flags, None)
+        if args.stored_p1 and P == 1:       # the plain CSR stored by Kernel 1, then read onto the GPU worker
+            configs["p1-stored"] = (flags + " --relabel none", None)
         if args.ipc_too and P > 1:
             configs[f"p{P}-ipc"] = (flags, {"DBFS_NCCL": "off"})
         if args.relabel_too and P > 1:
