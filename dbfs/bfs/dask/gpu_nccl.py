@@ -23,7 +23,8 @@ of bitmap words is their OR):
   its edges, edges examined), read once;
 - bottom-up: ``bu_step``; this worker's bits of the next frontier into a
   zeroed global bitmap; allreduce(sum) of the bitmap and of the counts in
-  one group, read once;
+  one group, read once (one rank per worker, the ranks' slices equal whole
+  words: the ranks' bitmaps allgathered in place into the global one);
 - the top-down -> bottom-up switch: the same bitmap allreduce, no read.
 
 Every worker feeds the same global counts to its own direction policy, as
@@ -78,6 +79,13 @@ class _NcclSearch(_GpuSearch):
         self.one = cp.zeros(1, cp.int64)
         self.tl = _Timeline()
         self.dev = plugin.scratch.setdefault("gpu", {})
+        # one rank per worker, ranks in mesh order, every slice the same whole number of 64-vertex words
+        # (N a multiple of 64 P, as 2^SCALE with P a power of two): the global bitmap is the allgather of
+        # the ranks' bitmaps in place, half the bytes of an allreduce and no zeroing
+        sh = self.starts_h
+        self.slice = int(sh[1] - sh[0]) // 32
+        self.gather = self.P == self.W and self.my_ranks == (widx,) and all(
+            int(sh[rk]) % 64 == 0 and int(sh[rk + 1] - sh[rk]) == 32 * self.slice for rk in range(self.P))
         cp.cuda.Device().synchronize()
 
     def _read(self):
@@ -87,6 +95,29 @@ class _NcclSearch(_GpuSearch):
         for r, st in enumerate(self.states.values(), 1):
             st.nq, st.m = int(h[r, 0]), int(h[r, 1])
         return h[-1]
+
+    def _exchange_bitmap(self, dst, totals=False):
+        """This worker's bits of a frontier into the global bitmap ``dst`` on every worker, with the
+        level's totals (``totals``) in the same group."""
+        comm = self.comm
+        if self.gather:
+            w = self.slice
+            seg = dst[self.widx * w:(self.widx + 1) * w]
+            cp.copyto(seg, self.states[self.widx].fbm[:w])
+        else:
+            dst.fill(0)
+            self._or_own(dst)
+        if totals:
+            self._level_totals()
+        self.tl.mark("k")
+        with comm.group():
+            if self.gather:
+                comm.allgather(seg, dst)
+            else:
+                comm.allreduce(dst)
+            if totals:
+                comm.allreduce(self.gsum)
+        self.tl.mark("x")
 
     def _level_totals(self, examined=-1):
         self.k["level_totals"]((1,), (32,), (self.cnt, np.int32(self.rows), _i64(examined), self.gsum))
@@ -159,26 +190,14 @@ class _NcclSearch(_GpuSearch):
     def to_bitmaps(self):
         self.tl.begin()
         self._queues_to_bitmaps()
-        self.front.fill(0)
-        self._or_own(self.front)
-        self.tl.mark("k")
-        self.comm.allreduce(self.front)
-        self.tl.mark("x")
+        self._exchange_bitmap(self.front)
         cp.bitwise_or(self.visited_g, self.front, out=self.visited_g)
         return 0.0                          # its device seconds settle with the bottom-up level that follows
 
     def bu_level(self, kt):
-        tl, comm = self.tl, self.comm
-        tl.begin()
+        self.tl.begin()
         self._bu_steps()
-        self.front_next.fill(0)
-        self._or_own(self.front_next)
-        self._level_totals()
-        tl.mark("k")
-        with comm.group():
-            comm.allreduce(self.front_next)
-            comm.allreduce(self.gsum)
-        tl.mark("x")
+        self._exchange_bitmap(self.front_next, totals=True)
         g = self._read()
         cp.bitwise_or(self.visited_g, self.front_next, out=self.visited_g)
         self.front, self.front_next = self.front_next, self.front
