@@ -53,7 +53,7 @@ from dbfs.kernel1.gpu import _grid, _kernels, _BLOCK
 from dbfs.kernel1.passes import _own_sink, check_rows, plan_rows
 from dbfs.progress import say
 
-__all__ = ["build_csr_gpu_passes", "device_cost", "degree_pass", "pass_device", "spans_of"]
+__all__ = ["build_csr_gpu_passes", "DeviceCSR", "device_cost", "degree_pass", "pass_device", "spans_of"]
 
 _ENTRY = 24
 _ROW = 48
@@ -147,9 +147,39 @@ def _one_pass(source, spans, lo, hi, raw_ptr, idt, dedupe, k):
     return cp.asnumpy(ptr), cp.asnumpy(idx)
 
 
+class DeviceCSR:
+    """Rows ``[lo, hi)`` of a CSR in device memory: ``indptr`` (int64 CuPy, from 0, ``hi - lo + 1``),
+    ``indices`` (CuPy, the id width), ``n`` vertices, ``meta`` (as the host build's)."""
+
+    def __init__(self, indptr, indices, n: int, meta: dict):
+        self.indptr, self.indices, self.n_vertices, self.meta = indptr, indices, int(n), meta
+
+
+class _DeviceBlocks:
+    """A sink keeping each pass's block on the device; :meth:`csr` joins them (rows in order)."""
+
+    def __init__(self):
+        self.ptrs, self.idxs = [], []
+
+    def __call__(self, lo, hi, ptr, idx):
+        self.ptrs.append(ptr)
+        self.idxs.append(idx)
+
+    def csr(self, n, meta, idt) -> DeviceCSR:
+        if len(self.ptrs) == 1:
+            return DeviceCSR(self.ptrs[0], self.idxs[0], n, meta)
+        if not self.ptrs:
+            return DeviceCSR(cp.zeros(1, cp.int64), cp.empty(0, idt), n, meta)
+        offs = np.cumsum([0] + [int(i.size) for i in self.idxs])
+        parts = [p[:-1] + int(o) for p, o in zip(self.ptrs, offs[:-1])] + [cp.asarray([int(offs[-1])], cp.int64)]
+        ptr, idx = cp.concatenate(parts), cp.concatenate(self.idxs)
+        self.ptrs = self.idxs = None
+        return DeviceCSR(ptr, idx, n, meta)
+
+
 def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_budget: int = 1 << 30,
                          budget_name: str = "memory_budget", sink=None, on_pass=None, quiet: bool = True,
-                         rows=None):
+                         rows=None, on_device: bool = False):
     """Build the undirected CSR on the GPU in passes within a device budget (see the module docstring).
 
     Parameters
@@ -166,12 +196,15 @@ def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_bu
         The option named in budget errors (e.g. ``--device-memory-limit``).
     sink, on_pass, quiet, rows
         As in :func:`dbfs.kernel1.passes.build_csr_passes` (``rows``: only rows ``[lo, hi)``).
+    on_device : bool
+        Keep the rows on the device (no sink): a :class:`DeviceCSR` instead of the host graph (each
+        pass's block stays in device memory beside the next pass's work).
 
     Returns
     -------
-    CSRGraph or dict
-        The host graph (its ``meta`` when a sink is given); ``meta["passes"]``
-        as on the CPU.
+    CSRGraph, DeviceCSR or dict
+        The host graph (the device rows with ``on_device``; its ``meta`` when a sink is given);
+        ``meta["passes"]`` as on the CPU.
     """
     n = int(n_vertices)
     if n > 2**32:
@@ -198,14 +231,19 @@ def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_bu
     ranges = plan_rows(host_ptr, rows, budget, _ENTRY, fixed, budget_name, row_cost=_ROW) if n else []
     say(f"GPU Kernel 1 in passes: {len(ranges)} pass(es) over {source.m:,} edges, device budget {budget:,} B", quiet)
     own = sink is None
-    if own:
+    if on_device and own:
+        sink, own = _DeviceBlocks(), False
+    elif own:
         sink = _own_sink(host_ptr, n, rows, idt)
     del host_ptr
     nnz = 0
     for i, (lo, hi, cost) in enumerate(ranges):
         pool.free_all_blocks()
         hook("start", i, {"lo": lo, "hi": hi, "planned": cost})
-        ptr, idx = _one_pass(source, spans, lo, hi, raw_ptr, idt, dedupe, k)
+        if on_device:
+            ptr, idx = pass_device(source, spans, lo, hi, raw_ptr, idt, dedupe, k)
+        else:
+            ptr, idx = _one_pass(source, spans, lo, hi, raw_ptr, idt, dedupe, k)
         hook("end", i, {"lo": lo, "hi": hi, "planned": cost})
         sink(lo, hi, ptr, idx)
         nnz += int(idx.size)
@@ -220,4 +258,6 @@ def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_bu
         meta["rows"] = rows
     if own:
         return CSRGraph(sink.indptr, sink.indices[:sink.pos], n, meta=meta)
+    if isinstance(sink, _DeviceBlocks):
+        return sink.csr(n, meta, idt)
     return meta
