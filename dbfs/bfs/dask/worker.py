@@ -161,6 +161,61 @@ def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bo
             "load_time": 0.0}
     p = _Part(g.indptr, g.indices, meta)
     p.load_time = time.perf_counter() - t0
+    p.meta["edge_rows_read"] = int(g.meta["n_edges"]) * (1 + int(g.meta["passes"]["count"]))   # degrees, each pass
+    return p
+
+
+def _dataset(dataset_path):
+    from pathlib import Path
+
+    from dbfs.store import open_dataset
+
+    path = Path(dataset_path)
+    return open_dataset(path.name, path.parent)
+
+
+def _shuffle_read(dataset_path, P: int, ranks, g: int, G: int):
+    """Reader ``g`` of ``G`` of Kernel 1 as one shuffle (:mod:`dbfs.kernel1.shuffle`): its 1/G of the dataset's
+    edge chunks (:func:`dbfs.kernel1.shuffle.reader_spans`; a virtual list's regenerated) read once, both
+    directions of every tuple bucketed by owner rank of the block partitioning in ``P``, the pieces of ``ranks``
+    kept: ``(rank -> piece, read info)`` (:func:`dbfs.kernel1.shuffle.read_buckets`)."""
+    from dbfs.kernel1.shuffle import ShufflePlan, read_buckets, reader_spans
+
+    ds = _dataset(dataset_path)
+    edges = ds.edges()
+    r0, r1 = reader_spans(edges.shape[0], edges.chunks[0], G)[g]
+    return read_buckets(edges, r0, r1, ShufflePlan.make(ds.n_vertices, P), ranks)
+
+
+def _shuffle_piece(read, rank):
+    """(on a reader's worker) the piece of ``rank`` of a reader's result, with the reader's info: what moves."""
+    pieces, info = read
+    return pieces[rank], info
+
+
+def _shuffle_build(dataset_path, P: int, rank: int, dedupe: bool, credit: int, *got):
+    """Partition ``rank`` of the block partitioning in ``P`` from ``got``, the ``(piece, read info)`` every reader
+    of the shuffle sent it (:func:`_shuffle_piece`): the readers' rows checked against the dataset's
+    ``edges_checksum``, the rows built (:func:`dbfs.kernel1.shuffle.build_rank`, in ranges within
+    :data:`_BUILD_PASS`): the bytes of partition ``rank`` of variant ``p<P>-block``. The partition's info reports
+    the edge rows and seconds of reader ``credit`` (-1: none), so a shuffle's ranks add up to its reads."""
+    from dbfs.kernel1 import variant_name
+    from dbfs.kernel1.shuffle import ShufflePlan, build_rank, check_sum
+
+    t0 = time.perf_counter()
+    ds = _dataset(dataset_path)
+    infos = [info for _, info in got]
+    check_sum(ds.edges(), infos)
+    plan = ShufflePlan.make(ds.n_vertices, P)
+    indptr, indices, built = build_rank([piece for piece, _ in got], plan, rank, dedupe, _BUILD_PASS)
+    del got
+    meta = {"variant": variant_name(int(P), "block", dedupe, "none"), "rank": int(rank), "P": int(P),
+            "partitioning": "block", "n_vertices": plan.n, "nnz": int(indptr[-1]),
+            "vertex_range": plan.part.vertex_range(int(rank)), "load_time": 0.0}
+    p = _Part(indptr, indices, meta)
+    read = infos[credit] if credit >= 0 else {"rows": 0, "seconds": 0.0}
+    p.load_time = time.perf_counter() - t0 + float(read["seconds"])
+    p.meta.update(edge_rows_read=int(read["rows"]), edge_readers=len(infos), build_ranges=int(built["ranges"]))
     return p
 
 
