@@ -9,7 +9,8 @@ workers: rank ``r`` lives on worker ``rank_worker[r]`` as one future
 (``mesh_id``, ``mesh_workers``: the distinct workers in rank order, the
 mesh index of a worker is its position there). :func:`_submit_loads` loads
 partitions onto their workers (read from the variant, or with ``source =
-"edges"`` built from the dataset's edges there) and gives them the
+"edges"`` built from the dataset's edges there, for CPU workers as one
+shuffle that reads every edge chunk once: :func:`_submit_shuffle`) and gives them the
 whole-graph data they need (hub neighbours by GLOBAL degree: every partition's degrees are joined on a
 worker and copied worker to worker); it runs at load time and after a lost
 worker (:mod:`dbfs.bfs.dask.recovery`). Its wait is bounded and watches the
@@ -25,6 +26,7 @@ from pathlib import Path
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _close_mesh
 from dbfs.bfs.dask.waits import gather_watched
 from dbfs.bfs.dask.worker import _build_part, _global_degrees, _load_part, _local_degrees, _part_info, _prepare_part
+from dbfs.bfs.dask.worker import _shuffle_build, _shuffle_piece, _shuffle_read
 from dbfs.errors import DbfsError
 from dbfs.partition import Partitioning
 from dbfs.zattrs import read_attrs
@@ -170,6 +172,35 @@ def gpu_budgets(client, kinds: dict, n: int, limit=None) -> dict:
     return {w: max(0, int(DEVICE_SHARE * res[w]["free"]) - worker_bytes(n)) for w in gpus}
 
 
+def _submit_shuffle(dg: DistributedGraph, ranks, pin: dict) -> dict:
+    """(``source = "edges"``) Kernel 1 of the CPU ranks among ``ranks`` as one shuffle
+    (:mod:`dbfs.kernel1.shuffle`): one reader per distinct worker of those ranks, pinned there, reads its 1/G of
+    the edge chunks once and buckets both directions by owner rank (:func:`dbfs.bfs.dask.worker._shuffle_read`);
+    each rank's build, on its worker, takes its piece of every reader (Dask moves them) and builds its rows
+    (:func:`dbfs.bfs.dask.worker._shuffle_build`). Rank -> future of its partition; GPU ranks are left to
+    :func:`dbfs.bfs.dask.worker._build_part` (and a stored variant's to ``_load_part``): ``{}``."""
+    if dg.source != "edges":
+        return {}
+    cpu = [rk for rk in ranks if dg.rank_kind.get(rk) != "gpu"]
+    if not cpu:
+        return {}
+    client, path, tag = dg.client, str(dg.dataset_path), uuid.uuid4().hex[:12]
+    readers = list(dict.fromkeys(dg.rank_worker[rk] for rk in cpu))     # distinct workers, in rank order
+    reads = [client.submit(_shuffle_read, path, dg.P, cpu, g, len(readers), workers=[w],
+                           key=f"dbfs-k1-read-{tag}-{g}", **pin) for g, w in enumerate(readers)]
+    first = {}                                   # the first rank built on each reader's worker reports its reads
+    for rk in cpu:
+        first.setdefault(dg.rank_worker[rk], rk)
+    out = {}
+    for rk in cpu:
+        got = [client.submit(_shuffle_piece, f, rk, workers=[w], key=f"dbfs-k1-piece-{tag}-{g}-{rk}", **pin)
+               for g, (f, w) in enumerate(zip(reads, readers))]
+        credit = readers.index(dg.rank_worker[rk]) if first[dg.rank_worker[rk]] == rk else -1
+        out[rk] = client.submit(_shuffle_build, path, dg.P, rk, dg.dedupe, credit, *got,
+                                workers=[dg.rank_worker[rk]], key=f"dbfs-part-{tag}-{rk}", **pin)
+    return out
+
+
 def _submit_loads(dg: DistributedGraph, ranks) -> None:
     """Load partitions ``ranks`` onto their workers, then give them the
     whole-graph data they need (hub neighbours by global degree: every
@@ -179,8 +210,8 @@ def _submit_loads(dg: DistributedGraph, ranks) -> None:
         return
     client = dg.client
     pin = {"allow_other_workers": False, "pure": False}
-    loaded = {}
-    for rk in ranks:      # a GPU worker reads a stored partition straight into device memory
+    loaded = _submit_shuffle(dg, ranks, pin)          # built from the edges on CPU workers: one shuffle
+    for rk in (r for r in ranks if r not in loaded):   # a GPU worker reads a stored partition into device memory
         gpu = dg.rank_kind.get(rk) == "gpu"
         how = (_load_part, str(dg.dataset_path), dg.variant, rk, gpu, dg.rank_worker[rk]) if dg.source == "zarr" \
             else (_build_part, str(dg.dataset_path), dg.P, rk, dg.dedupe, gpu)
