@@ -5,8 +5,9 @@ Contract
 :func:`generate_on_worker` makes a Kronecker dataset with the GPU generator
 on a GPU worker (the same bytes as every generator; a virtual list's
 checksum in seconds instead of a CPU pass over 2^34 edges) and keeps its
-device copy of the edges there for Kernel 1 (:func:`forget` drops it when
-Kernel 1 runs elsewhere).
+device copy of the edges there, in the worker plugin's ``scratch``
+(:mod:`dbfs.bfs.dask.plugin`; no module state), for Kernel 1
+(:func:`forget` drops it when Kernel 1 runs elsewhere).
 :func:`build_on_worker` runs :func:`dbfs.store.gpu_placed.build_placed` (the
 GPU backend's Kernel 1 in passes straight into a device/pinned-host split,
 edge chunks read or regenerated on that device) as ONE task pinned to a GPU
@@ -15,7 +16,8 @@ worker, and :func:`adopt` makes the result the one partition (P = 1) of a
 distributed search (:func:`dbfs.bfs.dask.search`) runs on. It is the Dask
 backend's path for a graph whose CSR fits neither the disk nor the host
 memory and for ``--relabel degree`` at P = 1 (relabelled on the device,
-as ``--backend gpu`` does). Nothing is stored,
+as ``--backend gpu`` does), searched through
+:class:`dbfs.bfs.dask.graphs.ResidentGraph`. Nothing is stored,
 so what the zarr variant would give later is asked of that worker:
 :func:`eligible` (root eligibility from the CSR's degrees: a vertex has a
 non-self-loop input edge iff its CSR row is not empty), :func:`validate`
@@ -164,7 +166,7 @@ def _build(dataset_path, dedupe, relabel, order, device_limit, quiet):
     from dbfs.units import human
 
     path = Path(dataset_path)
-    ds = _KEPT.pop(str(path), None) or open_dataset(path.name, path.parent)
+    ds = _kept().pop(str(path), None) or open_dataset(path.name, path.parent)
     try:
         k1 = build_placed(ds, dedupe=dedupe, device_limit=device_limit, quiet=quiet, relabel=relabel, order=order,
                           tell=False)
@@ -182,20 +184,34 @@ def _generate(spec, root, quiet):
 
     ds, _ = generate(spec, root, quiet=quiet, backend="gpu", edges="auto")
     if ds.memo.get("device_edges") is not None:     # the device copy of the edges, for Kernel 1 here
-        _KEPT[str(ds.path)] = ds
+        _kept()[str(ds.path)] = ds
     return str(ds.path)
 
 
-#: dataset path -> the Dataset :func:`_generate` made on this worker, its device copy of the edges in ``memo``
-#: (what Kernel 1 and validation read instead of the zarr chunks), until :func:`_build` or :func:`forget`
-_KEPT: dict = {}
+def _kept(dask_worker=None) -> dict:
+    """This worker's kept datasets: dataset path -> the Dataset :func:`_generate` made here, its device copy of
+    the edges in ``memo`` (what Kernel 1 and validation read instead of the zarr chunks), until :func:`_build`
+    or :func:`forget`. Kept in the worker plugin's ``scratch`` (gone when that is cleared); a worker without the
+    plugin keeps none (Kernel 1 then reads the stored or regenerated edges: the same bytes)."""
+    from dbfs.bfs.dask.plugin import NAME
+
+    if dask_worker is None:
+        from distributed import get_worker
+
+        dask_worker = get_worker()
+    plugin = dask_worker.plugins.get(NAME)
+    return {} if plugin is None else plugin.scratch.setdefault(_SCRATCH_KEY, {})
 
 
-def _forget(path):
+#: the key of :func:`_kept`'s datasets in the worker plugin's ``scratch``
+_SCRATCH_KEY = "built-datasets"
+
+
+def _forget(path, dask_worker=None):
     """(client.run on a GPU worker) drop a kept dataset's device copy of its edges."""
     import cupy as cp
 
-    if _KEPT.pop(str(path), None) is not None:
+    if _kept(dask_worker).pop(str(path), None) is not None:
         cp.get_default_memory_pool().free_all_blocks()
 
 
@@ -207,10 +223,13 @@ def forget(client, ds) -> None:
 
 
 def generate_on_worker(client, spec, root, worker: str, quiet: bool = False, timeout: float = BUILD_TIMEOUT):
-    """The dataset of Kronecker ``spec`` under ``root``, generated on GPU worker ``worker``."""
+    """The dataset of Kronecker ``spec`` under ``root``, generated on GPU worker ``worker`` (its device copy of
+    the edges kept there, in the worker plugin, for Kernel 1)."""
+    from dbfs.bfs.dask.mesh import ensure_plugin
     from dbfs.bfs.dask.waits import gather_watched
     from dbfs.store import open_dataset
 
+    ensure_plugin(client)
     fut = client.submit(_generate, spec, str(root), quiet, workers=[worker], **_PIN)
     path = Path(gather_watched(client, [fut], {worker}, f"generating {spec.name} on GPU worker {worker}",
                                timeout)[0])
