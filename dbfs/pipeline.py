@@ -125,13 +125,14 @@ def open_backend(target, root_dir, cfg: RunConfig, client=None, given=(), pub: P
     pub.stage("kernel1")
     compiled = ds.memo.get("compile_time", 0.0)     # the stages' kernels loaded before their timers
     stages["generate"], clock = time.perf_counter() - clock - compiled, time.perf_counter()
-    variant, k1 = B.csr(ds, cfg, client)
+    built, k1 = B.csr(ds, cfg, client)     # the variant's name, or a typed result whose str() is that name
+    variant = str(built)
     stages["kernel1"] = time.perf_counter() - clock - (ds.memo.get("compile_time", 0.0) - compiled)
     clock = time.perf_counter()
     pub.stage("load")
     b = B(cfg, client)
     try:
-        b.load(ds, variant)
+        b.load(ds, built)
         b.warm()
         b.prepare()
     except BaseException:

@@ -6,9 +6,9 @@ Contract (the Graph500 reference's ``make_graph_data_structure`` /
     B = get_backend(name)          # a Backend subclass
     B.check(cfg, given)            # refuse what does not apply, before any work
     ds = B.dataset(target, root, client, quiet)     # generate or open the edge list
-    variant, k1 = B.csr(ds, cfg, client)            # Kernel 1: build or reuse the CSR variant
+    built, k1 = B.csr(ds, cfg, client)              # Kernel 1: build or reuse the CSR variant
     b = B(cfg, client)
-    b.load(ds, variant)            # -> seconds (not Kernel 1 time)
+    b.load(ds, built)              # -> seconds (not Kernel 1 time)
     b.warm()                       # -> seconds: the search-side kernels loaded (compile_time, not timed)
     b.prepare()                    # -> seconds (per-graph search structures: Kernel 1 time)
     roots = b.roots(n)             # the Graph500 search keys
@@ -18,6 +18,10 @@ Contract (the Graph500 reference's ``make_graph_data_structure`` /
     b.nedge(root)                  # -> Graph500 nedge without the other checks
     b.parents()                    # -> int64 parents in original ids
     b.close()
+
+Kernel 1's result ``built`` is the variant's name, or a backend's typed
+result whose ``str()`` is that name (the dask backend's:
+:mod:`dbfs.bfs.dask.graphs`), handed to :meth:`Backend.load` as it is.
 
 Compile time: the Numba kernels of a stage are loaded before its timer
 starts (compiled on the first run, read from Numba's on-disk cache after),

@@ -1,7 +1,11 @@
 """Backend ``dask``: P CSR partitions pinned to Dask workers, BSP levels with
 worker-to-worker frontier exchange (:mod:`dbfs.bfs.dask`).
 
-Contract: :class:`dbfs.backends.Backend`. Each partition of the stored
+Contract: :class:`dbfs.backends.Backend`. Kernel 1 (:meth:`DaskBackend.csr`)
+hands the load a typed result (a stored variant, partitions built on the
+workers, or a CSR resident in a GPU worker's memory), which the load opens
+as one :class:`dbfs.bfs.dask.graphs.PartitionedGraph`; every later step
+calls that graph, whichever Kernel 1 made it. Each partition of the stored
 variant ``p<P>-<block|cyclic>`` is loaded once onto one worker and kept
 there for every search; parents stay on the workers (one future per
 partition); validation runs as Dask tasks over the stored edge chunks, so
@@ -133,14 +137,14 @@ class DaskBackend(Backend):
         import time
 
         from dbfs.bfs.dask import build_distributed
+        from dbfs.bfs.dask.graphs import OnWorkers
 
         note = f"{why}: Kernel 1 builds its {cfg.partitions} partitions on the workers that search them, not stored"
         say(note, cfg.quiet)
         t0 = time.perf_counter()
         dg = build_distributed(client, ds.path, cfg.partitions, dedupe=cfg.dedupe)
-        ds.memo["built_dg"] = dg
-        return dg.variant, {"construction_time": time.perf_counter() - t0, "in_memory": True,
-                            "nnz": dg.nnz_total, "note": note}
+        return OnWorkers(dg), {"construction_time": time.perf_counter() - t0, "in_memory": True,
+                               "nnz": dg.nnz_total, "note": note}
 
     @classmethod
     def _why_on_workers(cls, ds, cfg, client) -> str:
@@ -157,10 +161,13 @@ class DaskBackend(Backend):
 
     @classmethod
     def csr(cls, ds, cfg, client=None):
-        """As the base class, or Kernel 1 in the GPU workers' memory (module docstring); more partitions
-        than the graph's vertices allow are refused first (:func:`dbfs.partition.check_partition_count`)."""
+        """As the base class, or Kernel 1 on the workers or in a GPU worker's memory (module docstring); more
+        partitions than the graph's vertices allow are refused first (:func:`dbfs.partition.check_partition_count`).
+        Returns Kernel 1's typed result for :meth:`load` (:mod:`dbfs.bfs.dask.graphs`: :class:`Stored`,
+        :class:`OnWorkers` or :class:`Resident`; ``str()`` of each is the variant's name) and its attributes."""
         from dbfs import kernel1
         from dbfs.backends.gpu import GpuBackend
+        from dbfs.bfs.dask.graphs import Resident, Stored
         from dbfs.partition import check_partition_count
         from dbfs.split import PLACEMENT_ORDER
 
@@ -175,7 +182,8 @@ class DaskBackend(Backend):
         if not gpus or kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe, cfg.relabel) is not None or \
                 (cfg.relabel == "none" and GpuBackend._csr_stores(ds)):
             cls._forget_generated(ds, client)
-            return super().csr(ds, cfg, client)
+            variant, attrs = super().csr(ds, cfg, client)
+            return Stored(variant), attrs
         if cfg.placement not in PLACEMENT_ORDER:
             raise DbfsError(f"--placement {cfg.placement} does not apply to a CSR built in a GPU worker's memory "
                             f"(--partitions 1): it splits the rows between device and host memory; use block, "
@@ -188,50 +196,36 @@ class DaskBackend(Backend):
         fut, info = build_on_worker(client, ds, gpus[0], dedupe=cfg.dedupe, relabel=cfg.relabel,
                                     order=PLACEMENT_ORDER[cfg.placement],
                                     device_limit=cfg.device_memory_limit, quiet=cfg.quiet)
-        ds.memo["built"] = (fut, gpus[0], info)
         say(info["k1"]["note"], cfg.quiet)
-        return info["variant"], {**info["k1"], "in_memory": True}
+        return Resident(fut, gpus[0], info), {**info["k1"], "in_memory": True}
 
-    def load(self, ds, variant):
-        from dbfs.bfs import dask as dbfs_dask
+    def load(self, ds, built):
+        """Open what Kernel 1 handed over (:meth:`csr`: a stored variant, partitions on the workers or the CSR
+        resident in a GPU worker's memory; a variant name is a stored one) as one
+        :class:`~dbfs.bfs.dask.graphs.PartitionedGraph`, which every later step calls."""
+        from dbfs.bfs.dask.graphs import open_graph
 
         if self.client is None:
             raise DbfsError("--backend dask needs a Dask cluster: drop --scheduler threads")
-        self.mod, self.ds = dbfs_dask, ds
-        self.held = []
-        built = ds.memo.pop("built", None)
-        if built is not None:
-            from dbfs.bfs.dask import built as on_worker
-
-            fut, worker, info = built
-            self.built = on_worker
-            self.validate_batch = max(1, int(info["validate_batch"]))
-            self.dg = on_worker.adopt(self.client, ds.path, fut, worker, info)
-        elif "built_dg" in ds.memo:             # P > 1 partitions built on their workers by csr()
-            self.built = None
-            self.dg = ds.memo.pop("built_dg")
-        else:
-            self.built = None
-            self.dg = dbfs_dask.load_distributed(self.client, ds.path, variant, placement=self.cfg.placement,
-                                                 device_memory_limit=self.cfg.device_memory_limit)
-        self.gpus = [] if self.built else self._gpu_workers(self.client)
-        self.batched = bool(self.built or self.gpus)    # validated in batches where their parents wait
-        if self.gpus:                   # every search validated on the GPU workers, a batch per pass
-            from dbfs.bfs.dask.built import validate_batch
-            from dbfs.validate.gpus import device_free
-
-            self.validate_batch = validate_batch(device_free(self.client, self.gpus), self.dg.n_vertices,
-                                                 GPU_VALIDATE_MOST)
-            say(f"validation on {len(self.gpus)} GPU worker(s), each checking 1/{len(self.gpus)} of the input "
-                f"edges, {self.validate_batch} search(es) per pass", self.cfg.quiet)
-        for w in self.dg.workers_table():
+        self.ds, self.held, self.result = ds, [], None
+        self.pg = open_graph(self.client, ds.path, built, placement=self.cfg.placement,
+                             device_memory_limit=self.cfg.device_memory_limit, validate_most=GPU_VALIDATE_MOST)
+        self.validate_batch = self.pg.validate_batch
+        if self.pg.gpus:                # every search validated on the GPU workers, a batch per pass
+            say(f"validation on {len(self.pg.gpus)} GPU worker(s), each checking 1/{len(self.pg.gpus)} of the "
+                f"input edges, {self.validate_batch} search(es) per pass", self.cfg.quiet)
+        for w in self.pg.workers_table():
             if w["kind"] == "gpu":
                 say(f"GPU worker {w['worker']}: partition(s) {w['partitions']} in device memory "
                     f"({human(w['device_bytes'])})", self.cfg.quiet)
-        self.load_time = self.dg.load_time
-        self.result = None
-        self._say_events(self.dg.events, f"the load of {variant}")
+        self.load_time = self.pg.load_time
+        self._say_events(self.pg.events, f"the load of {built}")
         return self.load_time
+
+    @property
+    def dg(self):
+        """The DistributedGraph under the partitioned graph (its workers, for inspection)."""
+        return self.pg.dg
 
     def warm(self):
         """The validation's kernels loaded on every worker before the first search (the searches' are
@@ -244,7 +238,7 @@ class DaskBackend(Backend):
 
     @property
     def events(self):
-        return list(self.dg.events) if hasattr(self, "dg") else []
+        return list(self.pg.events) if hasattr(self, "pg") else []
 
     @events.setter
     def events(self, _):
@@ -253,9 +247,9 @@ class DaskBackend(Backend):
     def search(self, root):
         if self.result is not None and not any(r is self.result for r in self.held):
             self.result.release()       # (validated already, or never held): its parents go now
-        self.result, seconds, self.level_stats = self.mod.search(self.dg, root, algorithm=self.cfg.algorithm,
-                                                                 stats=True, **self.cfg.opts)
-        if self.batched:                # the last validate_batch searches' parents stay on the workers
+        self.result, seconds, self.level_stats = self.pg.search(root, algorithm=self.cfg.algorithm, stats=True,
+                                                                **self.cfg.opts)
+        if self.pg.batched:             # the last validate_batch searches' parents stay on the workers
             self.held.append(self.result)
             while len(self.held) > self.validate_batch:
                 self.held.pop(0).release()
@@ -282,20 +276,14 @@ class DaskBackend(Backend):
             for r, k in zip(results, seen):
                 self._say_events(r.events[k:], during.format(root=r.root))
 
-    def _check_parents(self, root, during):
-        """Validation of the last search (its parents re-searched, untimed, if lost with a worker)."""
-        return self._saying_events([self.result], lambda: self.mod.validate_distributed(
-            self.client, self.ds.path, self.dg, self.result, root), during)
-
     def eligible(self):
-        if self.built:
-            return lambda cands: self.built.eligible(self.dg, cands)
-        return lambda cands: self.mod.eligible_distributed(self.dg, cands)   # rows on the workers, no edge pass
+        return self.pg.eligible      # rows on the workers (or the GPU worker holding the CSR), no edge pass
 
     def validate(self, root):
-        if self.batched:
+        if self.pg.batched:
             return self.validate_many([root])[0]
-        return self._check_parents(root, f"the validation of root {root}")
+        return self._saying_events([self.result], lambda: self.pg.validate_many([self.result])[0],
+                                   f"the validation of root {root}")
 
     def validate_many(self, roots):
         """The last ``len(roots)`` searches validated together: on the worker of a CSR built there, else on
@@ -303,46 +291,29 @@ class DaskBackend(Backend):
         held, self.held = self.held[-len(roots):], []
         assert [r.root for r in held] == [int(r) for r in roots], "validate_many: not the last searches"
         try:
-            if self.built:
-                return self.built.validate(self.dg, held)
-            return self._saying_events(held, lambda: self.mod.validate_many_distributed(
-                self.client, self.ds.path, self.dg, held, self.gpus), "the validation of root {root}")
+            return self._saying_events(held, lambda: self.pg.validate_many(held), "the validation of root {root}")
         finally:
             for r in held:
                 if r is not self.result:
                     r.release()
 
     def nedge(self, root):
-        if self.built:
-            return self.built.nedge(self.dg, self.result)
-        if self.gpus:
-            return int(self.mod.validate_many_distributed(self.client, self.ds.path, self.dg, [self.result],
-                                                          self.gpus)[0].nedge)
-        return int(self._check_parents(root, f"the nedge count of root {root}").nedge)
+        return int(self._saying_events([self.result], lambda: self.pg.nedge(self.result),
+                                       f"the nedge count of root {root}"))
 
     def parents(self):
-        if self.built:
-            return self.built.host_parents(self.dg, self.result)
-        return self.mod.gather_parent(self.result, self.client, self.dg)
+        return self.pg.parents(self.result)
 
     def describe(self) -> dict:
         """Per worker: kind (cpu/gpu), partitions, device and host bytes; the placement policy;
-        how frontiers cross workers."""
-        if not hasattr(self, "dg"):
-            return {}
-        out = {"placement": self.dg.placement, "frontier_sharing": self.dg.frontier_sharing,
-               "level_exchange": self.dg.level_exchange or f"mesh ({self.dg.transport})",
-               "nccl_off": self.dg.nccl_off,
-               "workers": self.dg.workers_table()}
-        if self.built:                  # the device/host split of the adjacency, as --backend gpu reports it
-            out.update(placement=self.dg.part_info[0]["k1"]["placement"], kernel1=self.dg.built,
-                       memory=self.built.peaks(self.dg))
-        return out
+        how frontiers cross workers (and, for a CSR built in a GPU worker's memory, its device/host split
+        as --backend gpu reports it)."""
+        return self.pg.describe() if hasattr(self, "pg") else {}
 
     def close(self):
         for r in getattr(self, "held", []):
             r.release()
         if getattr(self, "result", None) is not None:
             self.result.release()
-        if hasattr(self, "dg"):
-            self.dg.close()
+        if hasattr(self, "pg"):
+            self.pg.close()
