@@ -77,6 +77,7 @@ def test_same_levels_as_the_gpu_backend(runs):
 def test_parents_reach_the_client_in_original_ids(gclient, runs):
     """The parents of a search copied to the client validate on the CPU against the stored input edges."""
     from dbfs.backends import get_backend
+    from dbfs.bfs.dask.graphs import ResidentGraph
     from dbfs.pipeline import open_backend
     from dbfs.store import open_dataset
     from dbfs.validate import validate
@@ -84,7 +85,7 @@ def test_parents_reach_the_client_in_original_ids(gclient, runs):
     root, spec, d, _g = runs
     b, ds, _variant, _k1 = open_backend(spec, root, _cfg("dask"), client=gclient)
     try:
-        assert isinstance(b, get_backend("dask")) and b.built is not None
+        assert isinstance(b, get_backend("dask")) and isinstance(b.pg, ResidentGraph)
         r = d.roots[1]
         b.search(r)
         v = validate(open_dataset(spec.name, root).edges()[:], r, b.parents())
