@@ -267,19 +267,22 @@ def test_validation_on_two_gpu_workers_matches_serial(gclient, gds, two_gpu):
 @pytest.mark.parametrize("P", [2, 3])
 def test_partition_built_on_the_device_is_the_stored_one(gds, P):
     """_build_part(device=True), as a GPU worker runs it: every partition's rows built on the GPU from the
-    edges are the stored variant's partition byte for byte."""
+    edges stay in device memory and are the stored variant's partition byte for byte."""
     import numpy as np
 
     from dbfs import kernel1
     from dbfs.bfs.dask.worker import _build_part
+    from dbfs.graph import id_dtype
 
     ds = gds[0]
     v = kernel1.build_partitioned(ds.path, P=P, client=None, progress=False)["variant"]
     for rk in range(P):
         p = _build_part(str(ds.path), P, rk, True, True)
+        assert p.on_device and p.hub is None      # (its hub is built with the global degrees, by _prepare_part)
         ip, ix, _ = kernel1.load_partition(ds.path, v, rk)
-        assert p.indptr[p.pad:].tobytes() == np.asarray(ip).tobytes(), rk
-        assert p.indices.tobytes() == np.asarray(ix).tobytes(), rk
+        assert p.indptr_host[p.pad:].tobytes() == np.asarray(ip).tobytes(), rk
+        assert p.indptr.get()[p.pad:].tobytes() == np.asarray(ip).tobytes(), rk
+        assert p.indices.get().tobytes() == np.asarray(ix).astype(id_dtype(ds.n_vertices)).tobytes(), rk
 
 
 @pytest.mark.parametrize("P", [2, 4])

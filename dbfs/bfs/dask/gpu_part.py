@@ -14,8 +14,10 @@ each copied asynchronously while the next decodes and converted to the
 vertex-id width on the device; no full-size host copy of them exists.
 :func:`device_hub` then builds its hub table on the device from the GLOBAL
 degrees (:func:`dbfs.bfs.dask.worker._prepare_part`), bit for bit the host's
-:func:`dbfs.bfs.cpu.hub_by_degree`. :func:`_to_device` makes the same
-:class:`_GpuPart` from a prepared host partition (one built from the edges).
+:func:`dbfs.bfs.cpu.hub_by_degree`. :func:`from_device_rows` makes the same
+:class:`_GpuPart` from rows a GPU Kernel 1 built on this device (a partition
+built from the edges on its worker), :func:`_to_device` from a prepared host
+partition.
 Every kernel a search on it launches is compiled when it is made, outside
 any timed search (:func:`warm_device`). A device that runs out of memory is
 a one-line :class:`dbfs.errors.DbfsError` naming ``--device-memory-limit``
@@ -60,8 +62,8 @@ from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 from dbfs.units import human
 
-__all__ = ["_GpuPart", "_to_device", "load_device", "device_hub", "device_bytes", "ranks_device_bytes",
-           "worker_bytes", "warm_device", "_device_info"]
+__all__ = ["_GpuPart", "_to_device", "load_device", "from_device_rows", "device_hub", "device_bytes",
+           "ranks_device_bytes", "worker_bytes", "warm_device", "_device_info"]
 
 #: host bytes of one pinned slab of neighbour ids while a partition is read (two are held)
 _SLAB_BYTES = 1 << 27
@@ -116,7 +118,7 @@ def warm_device(gp) -> None:
     :mod:`dbfs.bfs.dask.warmup` for the Numba kernels)."""
     import cupy as cp
 
-    from dbfs.bfs.gpu import _BLOCK, _grid, _i64, _kernels, expand
+    from dbfs.bfs.gpu import _BLOCK, _grid, _kernels, expand
 
     k = _kernels(gp.vid)
     dt = cp.int32 if gp.vid == "int" else cp.int64
@@ -282,8 +284,6 @@ def load_device(dataset_path, variant: str, rank: int, worker: str = "", slab_by
     """
     import cupy as cp
 
-    from dbfs.bfs.dask.worker import _geometry
-    from dbfs.bfs.gpu import whole
     from dbfs.kernel1.csr_store import open_partition
     from dbfs.store.chunk_read import ChunkReader
 
@@ -292,23 +292,56 @@ def load_device(dataset_path, variant: str, rank: int, worker: str = "", slab_by
     if sp.meta["partitioning"] != "block":
         raise DbfsError(f"partition {rank} is cyclic: GPU workers hold block partitions only; build the "
                         f"variant with --partitioning block")
-    gp = _GpuPart.__new__(_GpuPart)
-    for k, v in _geometry({**sp.meta, "load_time": 0.0}).items():
-        setattr(gp, k, v)
-    gp.device_bytes = device_bytes(gp.nloc, gp.nnz, gp.n)
+    gp = _bare({**sp.meta, "load_time": 0.0})
     try:
         with ChunkReader(threads) as reader:
             ip = np.zeros(gp.pad + gp.count + 1, np.int64)     # the pad rows in front stay empty
             sp.read_indptr(reader, ip[gp.pad:])
-            gp.indptr_host, gp.indptr = ip, cp.asarray(ip)
-            gp.indices, s_ix = _upload(reader, sp.indices, np.dtype(id_dtype(gp.n)), slab_bytes)
+            indices, s_ix = _upload(reader, sp.indices, np.dtype(id_dtype(gp.n)), slab_bytes)
         sp.check_sums(s_ix)
-        gp.adj = whole(gp.indices)
-        gp.hub = None
-        gp._finish()
+        _place(gp, ip, cp.asarray(ip), indices)
     except cp.cuda.memory.OutOfMemoryError:
         raise _oom(worker, gp.rank, gp.device_bytes) from None
     gp.load_time = time.perf_counter() - t0
+    return gp
+
+
+def _bare(meta: dict):
+    """A :class:`_GpuPart` with its geometry from ``meta`` (:func:`dbfs.bfs.dask.worker._geometry`), no arrays."""
+    from dbfs.bfs.dask.worker import _geometry
+
+    gp = _GpuPart.__new__(_GpuPart)
+    for k, v in _geometry(meta).items():
+        setattr(gp, k, v)
+    gp.device_bytes = device_bytes(gp.nloc, gp.nnz, gp.n)
+    return gp
+
+
+def _place(gp, indptr_host, indptr, indices) -> None:
+    """Give ``gp`` its rows (``indptr`` padded in front, on the host and the device) and neighbour ids
+    (device, the id width); its hub table is left to :func:`device_hub`."""
+    from dbfs.bfs.gpu import whole
+
+    gp.indptr_host, gp.indptr, gp.indices = indptr_host, indptr, indices
+    gp.adj = whole(indices)
+    gp.hub = None
+    gp._finish()
+
+
+def from_device_rows(indptr, indices, meta: dict, worker: str = ""):
+    """(on a GPU worker) a block partition whose rows a GPU Kernel 1 built in this device's memory
+    (``indptr`` int64 from 0, ``indices`` the id width; ``meta`` as :func:`dbfs.kernel1.load_partition`'s)
+    as a :class:`_GpuPart`, without a host copy of the adjacency; its hub table is left to
+    :func:`device_hub`."""
+    import cupy as cp
+
+    gp = _bare(meta)
+    try:
+        if gp.pad:
+            indptr = cp.concatenate([cp.zeros(gp.pad, cp.int64), indptr])
+        _place(gp, cp.asnumpy(indptr), indptr, indices)
+    except cp.cuda.memory.OutOfMemoryError:
+        raise _oom(worker, gp.rank, gp.device_bytes) from None
     return gp
 
 

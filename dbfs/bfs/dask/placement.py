@@ -214,7 +214,7 @@ def _submit_loads(dg: DistributedGraph, ranks) -> None:
     for rk in (r for r in ranks if r not in loaded):   # a GPU worker reads a stored partition into device memory
         gpu = dg.rank_kind.get(rk) == "gpu"
         how = (_load_part, str(dg.dataset_path), dg.variant, rk, gpu, dg.rank_worker[rk]) if dg.source == "zarr" \
-            else (_build_part, str(dg.dataset_path), dg.P, rk, dg.dedupe, gpu)
+            else (_build_part, str(dg.dataset_path), dg.P, rk, dg.dedupe, gpu, dg.rank_worker[rk])
         loaded[rk] = client.submit(*how, workers=[dg.rank_worker[rk]], key=f"dbfs-part-{uuid.uuid4().hex[:12]}-{rk}",
                                    **pin)
     allp = {**dg.part_futures, **loaded}
@@ -223,14 +223,9 @@ def _submit_loads(dg: DistributedGraph, ranks) -> None:
     for rk in ranks:
         w = dg.rank_worker[rk]
         gpu = dg.rank_kind.get(rk) == "gpu"
-        prepared = client.submit(_prepare_part, loaded[rk], deg, gpu, workers=[w],
-                                 key=f"dbfs-prepared-{uuid.uuid4().hex[:12]}-{rk}", **pin)
-        if gpu and dg.source != "zarr":       # built on the host: moves to device memory (host adjacency dropped)
-            from dbfs.bfs.dask.gpu_part import _to_device
-
-            prepared = client.submit(_to_device, prepared, w, workers=[w],
-                                     key=f"dbfs-device-{uuid.uuid4().hex[:12]}-{rk}", **pin)
-        dg.part_futures[rk] = prepared
+        # (a GPU rank's partition is in device memory already, read or built there: its hub is built there)
+        dg.part_futures[rk] = client.submit(_prepare_part, loaded[rk], deg, gpu, workers=[w],
+                                            key=f"dbfs-prepared-{uuid.uuid4().hex[:12]}-{rk}", **pin)
     infos = gather_watched(client, [client.submit(_part_info, dg.part_futures[rk], workers=[dg.rank_worker[rk]],
                                                   **pin) for rk in ranks],
                            set(dg.rank_worker.values()), f"the load of partition(s) {list(ranks)} of {dg.variant}",

@@ -128,12 +128,13 @@ def _load_part(dataset_path, variant, rank, device: bool = False, worker: str = 
 _BUILD_PASS = 1 << 30
 
 
-def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bool = False):
+def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bool = False, worker: str = ""):
     """Partition ``rank`` of the block partitioning in ``P`` of the dataset at ``dataset_path``, built from its
     edges here: :func:`dbfs.kernel1.passes.build_csr_passes` over the partition's rows (in passes within
     :data:`_BUILD_PASS`), or with ``device`` :func:`dbfs.kernel1.passes_gpu.build_csr_gpu_passes` within most
-    of this worker's free device memory (stored chunks uploaded, a virtual list regenerated on the device).
-    The bytes of partition ``rank`` of variant ``p<P>-block``; nothing is stored."""
+    of this worker's free device memory (stored chunks uploaded, a virtual list regenerated on the device), its
+    rows kept there: a :class:`dbfs.bfs.dask.gpu_part._GpuPart` (``worker`` named if the device runs out of
+    memory). The bytes of partition ``rank`` of variant ``p<P>-block``; nothing is stored."""
     from pathlib import Path
 
     from dbfs.kernel1 import variant_name
@@ -144,22 +145,23 @@ def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bo
     ds = open_dataset(path.name, path.parent)
     n = int(ds.n_vertices)
     rg = Partitioning(n, int(P), "block").vertex_range(int(rank))
-    if device:
+    meta = {"variant": variant_name(int(P), "block", dedupe, "none"), "rank": int(rank), "P": int(P),
+            "partitioning": "block", "n_vertices": n, "vertex_range": rg, "load_time": 0.0}
+    if device:      # the rows stay in this device's memory: the partition searched here (no host round trip)
+        from dbfs.bfs.dask.gpu_part import from_device_rows
         from dbfs.kernel1.passes_gpu import build_csr_gpu_passes
         from dbfs.store.gpu import _free_device_bytes, device_chunks
 
         g = build_csr_gpu_passes(device_chunks(ds), n, dedupe=dedupe, memory_budget=int(0.8 * _free_device_bytes()),
-                                 rows=(rg.start, rg.stop))
+                                 rows=(rg.start, rg.stop), on_device=True)
+        p = from_device_rows(g.indptr, g.indices, {**meta, "nnz": int(g.indptr[-1])}, worker)
     else:
         from dbfs.kernel1.passes import build_csr_passes, chunk_cost
 
         edges = ds.edges()
         fixed = 8 * (n + 1) + chunk_cost(int(edges.chunks[0]), edges.dtype.itemsize)
         g = build_csr_passes(edges, n, dedupe=dedupe, memory_budget=fixed + _BUILD_PASS, rows=(rg.start, rg.stop))
-    meta = {"variant": variant_name(int(P), "block", dedupe, "none"), "rank": int(rank), "P": int(P),
-            "partitioning": "block", "n_vertices": n, "nnz": int(g.indptr[-1]), "vertex_range": rg,
-            "load_time": 0.0}
-    p = _Part(g.indptr, g.indices, meta)
+        p = _Part(g.indptr, g.indices, {**meta, "nnz": int(g.indptr[-1])})
     p.load_time = time.perf_counter() - t0
     p.meta["edge_rows_read"] = int(g.meta["n_edges"]) * (1 + int(g.meta["passes"]["count"]))   # degrees, each pass
     return p
