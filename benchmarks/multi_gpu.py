@@ -83,10 +83,13 @@ def main(argv=None) -> int:
     ap.add_argument("--ipc-too", action="store_true",
                     help="also run each P > 1 with DBFS_NCCL=off (the TCP mesh and CUDA IPC instead of NCCL)")
     ap.add_argument("--stored-p1", action="store_true",
-                    help="also run P = 1 with --relabel none: Kernel 1 stores the CSR, the GPU worker reads it")
+                    help="also run --backend gpu with --relabel none (its Kernel 1 stores the plain CSR) and P = 1 "
+                         "with --relabel none (the GPU worker reads that stored CSR)")
     ap.add_argument("--relabel-too", action="store_true", help="also run each P > 1 with --relabel degree")
     args = ap.parse_args(argv)
     configs = {"gpu": (f"--backend gpu {args.flags}", None)}
+    if args.stored_p1:      # one GPU on the plain CSR, which its Kernel 1 stores for the P = 1 read below
+        configs["gpu-plain"] = (f"--backend gpu --relabel none {args.flags}", None)
     for P in args.partitions:
         flags = f"--cluster local-gpu --backend dask --partitions {P} {args.flags}"
         configs[f"p{P}"] = (flags, None)
