@@ -48,6 +48,7 @@ import gc
 import resource
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -271,6 +272,8 @@ def adopt(client, dataset_path, fut, worker: str, info: dict, transport: str = "
                           part_bytes=[int(info["device_bytes"])],
                           built=f"Kernel 1 built it in GPU worker {worker}'s memory, not stored")
     dg.part_info[0], dg.part_load_times[0] = info, 0.0
+    if info["relabel"] != "none":           # the worker holding the relabelled CSR maps each root
+        dg.root_of = partial(new_root, dg)
     _open_mesh(dg)
     dg.load_time = time.perf_counter() - t0
     return dg

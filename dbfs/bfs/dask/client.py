@@ -359,10 +359,8 @@ def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: s
     pol = {"policy": policy, "alpha": alpha, "beta": beta, "unexplored": unexplored, "tail": tail}
     policy_from(**pol)  # check the parameters on the client
     ri = r
-    if dgraph.built and dgraph.attrs["options"]["relabel"] != "none":   # its worker maps the root
-        from dbfs.bfs.dask.built import new_root
-
-        ri = new_root(dgraph, r)
+    if dgraph.root_of is not None:      # whoever opened the graph maps the root (a CSR relabelled on its worker)
+        ri = dgraph.root_of(r)
     elif dgraph.perm_f is not None:     # a degree-ordered variant searches in its own ids
         ri = gather_watched(dgraph.client, [internal_root(dgraph.client, dgraph.perm_f, r)],
                             set(dgraph.rank_worker.values()), f"the new id of root {r}", dgraph.timeout)[0]
