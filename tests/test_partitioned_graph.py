@@ -165,7 +165,7 @@ def test_resident_graph_answers_the_contract(cp, tmp_path):
     from dbfs.validate import validate
 
     prof = tmp_path / "gpu.yaml"
-    prof.write_text("type: local-gpu\nthreads_per_gpu_worker: 2\ncpu_workers: 1\ncpu_threads: 2\n")
+    prof.write_text("type: local-gpu\ngpus: [0]\nthreads_per_gpu_worker: 2\ncpu_workers: 1\ncpu_threads: 2\n")
     with client_for(profile=str(prof), quiet=True) as gc:
         ds, _ = store.generate(SPEC, root=tmp_path, client=None, quiet=True)
         edges = np.asarray(ds.edges()[:], np.int64)
