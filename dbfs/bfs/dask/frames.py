@@ -17,20 +17,29 @@ Frame encoding (little-endian, :data:`HEADER` then :data:`DESCR` x n)::
     buffers     the n arrays' bytes, in order (1-D, C order)
 
 dtype codes come from a fixed table (:data:`DTYPES`: int32, int64,
-float64). ``round`` counts the mesh's message rounds from 0 (every worker
+float64, uint8). ``round`` counts the mesh's message rounds from 0 (every worker
 sends exactly one frame to every peer per round, so it must equal the
 receiver's own count), ``sender`` is the mesh index of the sending worker
 (it must be the peer at the other end of that connection). Each ``kind``
 has a fixed layout (:data:`LAYOUTS`): the counts of a level travel as an
 int64 ``[new frontier, its edges, edges examined]`` plus a float64
 ``[kernel seconds]``, rank lists as an int64 array. These small *head*
-arrays (all arrays of START, COUNTS, SYNC and PULL; the rank list of PAIRS and
+arrays (all arrays of START, BEGIN, COUNTS, SYNC and PULL; the rank list of PAIRS and
 FRONT; counts and rank list of COUNTS_FRONT) are packed with struct and
 decode to tuples of numbers; the other (*body*) arrays, pairs and bitmap
 slices, decode to numpy arrays.
 
+The *coded* kinds (BEGIN's flag says a worker speaks them; the level loop
+uses them when every worker of the mesh does) carry the same rounds as
+uint8 streams of :mod:`dbfs.bfs.dask.codec`: PAIRS_Z a list of destination
+ranks and one of pair counts, then one packed pair stream each; FRONT_Z
+and COUNTS_FRONT_Z a rank list and one of slice forms (tags), then one
+slice stream each. Their head lists must have one length k and be followed
+by exactly k uint8 arrays; the legacy kinds admit no uint8 array.
+
 A receiver refuses a count over ``Limits.max_elems`` (a level never sends
-more than N + 64 elements in one array), more than ``Limits.max_arrays``
+more than N + 64 elements in one array; a uint8 stream, 16 bytes each: a
+stream holds at most N pairs of at most 128 bits), more than ``Limits.max_arrays``
 arrays, a layout other than its kind's, or a payload size other than what
 the descriptors add up to, before allocating any array (a small frame is
 read into one buffer of its declared size, at most :data:`SMALL_MESSAGE`
@@ -49,7 +58,8 @@ from itertools import accumulate
 import numpy as np
 
 __all__ = ["FrameError", "Limits", "Expect", "FrameReader", "encode", "decode_parts", "read_frame", "HEADER",
-           "DESCR", "DTYPES", "LAYOUTS", "START", "PAIRS", "COUNTS", "FRONT", "SYNC", "COUNTS_FRONT", "PULL"]
+           "DESCR", "DTYPES", "LAYOUTS", "START", "PAIRS", "COUNTS", "FRONT", "SYNC", "COUNTS_FRONT", "PULL",
+           "BEGIN", "PAIRS_Z", "FRONT_Z", "COUNTS_FRONT_Z"]
 
 MAGIC = b"DBFS"
 VERSION = 1
@@ -58,9 +68,10 @@ DESCR = struct.Struct("<B7xq")         # dtype code, element count
 SMALL_MESSAGE = 1 << 16                # payloads up to this many bytes travel (and are read) as one buffer
 
 #: dtype code -> dtype (the only dtypes a frame may carry)
-DTYPES = {1: np.dtype("<i4"), 2: np.dtype("<i8"), 3: np.dtype("<f8")}
+DTYPES = {1: np.dtype("<i4"), 2: np.dtype("<i8"), 3: np.dtype("<f8"), 4: np.dtype("u1")}
 _CODE_OF = {dt: c for c, dt in DTYPES.items()}
-_I32, _I64, _F64 = 1, 2, 3
+_I32, _I64, _F64, _U8 = 1, 2, 3, 4
+STREAM_BYTES_PER_ELEM = 16             # a uint8 stream may hold 16 bytes per element of Limits.max_elems
 
 # message kinds, one per kind of round of the level loop (dbfs.bfs.dask.bsp)
 START = 1         # [int64 (1,) the root's degree]                          start barrier
@@ -70,8 +81,13 @@ FRONT = 4         # [int64 (k,) sender's ranks] + k x int64 bitmap slices   top-
 SYNC = 5          # []                                                      barrier
 COUNTS_FRONT = 6  # COUNTS's two arrays + FRONT's arrays                    end of a bottom-up level
 PULL = 7          # [int64 (k,) destination ranks, int64 (k,) first, (k,) end] PAIRS left in device memory
+BEGIN = 8         # [int64 (2,) the root's degree, 1 if the sender speaks the coded kinds else 0]  start barrier
+PAIRS_Z = 9       # [int64 (k,) destination ranks, int64 (k,) pair counts] + k uint8 packed pair streams
+FRONT_Z = 10      # [int64 (k,) sender's ranks, int64 (k,) slice forms] + k uint8 slice streams
+COUNTS_FRONT_Z = 11   # COUNTS's two arrays + FRONT_Z's arrays
 KIND_NAMES = {START: "start", PAIRS: "pairs", COUNTS: "counts", FRONT: "front", SYNC: "sync",
-              COUNTS_FRONT: "counts+front", PULL: "pull"}
+              COUNTS_FRONT: "counts+front", PULL: "pull", BEGIN: "begin", PAIRS_Z: "coded pairs",
+              FRONT_Z: "coded front", COUNTS_FRONT_Z: "counts+coded front"}
 
 
 class FrameError(ValueError):
@@ -97,6 +113,11 @@ class Limits:
     def for_graph(cls, n_vertices: int, P: int) -> "Limits":
         """The bounds of a mesh serving ``P`` partitions of an ``n_vertices`` graph."""
         return cls(int(n_vertices) + 64, 4 + 2 * int(P) * int(P))
+
+    @property
+    def max_stream(self) -> int:
+        """Bytes of one uint8 stream (a packed pair stream: at most N pairs of at most 128 bits)."""
+        return STREAM_BYTES_PER_ELEM * self.max_elems
 
 
 class Expect:
@@ -164,6 +185,21 @@ def _fronts(head_codes, head_counts):
     return check
 
 
+def _coded(head_codes, head_counts, lists):
+    """PAIRS_Z / FRONT_Z / COUNTS_FRONT_Z: fixed head arrays, ``lists`` int64 lists of one length k,
+    then exactly k uint8 streams."""
+    h = len(head_codes)
+    want = head_codes + (_I64,) * lists
+
+    def check(codes, counts):
+        k = counts[h] if len(counts) > h else -1
+        if codes[:h + lists] != want or counts[:h] != head_counts or counts[h:h + lists] != (k,) * lists \
+                or codes[h + lists:] != (_U8,) * k:
+            raise FrameError(f"coded frame of layout {list(zip(codes, counts))[:h + lists + 1]}...")
+        return h + lists, 8 * sum(counts[:h + lists]) + sum(counts[h + lists:])
+    return check
+
+
 def _pull(codes, counts):
     """PULL: three int64 lists of one length k (destination ranks, first and end pair of each)."""
     if codes != (_I64, _I64, _I64) or not counts[0] == counts[1] == counts[2]:
@@ -173,9 +209,12 @@ def _pull(codes, counts):
 
 #: kind -> its layout: a :class:`_Fixed`, or a check ``(codes, counts) -> (head arrays, payload bytes)``
 LAYOUTS = {START: _Fixed([(_I64, 1)]), SYNC: _Fixed([]), COUNTS: _Fixed([(_I64, 3), (_F64, 1)]), PAIRS: _pairs,
-           FRONT: _fronts((), ()), COUNTS_FRONT: _fronts((_I64, _F64), (3, 1)), PULL: _pull}
+           FRONT: _fronts((), ()), COUNTS_FRONT: _fronts((_I64, _F64), (3, 1)), PULL: _pull,
+           BEGIN: _Fixed([(_I64, 2)]), PAIRS_Z: _coded((), (), 2), FRONT_Z: _coded((), (), 2),
+           COUNTS_FRONT_Z: _coded((_I64, _F64), (3, 1), 2)}
 #: kind -> dtype codes of its head arrays (counts, rank lists), sent and decoded as tuples of numbers
-_HEAD_CODES = {PAIRS: (_I64,), FRONT: (_I64,), COUNTS_FRONT: (_I64, _F64, _I64), PULL: (_I64, _I64, _I64)}
+_HEAD_CODES = {PAIRS: (_I64,), FRONT: (_I64,), COUNTS_FRONT: (_I64, _F64, _I64), PULL: (_I64, _I64, _I64),
+               PAIRS_Z: (_I64, _I64), FRONT_Z: (_I64, _I64), COUNTS_FRONT_Z: (_I64, _F64, _I64, _I64)}
 
 
 # ---------------------------------------------------------------- encoding
@@ -184,7 +223,8 @@ def encode(kind: int, rnd: int, sender: int, arrays) -> list:
 
     ``arrays`` follow the kind's layout: its *head* arrays (counts, rank
     lists: all arrays of START, COUNTS and SYNC, the first 1, 1 and 3 of
-    PAIRS, FRONT and COUNTS_FRONT) are sequences of numbers, packed with
+    PAIRS, FRONT and COUNTS_FRONT, the first 2, 2 and 4 of PAIRS_Z, FRONT_Z
+    and COUNTS_FRONT_Z) are sequences of numbers, packed with
     struct; the others are numpy arrays. A payload up to
     :data:`SMALL_MESSAGE` bytes is one joined buffer; otherwise the header
     block (header, descriptors, head values) is followed by the body
@@ -207,7 +247,7 @@ def encode(kind: int, rnd: int, sender: int, arrays) -> list:
     for k, a in enumerate(body):
         c = _CODE_OF.get(a.dtype)
         if c is None:
-            raise FrameError(f"dtype {a.dtype} has no frame code: send int32, int64 or float64")
+            raise FrameError(f"dtype {a.dtype} has no frame code: send int32, int64, float64 or uint8")
         if not a.flags.c_contiguous:
             body = body[:k] + [np.ascontiguousarray(x) for x in body[k:]]
         dv += (c, a.size)
@@ -255,7 +295,7 @@ def check_header(buf, exp: Expect) -> tuple:
     lim = exp.limits
     if n > lim.max_arrays:
         raise FrameError(f"frame with {n} arrays (at most {lim.max_arrays})")
-    if not 0 <= nbytes <= n * lim.max_elems * 8:
+    if not 0 <= nbytes <= n * lim.max_stream:
         raise FrameError(f"frame of {nbytes} payload bytes for {n} arrays")
     return kind, n, nbytes
 
@@ -266,14 +306,15 @@ class _Plan:
     with the same descriptors (a bitmap slice or a counts frame has the
     same descriptors every level)."""
 
-    __slots__ = ("n", "nbytes", "maxcount", "hsize", "head", "slices", "body")
+    __slots__ = ("n", "nbytes", "maxcount", "maxstream", "hsize", "head", "slices", "body")
 
     def __init__(self, kind, descr):
         n = len(descr) // DESCR.size
         d = struct.unpack_from("<" + "B7xq" * n, descr)
         codes, counts = d[0::2], d[1::2]
         self.n = n
-        self.maxcount = max(counts, default=0)
+        self.maxcount = max((c for c, k in zip(counts, codes) if k != _U8), default=0)
+        self.maxstream = max((c for c, k in zip(counts, codes) if k == _U8), default=0)
         if min(counts, default=0) < 0:
             raise FrameError("a negative element count")
         lay = LAYOUTS[kind]
@@ -317,6 +358,8 @@ def _plan(kind, descr: bytes, nbytes: int, limits: Limits) -> _Plan:
         raise FrameError(f"descriptors add up to {p.nbytes} bytes, the header says {nbytes}")
     if p.maxcount > limits.max_elems:
         raise FrameError(f"an array of {p.maxcount} elements (at most {limits.max_elems})")
+    if p.maxstream > limits.max_stream:
+        raise FrameError(f"a stream of {p.maxstream} bytes (at most {limits.max_stream})")
     return p
 
 
