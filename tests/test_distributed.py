@@ -478,3 +478,89 @@ def test_task_error_is_raised_not_retried(client, kron10, golden10):
             D.search(dg, golden10["roots"][0])
         assert time.perf_counter() - t0 < 30 and not dg.events
         check_search(client, kron10, dg, golden10["roots"][0], validate_dask=False)
+
+
+def _information_per_level(g, dg, rec, levels):
+    """Per level: (bits of information the mesh carried, packed pair bits) modelled from the BFS levels.
+
+    Each worker sends every peer its ranks' frontier slices (the level's frontier at a top-down ->
+    bottom-up switch, the new one after a bottom-up level): log2 C(n, k) bits per rank of n vertices, k
+    of them in the frontier. A top-down level sends the claims of each worker outside its own ranks:
+    the unvisited (in that worker's view) neighbours of its frontier, log2 n + log2 N bits a pair
+    (n: the owner rank's vertices). A worker's view: the root, every frontier exchanged, its claims, the
+    vertices it owns reached so far."""
+    from math import lgamma, log, log2
+
+    from dbfs.bfs.dask.codec import pair_widths
+    from dbfs.partition import Partitioning
+
+    N, P, W = g.n, dg.P, len(dg.mesh_workers)
+    part = Partitioning(N, P, "block")
+    first = np.array([part.vertex_range(rk).start for rk in range(P)] + [N])
+    cnt = np.diff(first)
+    rank_of = np.searchsorted(first, np.arange(N), side="right") - 1
+    wof = np.array([dg.mesh_workers.index(dg.rank_worker[rk]) for rk in range(P)])
+    ip, ix = g.csr.indptr, g.csr.indices
+
+    def info(ks):
+        return sum((lgamma(n + 1) - lgamma(k + 1) - lgamma(n - k + 1)) / log(2) for n, k in zip(cnt, ks))
+
+    def slices(F):
+        return (W - 1) * info(np.bincount(rank_of[F], minlength=P))
+
+    def nbrs(F):
+        lens = ip[F + 1] - ip[F]
+        pos = np.repeat(ip[F] - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
+        return np.unique(ix[pos])
+
+    root = int(np.flatnonzero(levels == 0)[0])
+    seen = np.zeros((W, N), bool)
+    seen[:, root] = True
+    out, prev = [], None
+    for r in rec:
+        lv = r["level"]
+        F, F1 = np.flatnonzero(levels == lv), np.flatnonzero(levels == lv + 1)
+        assert (r["frontier"], r["discovered"]) == (F.size, F1.size)
+        bits = packed = 0.0
+        if r["direction"] == "td":
+            for w in range(W):
+                claims = nbrs(F[wof[rank_of[F]] == w])
+                claims = claims[~seen[w, claims]]
+                seen[w, claims] = True
+                away = claims[wof[rank_of[claims]] != w]
+                per_rank = np.bincount(rank_of[away], minlength=P)
+                bits += sum(c * (log2(cnt[rk]) + log2(N)) for rk, c in enumerate(per_rank))
+                packed += sum(c * sum(pair_widths(cnt[rk], N)) for rk, c in enumerate(per_rank))
+            for w in range(W):
+                seen[w, F1[wof[rank_of[F1]] == w]] = True
+        else:
+            if prev != "bu":
+                bits += slices(F)
+                seen[:, F] = True
+            bits += slices(F1)
+            seen[:, F1] = True
+        out.append((bits, packed))
+        prev = r["direction"]
+    return out
+
+
+@pytest.mark.parametrize("P", [2, 4])
+def test_across_hosts_a_level_sends_at_most_twice_its_information(client, kron16, golden16, P):
+    """Two hosts simulated on one (shared_memory=False: frontier slices and claim pairs by TCP): every search
+    is the single-process do level for level, and each level's bytes on the wire (its workers' sent_bytes)
+    are at most twice the information it carries (slices: log2 C(n, k) a rank; top-down pairs:
+    log2 n + log2 N each, packed in their ceilings' bits: the pair count is pinned both ways)."""
+    with D.load_distributed(client, kron16.path, kron16.variant(P, client), shared_memory=False) as dg:
+        assert dg.shm == "switched off" and len(dg.mesh_workers) == 2
+        runs = [(root, "do") for root in golden16["roots"][:2]] + [(golden16["roots"][2], "td"),
+                                                                    (golden16["roots"][2], "bu")]
+        for i, (root, algorithm) in enumerate(runs):
+            res, v = check_search(client, kron16, dg, root, algorithm=algorithm, validate_dask=(i == 0))
+            rec = res.level_stats
+            model = _information_per_level(kron16, dg, rec, v.levels)
+            for r, (bits, packed) in zip(rec, model):
+                sent = 8 * sum(w["sent_bytes"] for w in r["workers"])
+                assert sent <= 2 * bits, (root, algorithm, r["level"], r["direction"], sent / 8, bits / 8)
+                if r["direction"] == "td":      # one stream per (source, destination) rank: a byte's rounding each
+                    assert packed <= sent <= packed + 8 * P * P, (r["level"], sent, packed)
+            assert sum(w["sent_bytes"] for r in rec for w in r["workers"]) > 0

@@ -150,6 +150,212 @@ def test_frame_refuses_pickle_and_unknown_dtypes(tmp_path):
     assert not target.exists()
 
 
+# ------------------------------------------------------ coded frames (hosts)
+@pytest.mark.parametrize("decode", [_decode, _stream_decode])
+def test_coded_frames_round_trip(decode):
+    """BEGIN and the coded kinds: head lists decode to tuples, streams to uint8 arrays."""
+    s1, s2 = np.arange(7, dtype=np.uint8), np.zeros(0, np.uint8)
+    cases = [(F.BEGIN, [(5, 1)]), (F.PAIRS_Z, [(2, 3), (4, 1), s1, s2]), (F.FRONT_Z, [(1,), (2,), s1]),
+             (F.COUNTS_FRONT_Z, [(1, 2, 3), (0.5,), (0, 1), (1, 0), s2, s1]), (F.PAIRS_Z, [(), ()])]
+    for kind, arrays in cases:
+        k, got = decode(_joined(kind, 2, 1, arrays), kind, 2, 1)
+        n_head = sum(not isinstance(a, np.ndarray) for a in arrays)
+        assert k == kind and got[:n_head] == arrays[:n_head]
+        assert all(g.dtype == np.uint8 and np.array_equal(g, a) for g, a in zip(got[n_head:], arrays[n_head:]))
+
+
+@pytest.mark.parametrize("decode", [_decode, _stream_decode])
+@pytest.mark.parametrize("case", ["u8-in-front", "u8-in-pairs", "int64-stream", "lists-unequal", "streams-fewer",
+                                  "streams-more", "begin-short", "stream-too-long"])
+def test_coded_layouts_refused(decode, case):
+    """The coded kinds admit exactly k uint8 streams after head lists of one length k; the int64 kinds
+    (which GPU workers send) admit no uint8 array; BEGIN is two int64."""
+    u8 = np.zeros(3, np.uint8)
+    kind, arrays = {
+        "u8-in-front": (F.FRONT, [(0,), u8]),
+        "u8-in-pairs": (F.PAIRS, [(0,), u8, u8]),
+        "int64-stream": (F.FRONT_Z, [(0,), (1,), np.zeros(3, np.int64)]),
+        "lists-unequal": (F.PAIRS_Z, [(0, 1), (3,), u8, u8]),
+        "streams-fewer": (F.FRONT_Z, [(0, 1), (1, 1), u8]),
+        "streams-more": (F.COUNTS_FRONT_Z, [(1, 2, 3), (0.5,), (0,), (1,), u8, u8]),
+        "begin-short": (F.START, [(0,)]),
+        "stream-too-long": (F.FRONT_Z, [(0,), (1,), np.zeros(F.Limits(10, 8).max_stream + 1, np.uint8)]),
+    }[case]
+    expect = F.BEGIN if case == "begin-short" else kind
+    buf = _joined(kind, 0, 1, arrays)
+    if case == "begin-short":                                  # a START frame in a BEGIN round's place
+        buf = _patched(buf, 5, "<B", F.BEGIN)
+    with pytest.raises(F.FrameError):
+        decode(buf, expect, limits=F.Limits(10, 8))
+
+
+def _slice_front(stream, tag, n=1000, pad=5):
+    """Decode ``stream`` as the slice of a rank of n rows (pad, base 64) into a fresh global bitmap."""
+    from dbfs.bfs.dask import codec as C
+
+    front = np.zeros(((64 + pad + n + 63) >> 6) + 1, np.int64)
+    return C.decode_slice_or(np.asarray(stream, np.uint8), tag, front, pad, n, 0, 1, 0, 64), front
+
+
+_MALFORMED_SLICES = {
+    "truncated": (1, [5, 0x83]),                       # the last varint's continuation bit set, no byte after
+    "overlong": (1, [0x80, 0x00]),                     # 0 in two bytes
+    "overlong-tail": (1, [3, 0x85, 0x80, 0x00]),
+    "ten-bytes": (1, [0xFF] * 9 + [0x01]),             # more than 63 bits
+    "past-the-rows": (1, [0xE8, 0x07]),                # row 1000 of 1000
+    "gap-past-the-rows": (1, [10, 0xDD, 0x07]),        # 10, then a gap to row 1000
+    "gap-overflow": (1, [1] + [0xFF] * 8 + [0x7F]),    # a gap of 2^63 - 1: past any row, no wrap-around
+    "clear-past-the-rows": (2, [0xE7, 0x07, 0]),       # row 999, then one more
+    "bitmap-short": (0, [0] * 8 * 15),                 # 15 words where the rank has 16
+    "bitmap-pad-bit": (0, [1] + [0] * (8 * 16 - 1)),   # a pad row's bit (another rank's vertex)
+    "bitmap-tail-bit": (0, [0] * (8 * 16 - 1) + [0x80]),
+    "unknown-form": (3, [1]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_MALFORMED_SLICES))
+def test_malformed_slice_streams_write_nothing(case):
+    """A malformed frontier slice is refused (-1) before a single bit of the global frontier is written."""
+    tag, stream = _MALFORMED_SLICES[case]
+    k, front = _slice_front(stream, tag)
+    assert k == -1 and not front.any()
+
+
+def test_well_formed_slice_streams_decode():
+    """The controls of the malformed cases: one byte less wrong, and they decode."""
+    assert _slice_front([5, 0x03], 1)[0] == 2
+    assert _slice_front([0xE7, 0x07], 1)[0] == 1
+    assert _slice_front([0xE7, 0x07], 2)[0] == 999
+    assert _slice_front([0] * 8 * 16, 0)[0] == 0
+
+
+_MALFORMED_PAIRS = {
+    "short": lambda s: s[:-1],
+    "long": lambda s: np.concatenate([s, [0]]),
+    "padding-bit": lambda s: np.concatenate([s[:-1], [s[-1] | 0x80]]),
+}
+
+
+@pytest.mark.parametrize("case", ["short", "long", "padding-bit", "index", "parent", "count"])
+def test_malformed_pair_streams_refused(case):
+    from dbfs.bfs.dask import codec as C
+
+    n, N = 500, 1000
+    b1, b2 = C.pair_widths(n, N)
+    L, U = np.array([3, 499, 7], np.int32), np.array([0, 999, 5], np.int32)
+    if case == "index":
+        L[1] = 500                                      # fits b1 bits, past the rank's rows
+    if case == "parent":
+        U[1] = 1000                                     # fits b2 bits, not a vertex
+    s = C.pack_pairs(L, U, 0, 3, b1, b2)
+    assert (b1, b2) == (9, 10) and s.size == 8         # 57 bits: the last byte has 7 padding bits
+    s = _MALFORMED_PAIRS.get(case, lambda x: x)(s).astype(np.uint8)
+    assert C.unpack_pairs(s, 4 if case == "count" else 3, b1, b2, n, N, np.int32) is None
+    good = C.pack_pairs(np.array([3, 499, 7], np.int32), U % N, 0, 3, b1, b2)
+    assert C.unpack_pairs(good, 3, b1, b2, n, N, np.int32) is not None
+
+
+class _NoWorker:
+    address = "tcp://127.0.0.1:1"
+    handlers: dict = {}
+
+
+class _OnePeer:
+    """Worker 0's mesh whose one peer (worker 1) answers each round with ``answers[kind]``: frames made by the
+    real encoder and decoded by the real decoder (the checks of the wire), then handed to the level step."""
+
+    def __init__(self, answers):
+        self.answers, self.round = answers, 0
+
+    def exchange(self, kind, out):
+        assert set(out) == {1}
+        buf = b"".join(bytes(p) for p in F.encode(kind, self.round, 1, self.answers[kind]))
+        got = F.decode_parts([buf], F.Expect(kind, self.round, 1, F.Limits.for_graph(1000, 2)))[1]
+        self.round += 1
+        return {1: got}
+
+
+def _one_rank_search(answers):
+    """A real level loop's state for rank 0 of a 1000-vertex ring in 2 blocks (rank 1 on the scripted peer),
+    started from vertex 3 with the peer speaking the coded kinds."""
+    from dbfs.bfs.cpu import hub_by_degree
+    from dbfs.bfs.dask.bsp import _Search
+    from dbfs.bfs.dask.plugin import MeshPlugin
+    from dbfs.bfs.dask.worker import _Part
+
+    v = np.arange(500)
+    indices = np.stack([(v - 1) % 1000, v + 1], 1).ravel().astype(np.int32)
+    meta = {"rank": 0, "P": 2, "partitioning": "block", "n_vertices": 1000, "vertex_range": range(0, 500),
+            "nnz": 1000, "load_time": 0.0, "variant": "p2-block"}
+    p = _Part(np.arange(0, 1001, 2), indices, meta)
+    p.hub = hub_by_degree(p.indptr, p.indices, np.full(1000, 2, np.int64))
+    plugin = MeshPlugin()
+    plugin.setup(_NoWorker())
+    s = _Search(_OnePeer({F.BEGIN: [(2, 1)], **answers}), 0, [[0], [1]], [p], plugin, None)
+    assert s.start(3) == 2 and s.coded
+    s.visit_root(3)
+    return s
+
+
+def _pairs_for_rank1(L, U, cnt=None, rank=1):
+    from dbfs.bfs.dask import codec as C
+
+    b1, b2 = C.pair_widths(500, 1000)
+    L, U = np.array(L, np.int32), np.array(U, np.int32)
+    return [(rank,), (len(L) if cnt is None else cnt,), C.pack_pairs(L, U, 0, len(L), b1, b2)]
+
+
+_BAD_ROUNDS = {   # step -> the peer's answer that makes it a lost peer
+    "front: truncated varint": ("front", {F.FRONT_Z: [(1,), (1,), np.array([0x83], np.uint8)]}),
+    "front: overlong varint": ("front", {F.FRONT_Z: [(1,), (1,), np.array([0x80, 0], np.uint8)]}),
+    "front: id past the rank": ("front", {F.FRONT_Z: [(1,), (1,), np.array([0xF4, 0x03], np.uint8)]}),
+    "front: gap overflow": ("front", {F.FRONT_Z: [(1,), (1,), np.array([1] + [0xFF] * 8 + [0x7F], np.uint8)]}),
+    "front: bitmap pad bit": ("front", {F.FRONT_Z: [(1,), (0,), np.r_[np.uint8(1), np.zeros(8 * 9 - 1, np.uint8)]]}),
+    "front: unknown form": ("front", {F.FRONT_Z: [(1,), (9,), np.zeros(1, np.uint8)]}),
+    "front: another's rank": ("front", {F.FRONT_Z: [(0,), (1,), np.zeros(1, np.uint8)]}),
+    "pairs: rank not held": ("td", {F.PAIRS_Z: _pairs_for_rank1([1], [500], rank=1)}),
+    "pairs: index past the rank": ("td", {F.PAIRS_Z: _pairs_for_rank1([500], [501], rank=0)}),
+    "pairs: parent not a vertex": ("td", {F.PAIRS_Z: _pairs_for_rank1([4], [1000], rank=0)}),
+    "pairs: count over the rank": ("td", {F.PAIRS_Z: [(0,), (501,), np.zeros(8, np.uint8)]}),
+    "pairs: count too small": ("td", {F.PAIRS_Z: _pairs_for_rank1([4, 5], [501, 502], cnt=1, rank=0)}),
+    "counts disagree": ("bu", {F.FRONT_Z: [(1,), (1,), np.zeros(0, np.uint8)],
+                               F.COUNTS_FRONT_Z: [(2, 4, 0), (0.0,), (1,), (1,), np.array([0], np.uint8)]}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_ROUNDS))
+def test_malformed_coded_rounds_are_a_lost_peer(case):
+    """Every malformed stream or stream list a peer sends makes the level step raise _PeerLost, no other
+    exception (the search closes that mesh and the client reruns it)."""
+    step, answers = _BAD_ROUNDS[case]
+    s = _one_rank_search({F.COUNTS: [(0, 0, 0), (0.0,)], **answers})
+    with pytest.raises(_PeerLost, match="bad frame"):
+        if step == "front":
+            s.to_bitmaps()
+        elif step == "td":
+            s.td_level(0, 0.0)
+        else:
+            s.to_bitmaps()
+            s.bu_level(0.0)
+
+
+def test_well_formed_coded_rounds_are_absorbed():
+    """The controls: the same rounds well formed are absorbed (a peer's pair claims vertex 4 for rank 0,
+    its frontier slice holds vertex 500, its counts agree)."""
+    s = _one_rank_search({F.PAIRS_Z: _pairs_for_rank1([4, 250], [501, 502], rank=0),
+                          F.COUNTS: [(0, 0, 0), (0.0,)]})
+    totals, _ = s.td_level(0, 0.0)
+    st = s.states[0]
+    assert sorted(st.queue.tolist()) == [2, 4, 250] and st.parent[250] == 502 and totals[0][0] == 3
+    s = _one_rank_search({F.FRONT_Z: [(1,), (1,), np.array([0], np.uint8)],
+                          F.COUNTS_FRONT_Z: [(1, 2, 2), (0.0,), (1,), (1,), np.array([1], np.uint8)]})
+    s.to_bitmaps()
+    assert s.front[500 >> 6] >> (500 & 63) & 1
+    totals, _ = s.bu_level(0.0)
+    assert [t[0] for t in totals] == [3, 1]     # 2, 4 and 499 here (next to 3 and to the peer's 500), 501 there
+    assert sorted(np.flatnonzero(np.unpackbits(s.states[0].fbm.view(np.uint8), bitorder="little"))) == [2, 4, 499]
+
+
 # ----------------------------------------------------------------- handshake
 def _pair():
     a, b = socket.socketpair()

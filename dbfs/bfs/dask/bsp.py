@@ -42,6 +42,18 @@ counts and this worker's kernel and exchange seconds.
 Message layouts are :mod:`dbfs.bfs.dask.frames`'s kinds; what a frame
 carries beyond its layout (the ranks it names, the bitmap slice lengths,
 the pair dtype) is checked here, and a mismatch is a lost peer.
+
+Encoding between hosts: the start barrier (BEGIN) carries each worker's
+codec flag; when every worker of the mesh runs these CPU steps with its
+frontier slices going by the mesh (no frontier shared on one host), the
+pairs and slices travel coded (:mod:`dbfs.bfs.dask.codec`: pairs packed in
+the bits their values need, each slice the smallest of its bitmap, its
+rows' gaps and its clear rows' gaps, so a level's bytes stay within about
+twice its information) as PAIRS_Z, FRONT_Z and COUNTS_FRONT_Z; otherwise
+(a GPU worker in the mesh, or a shared frontier) as int64 bitmaps and pairs
+of the claim dtype, as before. A received stream is decoded with every id
+checked against its rank's rows, and a bottom-up peer's slices must hold as
+many vertices as its counts say; a malformed one is a lost peer.
 """
 from __future__ import annotations
 
@@ -52,8 +64,9 @@ import time
 import numpy as np
 
 from dbfs.bfs.cpu import bitmap_to_queue, bu_step, queue_to_bitmap, td_step
+from dbfs.bfs.dask.codec import decode_slice_or, encode_slice, pack_pairs, pair_widths, unpack_pairs
 from dbfs.bfs.dask.exchange import _absorb, _base_of, _bucket_pairs, _chunks, _or_into, _or_slice
-from dbfs.bfs.dask.frames import COUNTS, COUNTS_FRONT, FRONT, PAIRS, START, SYNC
+from dbfs.bfs.dask.frames import BEGIN, COUNTS, COUNTS_FRONT, COUNTS_FRONT_Z, FRONT, FRONT_Z, PAIRS, PAIRS_Z, SYNC
 from dbfs.bfs.dask.plugin import get_plugin
 from dbfs.bfs.dask.shm import _boundary_words, _shm_collect, _shm_publish
 from dbfs.bfs.dask.transport import _LocalMesh, _PeerLost, _Timed
@@ -129,8 +142,11 @@ class _Search:
         self.N, self.P, self.code, self.q, self.r = p0.n, p0.P, p0.code, p0.q, p0.r
         part = Partitioning(p0.n, p0.P, p0.kind)
         self.bases = [_base_of(part, rk) for rk in range(self.P)]
-        self.words = [((part.vertex_range(rk).start - self.bases[rk] if self.code == 0 else 0)
-                       + part.local_count(rk) + 63) >> 6 for rk in range(self.P)]
+        self.pads = [part.vertex_range(rk).start - self.bases[rk] if self.code == 0 else 0 for rk in range(self.P)]
+        self.counts = [part.local_count(rk) for rk in range(self.P)]
+        self.words = [(self.pads[rk] + self.counts[rk] + 63) >> 6 for rk in range(self.P)]
+        self.b1 = [pair_widths(c, self.N)[0] for c in self.counts]     # packed pair widths (coded frames)
+        self.b2 = pair_widths(1, self.N)[1]
         self.grown = plugin.grown
         self.listeners = plugin.level_listeners
         gwords = (self.N + 63) >> 6
@@ -143,6 +159,11 @@ class _Search:
         self.wordof = _boundary_words(part) if self.sh is not None else None
         self.states = {p.rank: _State(p, self.grown) for p in parts}
         self.my_ranks = tuple(self.states)
+        self.coded = False                                   # set at the start barrier (_codec_flag)
+        # the gap forms' work bytes (a slice's bitmap + a varint), pre-faulted and kept across searches
+        self.codebuf = None
+        if self.sh is None and self.peers:
+            self.codebuf = _grown(self.grown, "codec", max(self.words[rk] for rk in self.my_ranks) + 2).view(np.uint8)
 
     # ------------------------------------------------------------ checks
     def _bad(self, j, what):
@@ -171,6 +192,76 @@ class _Search:
             out.append((dst, arrs))
         return out
 
+    def _unpacked(self, got):
+        """Decode received coded pair frames (PAIRS_Z) into :meth:`_pairs`' form: every destination is
+        this worker's, every stream holds 1..n well-formed pairs (index below the rank's n rows, parent
+        below N)."""
+        out = []
+        dt = self.scratch.dtype
+        for j, arrs in got.items():
+            dst, cnts = arrs[0], arrs[1]
+            flat = [dst]
+            for k, (d_rk, c) in enumerate(zip(dst, cnts)):
+                if d_rk not in self.states:
+                    self._bad(j, f"pairs for rank {d_rk}, not held here")
+                n = self.counts[d_rk]
+                if not 0 < c <= n:
+                    self._bad(j, f"{c} pairs for rank {d_rk} of {n} vertices")
+                LU = unpack_pairs(arrs[2 + k], c, self.b1[d_rk], self.b2, n, self.N, dt)
+                if LU is None:
+                    self._bad(j, f"a malformed pair stream for rank {d_rk}")
+                flat += LU
+            out.append((dst, flat))
+        return out
+
+    def _or_coded(self, j, ranks, tags, streams, front) -> int:
+        """OR a peer's coded frontier slices (FRONT_Z, COUNTS_FRONT_Z) into ``front``: its own ranks, each
+        slice well-formed and inside its rank's rows; returns their frontier vertices."""
+        rks = list(ranks)
+        if rks != list(self.ranks_of[j]):
+            self._bad(j, f"slices of ranks {rks} (it holds {list(self.ranks_of[j])})")
+        total = 0
+        for rk, tag, sl in zip(rks, tags, streams):
+            k = decode_slice_or(sl, tag, front, self.pads[rk], self.counts[rk], self.code, self.P, rk,
+                                self.bases[rk])
+            if k < 0:
+                self._bad(j, f"a malformed frontier slice of rank {rk} (form {tag})")
+            total += k
+        return total
+
+    def _codec_flag(self) -> int:
+        """1 when this worker sends and decodes the coded kinds: its level steps are this class's own (a
+        subclass with steps of its own, a GPU worker's, speaks the int64 kinds) and its frontier slices
+        go by the mesh (no frontier shared on this host)."""
+        cls = type(self)
+        own = all(getattr(cls, m) is getattr(_Search, m) for m in ("td_level", "to_bitmaps", "bu_level"))
+        return int(own and self.sh is None)
+
+    def _packed(self, outs):
+        """PAIRS_Z frames: per peer, for each of its ranks the pairs of each of this worker's partitions,
+        packed (:func:`dbfs.bfs.dask.codec.pack_pairs`)."""
+        send = {}
+        for j in self.peers:
+            dst, cnts, streams = [], [], []
+            for d_rk in self.ranks_of[j]:
+                for L, U, cnt in outs.values():
+                    a, b = int(cnt[d_rk]), int(cnt[d_rk + 1])
+                    if b > a:
+                        dst.append(d_rk)
+                        cnts.append(b - a)
+                        streams.append(pack_pairs(L, U, a, b, self.b1[d_rk], self.b2))
+            send[j] = [dst, cnts] + streams
+        return send
+
+    def _coded_slices(self):
+        """This worker's frontier slices as FRONT_Z arrays: ranks, forms, streams."""
+        tags, streams = [], []
+        for rk, st in self.states.items():
+            tag, sl = encode_slice(st.fbm, self.pads[rk], self.counts[rk], self.codebuf)
+            tags.append(tag)
+            streams.append(sl)
+        return [self.my_ranks, tags] + streams
+
     def _deg_of_root(self, st, i):
         return int(st.p.indptr[i + 1] - st.p.indptr[i])
 
@@ -187,9 +278,15 @@ class _Search:
         if self.o_root in self.states:
             st = self.states[self.o_root]
             deg_root = self._deg_of_root(st, self.l_root + st.p.pad)
-        got = self.mesh.exchange(START, {j: [(deg_root,)] for j in self.peers})
-        for arrs in got.values():
-            deg_root = max(deg_root, int(arrs[0][0]))
+        flag = self._codec_flag()
+        got = self.mesh.exchange(BEGIN, {j: [(deg_root, flag)] for j in self.peers})
+        for j, arrs in got.items():
+            d, f = arrs[0]
+            if f not in (0, 1):
+                self._bad(j, f"codec flag {f}")
+            deg_root = max(deg_root, int(d))
+            flag &= f
+        self.coded = bool(flag and self.peers)      # every worker speaks the coded kinds: all send them
         return deg_root
 
     def visit_root(self, root):
@@ -224,17 +321,20 @@ class _Search:
             outs[rk] = _bucket_pairs(newv, scratch, code, P, q, r, rk, p.base, _chunks(newv.shape[0]))
         kt += time.perf_counter() - t
         # exchange: one message per peer worker, pairs grouped by destination rank
-        send = {}
-        for j in peers:
-            dst, arrs = [], []
-            for d_rk in self.ranks_of[j]:
-                for s_rk, (L, U, cnt) in outs.items():
-                    a, b = cnt[d_rk], cnt[d_rk + 1]
-                    if b > a:
-                        dst.append(d_rk)
-                        arrs += [L[a:b], U[a:b]]
-            send[j] = [dst] + arrs
-        got = self._pairs(self.mesh.exchange(PAIRS, send)) if peers else []
+        if self.coded:
+            got = self._unpacked(self.mesh.exchange(PAIRS_Z, self._packed(outs)))
+        else:
+            send = {}
+            for j in peers:
+                dst, arrs = [], []
+                for d_rk in self.ranks_of[j]:
+                    for s_rk, (L, U, cnt) in outs.items():
+                        a, b = cnt[d_rk], cnt[d_rk + 1]
+                        if b > a:
+                            dst.append(d_rk)
+                            arrs += [L[a:b], U[a:b]]
+                send[j] = [dst] + arrs
+            got = self._pairs(self.mesh.exchange(PAIRS, send)) if peers else []
         # absorb: owners keep the first parent, form the next local queue
         t = time.perf_counter()
         new_n = new_m = 0
@@ -275,11 +375,16 @@ class _Search:
         for rk, st in states.items():
             _or_slice(front, st.fbm, self.code, self.P, rk, st.p.base)
         kt = time.perf_counter() - t
-        got = self.mesh.exchange(FRONT, {j: [self.my_ranks] + [st.fbm for st in states.values()]
-                                         for j in self.peers}) if self.peers else {}
-        for j, arrs in got.items():
-            for rk, sl in zip(self._slices(j, arrs[0], arrs[1:]), arrs[1:]):
-                _or_slice(front, sl, self.code, self.P, rk, self.bases[rk])
+        if self.coded:
+            msg = self._coded_slices()
+            for j, arrs in self.mesh.exchange(FRONT_Z, {j: msg for j in self.peers}).items():
+                self._or_coded(j, arrs[0], arrs[1], arrs[2:], front)
+        else:
+            got = self.mesh.exchange(FRONT, {j: [self.my_ranks] + [st.fbm for st in states.values()]
+                                             for j in self.peers}) if self.peers else {}
+            for j, arrs in got.items():
+                for rk, sl in zip(self._slices(j, arrs[0], arrs[1:]), arrs[1:]):
+                    _or_slice(front, sl, self.code, self.P, rk, self.bases[rk])
         _or_into(self.visited_g, front)
         return kt
 
@@ -310,13 +415,22 @@ class _Search:
             totals = [mine] + [_counts_of(a) for a in got.values()]
             _shm_collect(sh, self.wordof, self.front, self.visited_g)
             return totals, kt
-        msg = _counts_msg(mine) + [self.my_ranks] + [st.fbm for st in states.values()]
-        got = self.mesh.exchange(COUNTS_FRONT, {j: msg for j in peers}) if peers else {}
         totals = [mine]
-        for j, arrs in got.items():
-            totals.append(_counts_of(arrs))
-            for rk, sl in zip(self._slices(j, arrs[2], arrs[3:]), arrs[3:]):
-                _or_slice(self.front_next, sl, self.code, self.P, rk, self.bases[rk])
+        if self.coded:
+            msg = _counts_msg(mine) + self._coded_slices()
+            for j, arrs in self.mesh.exchange(COUNTS_FRONT_Z, {j: msg for j in peers}).items():
+                c = _counts_of(arrs)
+                totals.append(c)
+                k = self._or_coded(j, arrs[2], arrs[3], arrs[4:], self.front_next)
+                if k != c[0]:
+                    self._bad(j, f"slices of {k} frontier vertices where its counts say {c[0]}")
+        else:
+            msg = _counts_msg(mine) + [self.my_ranks] + [st.fbm for st in states.values()]
+            got = self.mesh.exchange(COUNTS_FRONT, {j: msg for j in peers}) if peers else {}
+            for j, arrs in got.items():
+                totals.append(_counts_of(arrs))
+                for rk, sl in zip(self._slices(j, arrs[2], arrs[3:]), arrs[3:]):
+                    _or_slice(self.front_next, sl, self.code, self.P, rk, self.bases[rk])
         _or_into(self.visited_g, self.front_next)
         self.front, self.front_next = self.front_next, self.front
         return totals, kt
