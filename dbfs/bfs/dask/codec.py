@@ -18,7 +18,7 @@ information in it:
   reads them back.
 
 A decoder trusts nothing it reads: every id is checked to lie among the
-rank's rows (every parent below N) before anything is written, and a
+rank's rows (every parent below N) before it is written, and a
 truncated varint, a non-minimal one (a last byte 0 after others), one of
 more than 9 bytes, a gap past the rank's last row, a set bit outside the
 rows, a stream of the wrong length or with set padding bits make it return
@@ -33,8 +33,10 @@ rounded up to 7-bit groups), within 2x where the set (or its complement)
 is sparse. The smaller of the three is within 2x at every density
 (``tests/test_frontier_codec.py`` measures it over densities 1e-6..0.9 and
 n = 2^10..2^24). A pair carries log2(n) + log2(N) bits; its packed width is
-their ceilings. Kernels run ``nogil``; the pair kernels split the pairs
-into chunks of whole bytes (multiples of 8 pairs) and run them in parallel.
+their ceilings. Kernels run ``nogil``; the pair kernels work on int64
+words (a packer fills each word through one register, an unpacker reads a
+field from at most two words) and split the pairs into chunks of whole
+64-pair blocks (each starts on a word boundary), run in parallel.
 Every kernel is compiled for its argument types when this module is
 imported (explicit signatures, from Numba's on-disk cache after the
 first time), so no search compiles or loads one.
@@ -63,7 +65,7 @@ __all__ = ["BITMAP", "SET", "CLEAR", "TAGS", "encode_slice", "decode_slice_or", 
 BITMAP, SET, CLEAR = 0, 1, 2          # frontier slice forms (the tag a frame carries per slice)
 TAGS = (BITMAP, SET, CLEAR)
 _MAX_VARINT = 9                      # bytes of the longest varint (63 bits: any id below 2^63)
-_PAIR_CHUNK = 8192                   # pairs per chunk of the parallel pair kernels (a multiple of 8)
+_PAIR_CHUNK = 8192                   # pairs per chunk of the parallel pair kernels (a multiple of 64)
 
 _i64, _u8 = types.int64, types.uint8
 _A64 = types.Array(_i64, 1, "C")
@@ -152,80 +154,63 @@ def _set_rows(front, code, P, rank, base, i0, i1):
     front[w1] |= hi
 
 
-@njit(_i64(_AU8, _i64, _A64, _i64, _i64, _i64, _i64, _i64, _i64), nogil=True, cache=True)
-def _decode_or(stream, tag, front, pad, n, code, P, rank, base):
-    """OR one received slice of rank ``rank`` (rows [pad, pad + n), form ``tag``) into ``front``;
-    returns its number of frontier rows, or -1 when the stream is malformed (nothing outside the
-    rank's rows is ever written)."""
-    m = stream.shape[0]
-    if tag == BITMAP:
-        nw = (pad + n + 63) >> 6
-        if m != 8 * nw:
+@njit(_i64(_A64, _A64, _i64, _i64, _i64, _i64, _i64, _i64), nogil=True, cache=True)
+def _or_words(s64, front, pad, n, code, P, rank, base):
+    """OR a BITMAP slice (its words, as many as the rank's) into ``front``; its frontier rows, or -1 at
+    the first word with a bit outside the rows [pad, pad + n) (earlier words are the rank's own)."""
+    k = 0
+    for w in range(s64.shape[0]):
+        x = s64[w]
+        if x == 0:
+            continue
+        if x & ~_word_mask(w, pad, n):
             return -1
-        k = 0
-        for w in range(nw):                 # check every word before writing any
-            x = np.int64(0)
-            for b in range(8):
-                x |= np.int64(stream[8 * w + b]) << (8 * b)
-            msk = _word_mask(w, pad, n)
-            if x & ~msk:
-                return -1
-            k += _popcount(x)
-        for w in range(nw):
-            x = np.int64(0)
-            for b in range(8):
-                x |= np.int64(stream[8 * w + b]) << (8 * b)
-            if x == 0:
-                continue
-            if code == 0:
-                front[(base >> 6) + w] |= x
-            else:
-                while x != 0:
-                    _set_row(front, code, P, rank, base, 64 * w + _cttz(x))
-                    x &= x - 1
-        return k
-    if tag != SET and tag != CLEAR:
-        return -1
-    # validate the whole stream first: a malformed one writes nothing
+        k += _popcount(x)
+        if code == 0:
+            front[(base >> 6) + w] |= x
+        else:
+            while x != 0:
+                _set_row(front, code, P, rank, base, 64 * w + _cttz(x))
+                x &= x - 1
+    return k
+
+
+@njit(_i64(_AU8, _i64, _A64, _i64, _i64, _i64, _i64, _i64, _i64), nogil=True, cache=True)
+def _decode_gaps(stream, tag, front, pad, n, code, P, rank, base):
+    """OR a SET or CLEAR slice of rank ``rank`` (rows [pad, pad + n)) into ``front``; its frontier rows,
+    or -1 at the first malformed varint (every row is checked before its bit is written, so nothing
+    outside the rank's rows is ever written)."""
+    m = stream.shape[0]
     pos = 0
     prev = -1
     cnt = 0
     while pos < m:
-        g = np.int64(0)
-        sh = 0
-        while True:
-            if pos >= m or sh == 7 * _MAX_VARINT:
-                return -1                   # truncated, or longer than any id needs
-            b = np.int64(stream[pos])
-            pos += 1
-            g |= (b & 127) << sh
-            sh += 7
-            if b < 128:
-                if b == 0 and sh > 7:
-                    return -1               # non-minimal (overlong) varint
-                break
+        b = np.int64(stream[pos])
+        pos += 1
+        g = b
+        if b >= 128:                        # a gap of more than one byte
+            g = b & 127
+            sh = 7
+            while True:
+                if pos >= m or sh == 7 * _MAX_VARINT:
+                    return -1               # truncated, or longer than any id needs
+                b = np.int64(stream[pos])
+                pos += 1
+                g |= (b & 127) << sh
+                sh += 7
+                if b < 128:
+                    break
+            if b == 0:
+                return -1                   # non-minimal (overlong): a last byte of 0
         if g > n - prev - 2:
             return -1                       # the gap runs past the rank's last row
-        prev += g + 1
-        cnt += 1
-    pos = 0
-    prev = -1
-    while pos < m:
-        g = np.int64(0)
-        sh = 0
-        while True:
-            b = np.int64(stream[pos])
-            pos += 1
-            g |= (b & 127) << sh
-            sh += 7
-            if b < 128:
-                break
         x = prev + g + 1
         if tag == SET:
             _set_row(front, code, P, rank, base, pad + x)
         else:
             _set_rows(front, code, P, rank, base, pad + prev + 1, pad + x)
         prev = x
+        cnt += 1
     if tag == CLEAR:
         _set_rows(front, code, P, rank, base, pad + prev + 1, pad + n)
         return n - cnt
@@ -239,11 +224,15 @@ def encode_slice(bm: np.ndarray, pad: int, n: int, scratch: np.ndarray) -> tuple
     returned as a copy of its bytes, the bitmap as a view of ``bm`` (masked copy if stray bits)."""
     B = 8 * bm.shape[0]
     k, stray = _slice_stats(bm, pad, n)
+    best = None
     for tag, c in ((SET, k), (CLEAR, n - k)):
-        if c < B:                       # a gap costs at least one byte: only then can it beat the bitmap
-            m = _encode_gaps(bm, pad, n, tag == CLEAR, scratch, B - 1)
+        limit = B - 1 if best is None else best[1].shape[0] - 1
+        if c <= limit:                  # a gap costs at least one byte: only then can it beat the others
+            m = _encode_gaps(bm, pad, n, tag == CLEAR, scratch, limit)
             if m >= 0:
-                return tag, scratch[:m].copy()
+                best = tag, scratch[:m].copy()
+    if best is not None:
+        return best
     if stray:                           # never sent: bits outside the rank's rows
         rows = np.arange(B * 8)
         bm = bm & np.packbits((rows >= pad) & (rows < pad + n), bitorder="little").view(np.int64)
@@ -252,11 +241,20 @@ def encode_slice(bm: np.ndarray, pad: int, n: int, scratch: np.ndarray) -> tuple
 
 def decode_slice_or(stream: np.ndarray, tag: int, front: np.ndarray, pad: int, n: int, code: int, P: int,
                     rank: int, base: int) -> int:
-    """OR a received slice into the global bitmap ``front`` (see :func:`_decode_or`); its frontier
-    count, or -1 (malformed)."""
+    """OR a received slice of rank ``rank`` (rows [pad, pad + n) of its padded rows, local row ``i``
+    global vertex ``base + i`` (``code`` 0, block) or ``i P + rank`` (cyclic)) into the global bitmap
+    ``front``; its frontier count, or -1 (malformed: the caller drops the sender; a malformed slice may
+    have set some of its own rank's bits, never another's)."""
     if stream.dtype != np.uint8 or tag not in TAGS:
         return -1
-    return int(_decode_or(stream, tag, front, pad, n, code, P, rank, base))
+    if tag != BITMAP:
+        return int(_decode_gaps(stream, tag, front, pad, n, code, P, rank, base))
+    nw = (pad + n + 63) >> 6
+    if stream.shape[0] != 8 * nw:
+        return -1
+    s64 = np.empty(nw, np.int64)                  # aligned words (a stream may start anywhere in its frame)
+    s64.view(np.uint8)[:] = stream
+    return int(_or_words(s64, front, pad, n, code, P, rank, base))
 
 
 # ------------------------------------------------------------- claim pairs
@@ -271,60 +269,63 @@ def pairs_nbytes(cnt: int, b1: int, b2: int) -> int:
 
 
 @njit(nogil=True, cache=True)
-def _put(out, o, v, w):
-    """Write the low ``w`` bits of ``v`` (non-negative) at bit ``o`` of the zeroed ``out``."""
-    while w > 0:
-        sh = o & 7
-        t = min(8 - sh, w)
-        out[o >> 3] |= np.uint8((v & ((1 << t) - 1)) << sh)
-        v >>= t
-        o += t
-        w -= t
-
-
-@njit(nogil=True, cache=True)
-def _get(s, o, w):
-    v = np.int64(0)
-    got = 0
-    while got < w:
-        sh = o & 7
-        t = min(8 - sh, w - got)
-        v |= ((np.int64(s[o >> 3]) >> sh) & ((1 << t) - 1)) << got
-        o += t
-        got += t
-    return v
+def _field(s64, o, w):
+    """The ``w`` (< 64) bits at bit ``o`` of the int64 words ``s64`` (low bits first; the word after the
+    field's first is read whatever ``o``: one word past the stream must exist). Branch-free, unsigned."""
+    i = o >> 6
+    sh = np.uint64(o & 63)
+    lo = np.uint64(s64[i]) >> sh
+    hi = (np.uint64(s64[i + 1]) << (np.uint64(63) - sh)) << np.uint64(1)
+    return np.int64((lo | hi) & ((np.uint64(1) << np.uint64(w)) - np.uint64(1)))
 
 
 def _chunks_of(m):
     return max(1, min(256, (m + _PAIR_CHUNK - 1) // _PAIR_CHUNK))
 
 
-_PACK_SIGS = [types.void(A, A, _i64, _i64, _i64, _i64, _AU8, _i64) for A in (_AI32, _A64)]
-_UNPACK_SIGS = [_i64(_AU8, _i64, _i64, _i64, _i64, _i64, A, A, _i64) for A in (_AI32, _A64)]
+_PACK_SIGS = [types.void(A, A, _i64, _i64, _i64, _i64, _A64, _i64) for A in (_AI32, _A64)]
+_UNPACK_SIGS = [_i64(_A64, _i64, _i64, _i64, _i64, _i64, A, A, _i64) for A in (_AI32, _A64)]
 
 
 @njit(_PACK_SIGS, parallel=True, nogil=True, cache=True)
 def _pack(L, U, a, b, b1, b2, out, C):
+    """Pairs L[a:b], U[a:b] into the zeroed int64 words ``out``; ``C`` chunks of whole 64-pair blocks (each
+    starts on a word: 64 pairs are b1 + b2 words), each filling its words through one register."""
     m = b - a
-    nblk = (m + 7) >> 3
+    nblk = (m + 63) >> 6
     w = b1 + b2
     for c in prange(C):
-        for j in range(8 * (c * nblk // C), min(8 * ((c + 1) * nblk // C), m)):
-            o = j * w
-            _put(out, o, np.int64(L[a + j]), b1)
-            _put(out, o + b1, np.int64(U[a + j]), b2)
+        j0 = 64 * (c * nblk // C)
+        j1 = min(64 * ((c + 1) * nblk // C), m)
+        wi = (j0 * w) >> 6
+        acc = np.int64(0)
+        nb = 0
+        for j in range(j0, j1):
+            for f in range(2):
+                v = np.int64(L[a + j]) if f == 0 else np.int64(U[a + j])
+                k = b1 if f == 0 else b2
+                acc |= v << nb
+                nb += k
+                if nb >= 64:
+                    out[wi] = acc
+                    wi += 1
+                    nb -= 64
+                    acc = v >> (k - nb) if nb else np.int64(0)
+        if nb:
+            out[wi] = acc
 
 
 @njit(_UNPACK_SIGS, parallel=True, nogil=True, cache=True)
-def _unpack(s, cnt, b1, b2, n, N, L, U, C):
-    """Pairs of ``s`` into L, U; 1, or 0 when an index is not below ``n`` or a parent not below ``N``."""
+def _unpack(s64, cnt, b1, b2, n, N, L, U, C):
+    """Pairs of the int64 words ``s64`` (one word past the stream) into L, U; 1, or 0 when an index is not
+    below ``n`` or a parent not below ``N``."""
     bad = np.zeros(C, np.int64)
     w = b1 + b2
     for c in prange(C):
         for j in range(c * cnt // C, (c + 1) * cnt // C):
             o = j * w
-            x = _get(s, o, b1)
-            u = _get(s, o + b1, b2)
+            x = _field(s64, o, b1)
+            u = _field(s64, o + b1, b2)
             if x >= n or u >= N:
                 bad[c] = 1
                 break
@@ -335,9 +336,10 @@ def _unpack(s, cnt, b1, b2, n, N, L, U, C):
 
 def pack_pairs(L: np.ndarray, U: np.ndarray, a: int, b: int, b1: int, b2: int) -> np.ndarray:
     """Pairs ``L[a:b]``, ``U[a:b]`` (non-negative, below ``2**b1`` and ``2**b2``) as one uint8 stream."""
-    out = np.zeros(pairs_nbytes(b - a, b1, b2), np.uint8)
+    nbytes = pairs_nbytes(b - a, b1, b2)
+    out = np.zeros((nbytes + 7) >> 3, np.int64)
     _pack(L, U, a, b, b1, b2, out, _chunks_of(b - a))
-    return out
+    return out.view(np.uint8)[:nbytes]
 
 
 def unpack_pairs(s: np.ndarray, cnt: int, b1: int, b2: int, n: int, N: int, dtype):
@@ -352,6 +354,9 @@ def unpack_pairs(s: np.ndarray, cnt: int, b1: int, b2: int, n: int, N: int, dtyp
         return None
     L = np.empty(cnt, dtype)
     U = np.empty(cnt, dtype)
-    if cnt and not _unpack(s, cnt, b1, b2, n, N, L, U, _chunks_of(cnt)):
-        return None
+    if cnt:
+        s64 = np.zeros((s.shape[0] >> 3) + 2, np.int64)      # aligned words, one past the end
+        s64.view(np.uint8)[:s.shape[0]] = s
+        if not _unpack(s64, cnt, b1, b2, n, N, L, U, _chunks_of(cnt)):
+            return None
     return L, U
