@@ -262,6 +262,15 @@ class _Search:
             streams.append(sl)
         return [self.my_ranks, tags] + streams
 
+    def _own_root(self, root) -> int:
+        """Where ``root`` lives (``o_root``, ``l_root``); its degree if this worker holds it, else -1."""
+        o_root, l_root = owner_local(np.int64(root), self.code, self.P, self.q, self.r)
+        self.o_root, self.l_root = int(o_root), int(l_root)
+        if self.o_root not in self.states:
+            return -1
+        st = self.states[self.o_root]
+        return self._deg_of_root(st, self.l_root + st.p.pad)
+
     def _deg_of_root(self, st, i):
         return int(st.p.indptr[i + 1] - st.p.indptr[i])
 
@@ -272,12 +281,7 @@ class _Search:
     # ------------------------------------------------------------- steps
     def start(self, root):
         """Start barrier (shares the root's degree); returns it."""
-        o_root, l_root = owner_local(np.int64(root), self.code, self.P, self.q, self.r)
-        self.o_root, self.l_root = int(o_root), int(l_root)
-        deg_root = -1
-        if self.o_root in self.states:
-            st = self.states[self.o_root]
-            deg_root = self._deg_of_root(st, self.l_root + st.p.pad)
+        deg_root = self._own_root(root)
         flag = self._codec_flag()
         got = self.mesh.exchange(BEGIN, {j: [(deg_root, flag)] for j in self.peers})
         for j, arrs in got.items():

@@ -48,7 +48,6 @@ import numpy as np
 from dbfs.bfs.dask.gpu_search import _GpuSearch
 from dbfs.bfs.dask.nccl import _Timeline
 from dbfs.bfs.gpu import _BLOCK, _grid, _i64
-from dbfs.partition import owner_local
 
 __all__ = ["_NcclSearch"]
 
@@ -130,13 +129,7 @@ class _NcclSearch(_GpuSearch):
 
     # ------------------------------------------------------------- steps
     def start(self, root):
-        o_root, l_root = owner_local(np.int64(root), self.code, self.P, self.q, self.r)
-        self.o_root, self.l_root = int(o_root), int(l_root)
-        deg = -1
-        if self.o_root in self.states:
-            st = self.states[self.o_root]
-            deg = self._deg_of_root(st, self.l_root + st.p.pad)
-        self.one.fill(deg)
+        self.one.fill(self._own_root(root))
         self.comm.allreduce(self.one, "max")
         deg = int(self.one.get()[0])
         self.comm.check()
