@@ -38,7 +38,7 @@ def _bitmap(rows, pad: int, n: int) -> np.ndarray:
 
 def _encode(rows, pad, n):
     bm = _bitmap(rows, pad, n)
-    tag, s = C.encode_slice(bm, pad, n, np.empty(8 * bm.shape[0] + 16, np.uint8))
+    tag, s = C.encode_slice(bm, pad, n, np.empty(8 * bm.shape[0] + C.GAP_SLACK, np.uint8))
     return bm, tag, np.ascontiguousarray(s).copy()
 
 
@@ -81,7 +81,7 @@ def test_stray_bits_are_never_sent():
     bm = _bitmap(np.arange(0, n, 2), pad, n)
     bm[0] |= 0b11                                        # two pad rows
     bm[-1] |= np.int64(1) << 62                          # past the last row
-    tag, s = C.encode_slice(bm, pad, n, np.empty(8 * bm.shape[0] + 16, np.uint8))
+    tag, s = C.encode_slice(bm, pad, n, np.empty(8 * bm.shape[0] + C.GAP_SLACK, np.uint8))
     front = np.zeros(bm.shape[0], np.int64)
     assert tag == C.BITMAP and C.decode_slice_or(s.copy(), tag, front, pad, n, 0, 1, 0, 0) == n // 2
     assert np.array_equal(front, _bitmap(np.arange(0, n, 2), pad, n))

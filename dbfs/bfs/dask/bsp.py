@@ -64,7 +64,7 @@ import time
 import numpy as np
 
 from dbfs.bfs.cpu import bitmap_to_queue, bu_step, queue_to_bitmap, td_step
-from dbfs.bfs.dask.codec import decode_slice_or, encode_slice, pack_pairs, pair_widths, unpack_pairs
+from dbfs.bfs.dask.codec import GAP_SLACK, decode_slice_or, encode_slice, pack_pairs, pair_widths, unpack_pairs
 from dbfs.bfs.dask.exchange import _absorb, _base_of, _bucket_pairs, _chunks, _or_into, _or_slice
 from dbfs.bfs.dask.frames import BEGIN, COUNTS, COUNTS_FRONT, COUNTS_FRONT_Z, FRONT, FRONT_Z, PAIRS, PAIRS_Z, SYNC
 from dbfs.bfs.dask.plugin import get_plugin
@@ -163,7 +163,8 @@ class _Search:
         # the gap forms' work bytes (a slice's bitmap + a varint), pre-faulted and kept across searches
         self.codebuf = None
         if self.sh is None and self.peers:
-            self.codebuf = _grown(self.grown, "codec", max(self.words[rk] for rk in self.my_ranks) + 2).view(np.uint8)
+            nw = max(self.words[rk] for rk in self.my_ranks) + (GAP_SLACK >> 3) + 1
+            self.codebuf = _grown(self.grown, "codec", nw).view(np.uint8)
 
     # ------------------------------------------------------------ checks
     def _bad(self, j, what):

@@ -59,12 +59,13 @@ from numba import njit, prange, types
 
 from dbfs.bfs.cpu.primitives import _cttz, _popcount
 
-__all__ = ["BITMAP", "SET", "CLEAR", "TAGS", "encode_slice", "decode_slice_or", "pair_widths", "pack_pairs",
-           "unpack_pairs", "pairs_nbytes"]
+__all__ = ["BITMAP", "SET", "CLEAR", "TAGS", "GAP_SLACK", "encode_slice", "decode_slice_or", "pair_widths",
+           "pack_pairs", "unpack_pairs", "pairs_nbytes"]
 
 BITMAP, SET, CLEAR = 0, 1, 2          # frontier slice forms (the tag a frame carries per slice)
 TAGS = (BITMAP, SET, CLEAR)
 _MAX_VARINT = 9                      # bytes of the longest varint (63 bits: any id below 2^63)
+GAP_SLACK = 64 * _MAX_VARINT + 64     # bytes a gap encoder may write past its limit (a word's varints)
 _PAIR_CHUNK = 8192                   # pairs per chunk of the parallel pair kernels (a multiple of 64)
 
 _i64, _u8 = types.int64, types.uint8
@@ -103,26 +104,33 @@ def _slice_stats(bm, pad, n):
 @njit(_i64(_A64, _i64, _i64, _i64, _AU8, _i64), nogil=True, cache=True)
 def _encode_gaps(bm, pad, n, invert, out, limit):
     """The set (``invert`` 0) or clear (1) rows of [pad, pad + n) as varint gaps into ``out`` (at least
-    ``limit`` + 9 bytes); returns the bytes written, or -1 once they pass ``limit``."""
+    ``limit`` + :data:`GAP_SLACK` bytes: the limit is checked once a word); returns the bytes written, or
+    -1 once they pass ``limit``."""
     pos = 0
-    prev = -1
-    for w in range(bm.shape[0]):
-        m = _word_mask(w, pad, n)
-        x = (~bm[w] if invert else bm[w]) & m
+    prev = pad - 1                          # gaps between padded rows: the first is its row - pad
+    last = (pad + n - 1) >> 6
+    flip = np.int64(-1) if invert else np.int64(0)
+    for w in range(min(bm.shape[0], last + 1)):
+        x = bm[w] ^ flip
+        if w == 0 or w == last:             # only the first and the last word hold rows of others
+            x &= _word_mask(w, pad, n)
         while x != 0:
-            b = _cttz(x)
+            i = 64 * w + _cttz(x)
             x &= x - 1
-            i = 64 * w + b - pad
             g = i - prev - 1
             prev = i
+            if g < 128:
+                out[pos] = g
+                pos += 1
+                continue
             while g >= 128:
                 out[pos] = (g & 127) | 128
                 g >>= 7
                 pos += 1
             out[pos] = g
             pos += 1
-            if pos > limit:
-                return -1
+        if pos > limit:
+            return -1
     return pos
 
 
@@ -220,7 +228,7 @@ def _decode_gaps(stream, tag, front, pad, n, code, P, rank, base):
 def encode_slice(bm: np.ndarray, pad: int, n: int, scratch: np.ndarray) -> tuple:
     """(tag, uint8 array) of a rank's frontier slice ``bm`` (int64 words over its padded rows, the
     frontier among rows [pad, pad + n)): the smallest of the bitmap, the set's gaps and the clear
-    rows' gaps. ``scratch``: a uint8 work array of at least ``8 len(bm) + 9`` bytes; a gap form is
+    rows' gaps. ``scratch``: a uint8 work array of at least ``8 len(bm) +`` :data:`GAP_SLACK` bytes; a gap form is
     returned as a copy of its bytes, the bitmap as a view of ``bm`` (masked copy if stray bits)."""
     B = 8 * bm.shape[0]
     k, stray = _slice_stats(bm, pad, n)
