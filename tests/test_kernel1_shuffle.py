@@ -203,6 +203,7 @@ def test_each_edge_row_is_read_once(client, datasets, how, P):
         for w, n in counted.items():          # each worker's reads reported by its partitions
             assert sum(info[rk]["edge_rows_read"] for rk in range(P) if dg.rank_worker[rk] == w) == n
         assert all(info[rk]["edge_readers"] == 2 for rk in range(P))
+        assert {w["worker"]: w["edge_rows_read"] for w in dg.workers_table()} == counted    # as the JSON shows it
         for rk in range(P):
             ip, ix, _ = kernel1.load_partition(stored.path, variant, rk)
             assert _bytes(client, dg, rk) == (np.asarray(ip).tobytes(), np.asarray(ix).tobytes())

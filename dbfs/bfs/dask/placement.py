@@ -104,8 +104,9 @@ class DistributedGraph:
         return "cuda-ipc" if self.has_gpu else "dev-shm"
 
     def workers_table(self) -> list:
-        """Per mesh worker: address, kind, ranks, device and host bytes of its partitions, and the seconds
-        its partitions took to read (or build) and to prepare (hub table, degrees) on that worker."""
+        """Per mesh worker: address, kind, ranks, device and host bytes of its partitions, the seconds
+        its partitions took to read (or build) and to prepare (hub table, degrees) on that worker, and the
+        edge rows its Kernel 1 read (0 for a stored variant)."""
         out = []
         for w, ranks in zip(self.mesh_workers, self.ranks_of()):
             infos = [self.part_info.get(rk, {}) for rk in ranks]
@@ -113,7 +114,8 @@ class DistributedGraph:
                         "device_bytes": sum(int(i.get("device_bytes", 0)) for i in infos),
                         "host_bytes": sum(int(i.get("host_bytes", 0)) for i in infos),
                         "read_s": sum(float(i.get("load_time") or 0.0) for i in infos),
-                        "prepare_s": sum(float(i.get("prepare_time") or 0.0) for i in infos)})
+                        "prepare_s": sum(float(i.get("prepare_time") or 0.0) for i in infos),
+                        "edge_rows_read": sum(int(i.get("edge_rows_read") or 0) for i in infos)})
         return out
 
     def ranks_of(self) -> list:
