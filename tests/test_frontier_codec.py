@@ -75,6 +75,22 @@ def test_empty_and_full_slices_send_nothing(n):
         assert t == tag and s.size == 0
 
 
+def test_read_only_streams_decode():
+    """A stream a transport hands over read-only (or strided) decodes as any other."""
+    for rows, n in ((np.array([3, 900]), 1000), (np.arange(0, 1000, 3), 1000), (np.arange(999), 1000)):
+        bm, tag, s = _encode(rows, 0, n)
+        ro = s.copy()
+        ro.setflags(write=False)
+        for stream in (ro, np.repeat(s, 2)[::2]):
+            front = np.zeros(bm.shape[0], np.int64)
+            assert C.decode_slice_or(stream, tag, front, 0, n, 0, 1, 0, 0) == rows.size
+            assert np.array_equal(front, bm)
+        L = np.arange(5, dtype=np.int32)
+        p = C.pack_pairs(L, L, 0, 5, 10, 10)
+        p.setflags(write=False)
+        assert np.array_equal(C.unpack_pairs(p, 5, 10, 10, 1000, 1000, np.int32)[1], L)
+
+
 def test_stray_bits_are_never_sent():
     """Bits outside the rank's rows (pad rows, the last word's tail) stay home."""
     n, pad = 600, 5

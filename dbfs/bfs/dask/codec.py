@@ -167,11 +167,12 @@ def _or_words(s64, front, pad, n, code, P, rank, base):
     """OR a BITMAP slice (its words, as many as the rank's) into ``front``; its frontier rows, or -1 at
     the first word with a bit outside the rows [pad, pad + n) (earlier words are the rank's own)."""
     k = 0
+    last = s64.shape[0] - 1
     for w in range(s64.shape[0]):
         x = s64[w]
         if x == 0:
             continue
-        if x & ~_word_mask(w, pad, n):
+        if (w == 0 or w == last) and x & ~_word_mask(w, pad, n):    # only these hold rows of others
             return -1
         k += _popcount(x)
         if code == 0:
@@ -256,12 +257,16 @@ def decode_slice_or(stream: np.ndarray, tag: int, front: np.ndarray, pad: int, n
     if stream.dtype != np.uint8 or tag not in TAGS:
         return -1
     if tag != BITMAP:
+        if not (stream.flags.c_contiguous and stream.flags.writeable):    # the kernel's one array type
+            stream = stream.copy()
         return int(_decode_gaps(stream, tag, front, pad, n, code, P, rank, base))
     nw = (pad + n + 63) >> 6
     if stream.shape[0] != 8 * nw:
         return -1
-    s64 = np.empty(nw, np.int64)                  # aligned words (a stream may start anywhere in its frame)
-    s64.view(np.uint8)[:] = stream
+    s64 = stream.view(np.int64) if stream.flags.c_contiguous else None
+    if s64 is None or not (s64.flags.aligned and s64.flags.writeable):
+        s64 = np.empty(nw, np.int64)              # aligned words (a stream may start anywhere in its frame)
+        s64.view(np.uint8)[:] = stream
     return int(_or_words(s64, front, pad, n, code, P, rank, base))
 
 
