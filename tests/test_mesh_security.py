@@ -276,9 +276,9 @@ class _OnePeer:
         return {1: got}
 
 
-def _one_rank_search(answers):
+def _one_rank_search(answers, coded=True):
     """A real level loop's state for rank 0 of a 1000-vertex ring in 2 blocks (rank 1 on the scripted peer),
-    started from vertex 3 with the peer speaking the coded kinds."""
+    started from vertex 3 with the peer speaking the coded kinds (``coded``) or the int64 ones."""
     from dbfs.bfs.cpu import hub_by_degree
     from dbfs.bfs.dask.bsp import _Search
     from dbfs.bfs.dask.plugin import MeshPlugin
@@ -292,8 +292,8 @@ def _one_rank_search(answers):
     p.hub = hub_by_degree(p.indptr, p.indices, np.full(1000, 2, np.int64))
     plugin = MeshPlugin()
     plugin.setup(_NoWorker())
-    s = _Search(_OnePeer({F.BEGIN: [(2, 1)], **answers}), 0, [[0], [1]], [p], plugin, None)
-    assert s.start(3) == 2 and s.coded
+    s = _Search(_OnePeer({F.BEGIN: [(2, int(coded))], **answers}), 0, [[0], [1]], [p], plugin, None)
+    assert s.start(3) == 2 and s.coded == coded
     s.visit_root(3)
     return s
 
@@ -355,6 +355,24 @@ def test_well_formed_coded_rounds_are_absorbed():
     totals, _ = s.bu_level(0.0)
     assert [t[0] for t in totals] == [3, 1]     # 2, 4 and 499 here (next to 3 and to the peer's 500), 501 there
     assert sorted(np.flatnonzero(np.unpackbits(s.states[0].fbm.view(np.uint8), bitorder="little"))) == [2, 4, 499]
+
+
+@pytest.mark.parametrize("case", ["index past the rank", "negative index", "parent not a vertex", "control"])
+def test_int64_pairs_outside_the_rank_are_a_lost_peer(case):
+    """The int64 PAIRS round (a peer that does not speak the coded kinds, e.g. a GPU worker): an owner-local
+    index outside the rank's rows or a parent that is no vertex is refused before the absorb kernel indexes by
+    it; the control is absorbed."""
+    L, U = {"index past the rank": ([500], [501]), "negative index": ([-1], [501]),
+            "parent not a vertex": ([4], [1000]), "control": ([250], [502])}[case]
+    s = _one_rank_search({F.COUNTS: [(0, 0, 0), (0.0,)]}, coded=False)
+    dt = s.scratch.dtype
+    s.mesh.mesh.answers[F.PAIRS] = [(0,), np.array(L, dt), np.array(U, dt)]
+    if case == "control":
+        s.td_level(0, 0.0)
+        assert s.states[0].parent[250] == 502
+    else:
+        with pytest.raises(_PeerLost, match="bad frame"):
+            s.td_level(0, 0.0)
 
 
 # ----------------------------------------------------------------- handshake

@@ -181,15 +181,24 @@ class _Search:
         return rks
 
     def _pairs(self, got):
-        """Check received pair frames: destinations are this worker's ranks, pairs of the claim dtype."""
+        """Check received pair frames: destinations are this worker's ranks, pairs of the claim dtype,
+        every owner-local index inside its rank's rows and every parent a vertex (the absorb kernels
+        index by them unchecked)."""
         out = []
         for j, arrs in got.items():
             dst = arrs[0]
             for k, d_rk in enumerate(dst):
                 if d_rk not in self.states:
                     self._bad(j, f"pairs for rank {d_rk}, not held here")
-                if arrs[1 + 2 * k].dtype != self.scratch.dtype:
-                    self._bad(j, f"pairs of dtype {arrs[1 + 2 * k].dtype}")
+                L, U = arrs[1 + 2 * k], arrs[2 + 2 * k]
+                if L.dtype != self.scratch.dtype or U.dtype != self.scratch.dtype:
+                    self._bad(j, f"pairs of dtype {L.dtype}")
+                if L.shape != U.shape:
+                    self._bad(j, f"{L.shape[0]} indices for {U.shape[0]} parents")
+                n = self.states[d_rk].p.count
+                if L.shape[0] and (int(L.min()) < 0 or int(L.max()) >= n or int(U.min()) < 0
+                                   or int(U.max()) >= self.N):
+                    self._bad(j, f"pairs outside rank {d_rk}'s {n} rows or the {self.N} vertices")
             out.append((dst, arrs))
         return out
 
