@@ -36,6 +36,15 @@ def golden_stdout():
     return (GOLDEN / "reference-3.0.1-scale16-stdout.txt").read_text()
 
 
+@pytest.fixture(scope="module")
+def client():
+    """A real LocalCluster of 2 worker processes x 1 thread, one per test module (a module may define its own)."""
+    from dbfs.cluster import client_for
+
+    with client_for(n_workers=2, threads_per_worker=1, quiet=True) as c:
+        yield c
+
+
 @pytest.fixture(scope="session")
 def cp():
     """CuPy, or a skip without cupy or a CUDA device (for tests marked gpu)."""

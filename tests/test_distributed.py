@@ -32,14 +32,6 @@ pytestmark = pytest.mark.distributed
 
 # ---------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
-def client():
-    from dbfs.cluster import client_for
-
-    with client_for(n_workers=2, threads_per_worker=1, quiet=True) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
 def droot(tmp_path_factory):
     return tmp_path_factory.mktemp("dist-datasets")
 

@@ -551,14 +551,6 @@ def _wait_for(cond, timeout=10.0):
 
 # ------------------------------------------------------- on a live cluster
 @pytest.fixture(scope="module")
-def client():
-    from dbfs.cluster import client_for
-
-    with client_for(n_workers=2, threads_per_worker=1, quiet=True) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
 def kron12(tmp_path_factory, client):
     from dbfs import kernel1, store
     from dbfs.spec import GraphSpec

@@ -33,14 +33,6 @@ SPEC = GraphSpec.make("kronecker", 10, 16, 2, 3)
 
 
 @pytest.fixture(scope="module")
-def client():
-    from dbfs.cluster import client_for
-
-    with client_for(n_workers=2, threads_per_worker=1, quiet=True) as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
 def kron(tmp_path_factory):
     """SCALE 10 Kronecker graph with its p2-block variant stored; its input edges on the host."""
     ds, _ = store.generate(SPEC, root=tmp_path_factory.mktemp("pg"), client=None, quiet=True)
