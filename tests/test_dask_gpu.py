@@ -249,7 +249,7 @@ def test_validation_on_two_gpu_workers_matches_serial(gclient, gds, two_gpu):
         bad[reached[5]] = reached[6]
         bad[reached[7]] = -1
         cases = [good, bad]
-        searches = [(roots[0], [gclient.scatter(p[part.vertex_range(rk).start:part.vertex_range(rk).stop],
+        searches = [(roots[0], [gclient.scatter(p[part.vertex_range(rk).start:part.vertex_range(rk).stop], hash=False,
                                                 workers=[w]) for rk, w in sorted(res.rank_worker.items())])
                     for p in cases]
         got = validate_on_gpus(gclient, ds.path, searches, part, two_gpu)

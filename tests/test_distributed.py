@@ -291,7 +291,7 @@ def test_rounds_per_level_through_the_exchange(client, kron16, golden16, shm):
 def _scattered(client, res, parent) -> list:
     """``parent`` cut into ``res``'s partition slices, each scattered to the worker holding that rank."""
     part = res.partitioning
-    return [client.scatter(parent[part.vertex_range(rk).start:part.vertex_range(rk).stop], workers=[w])
+    return [client.scatter(parent[part.vertex_range(rk).start:part.vertex_range(rk).stop], workers=[w], hash=False)
             for rk, w in sorted(res.rank_worker.items())]
 
 

@@ -239,7 +239,7 @@ def _sum_distributed(calls, client, window: int, progress) -> int:
     def submit(batch):
         futs = []
         for key, fn, args in batch:  # an import's rows go as data, not inside the task (no large graph)
-            args = [client.scatter(a) if isinstance(a, np.ndarray) else a for a in args]
+            args = [client.scatter(a, hash=False) if isinstance(a, np.ndarray) else a for a in args]
             futs.append(client.submit(fn, *args, key=key, pure=False))
         inflight.update(futs)
         return futs
