@@ -253,14 +253,14 @@ def _same(hp, gp, cp):
 @pytest.mark.parametrize("slab_bytes,threads", [(1, 1), (1, 2), (1 << 27, None)])
 def test_device_partition_is_the_host_loaded_one(cp, small, slab_bytes, threads):
     """p3-block (int32 ids): several slabs (one or two chunks each) or one; indices, indptr and the hub table
-    built on the device equal the host's bit for bit, and the old path (_to_device of the host part) too."""
-    from dbfs.bfs.dask.gpu_part import _to_device
+    built on the device equal the host's bit for bit, and the old path (a _GpuPart made from the host part) too."""
+    from dbfs.bfs.dask.gpu_part import _GpuPart
 
     ds, variant = small
     host, dev = _host_and_device(ds.path, variant, 3, ds.n_vertices, slab_bytes, threads)
     for hp, gp in zip(host, dev):
         _same(hp, gp, cp)
-        old = _to_device(hp)
+        old = _GpuPart(hp)
         assert cp.asnumpy(old.hub).tobytes() == cp.asnumpy(gp.hub).tobytes()
         assert cp.asnumpy(old.indices).tobytes() == cp.asnumpy(gp.indices).tobytes()
 

@@ -16,8 +16,8 @@ vertex-id width on the device; no full-size host copy of them exists.
 degrees (:func:`dbfs.bfs.dask.worker._prepare_part`), bit for bit the host's
 :func:`dbfs.bfs.cpu.hub_by_degree`. :func:`from_device_rows` makes the same
 :class:`_GpuPart` from rows a GPU Kernel 1 built on this device (a partition
-built from the edges on its worker), :func:`_to_device` from a prepared host
-partition.
+built from the edges on its worker); ``_GpuPart(p)`` from a prepared host
+partition (the reference the tests compare with).
 Every kernel a search on it launches is compiled when it is made, outside
 any timed search (:func:`warm_device`). A device that runs out of memory is
 a one-line :class:`dbfs.errors.DbfsError` naming ``--device-memory-limit``
@@ -62,7 +62,7 @@ from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 from dbfs.units import human
 
-__all__ = ["_GpuPart", "_to_device", "load_device", "from_device_rows", "device_hub", "device_bytes",
+__all__ = ["_GpuPart", "load_device", "from_device_rows", "device_hub", "device_bytes",
            "ranks_device_bytes", "worker_bytes", "warm_device", "_device_info"]
 
 #: host bytes of one pinned slab of neighbour ids while a partition is read (two are held)
@@ -205,16 +205,6 @@ def _oom(worker: str, rank: int, need: int) -> DbfsError:
     return DbfsError(f"GPU worker {worker or '?'} ran out of device memory loading partition {rank} "
                      f"(about {human(need)}): lower --device-memory-limit so the rest goes to CPU "
                      f"workers, or use more GPU workers / partitions")
-
-
-def _to_device(p, worker: str = ""):
-    """(task pinned to a GPU worker) the prepared host partition ``p`` as a :class:`_GpuPart`."""
-    import cupy as cp
-
-    try:
-        return _GpuPart(p)
-    except cp.cuda.memory.OutOfMemoryError:
-        raise _oom(worker, p.rank, device_bytes(p.nloc, p.nnz, p.n)) from None
 
 
 def _upload(reader, src, vdt, slab_bytes: int):

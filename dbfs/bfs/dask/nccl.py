@@ -89,8 +89,7 @@ class _Comm:
 
     # ------------------------------------------------------------ calls
     def _stream(self) -> int:
-        if self.closed:
-            raise _PeerLost("the mesh was closed (its NCCL communicator aborted)")
+        self.check()
         return self.cp.cuda.get_current_stream().ptr
 
     def _count(self, nbytes: int) -> None:
