@@ -37,7 +37,7 @@ Bottom-Up Search", IPDPS Workshops 2013):
 Directions, frontier sizes and edge counts equal the single-process ``do``
 level for level. After each level the plugin's ``level_listeners`` are
 called with ``(level, this worker's ranks, record)``: the level's global
-counts and this worker's kernel and exchange seconds.
+counts and this worker's kernel and exchange seconds and the bytes it sent.
 
 Message layouts are :mod:`dbfs.bfs.dask.frames`'s kinds; what a frame
 carries beyond its layout (the ranks it names, the bitmap slice lengths,
@@ -519,7 +519,7 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
                         "rounds": mesh.rounds - x_n0, "exchange": x_lv})
         if s.listeners:
             mine = {"level": level, "worker": widx, "direction": d, "frontier": int(n_f), "edges": int(g_ex),
-                    "discovered": int(g_new), "time": lt, "kernel": kt, "exchange": x_lv}
+                    "discovered": int(g_new), "time": lt, "kernel": kt, "exchange": x_lv, "sent": own[-1][2]}
             for fn in tuple(s.listeners):
                 fn(level, ranks, mine)
         n_f, m_f = g_new, g_m
