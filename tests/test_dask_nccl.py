@@ -4,9 +4,11 @@ What is checked: a mesh of two GPU workers on two devices of one host gets an
 NCCL communicator (``frontier_sharing == "nccl"``); every search over it (P = 2,
 stored, and P = 2 built on the workers) validates against the input edge list
 and equals ``--backend gpu``'s single-process search level for level
-(direction, frontier size, edges examined); every level makes at most three
-collectives (top-down: bucket sizes, pairs, counts; bottom-up: one group, one
-more at the top-down -> bottom-up switch) and records each worker's kernel and exchange seconds and bytes sent;
+(direction, frontier size, edges examined); every level makes at most two
+collectives (top-down: the fixed regions of claims, the counts; bottom-up:
+one group, one more at the top-down -> bottom-up switch), three where the
+regions would be too large (forced here by a zero region limit: the exact
+buckets, their sizes first) and records each worker's kernel and exchange seconds and bytes sent;
 ``DBFS_NCCL=off`` falls back to CUDA IPC.
 """
 import sys
@@ -69,13 +71,15 @@ def _bootstrap_interface():
     return os.environ.get("NCCL_SOCKET_IFNAME")
 
 
-def _searches(client, dg, nds):
+def _searches(client, dg, nds, td_rounds=2):
     import dbfs.bfs.dask as D
     from dbfs.validate import validate
 
     ds, edges, roots, single = nds
+    levels = []
     for r in roots:
         res, sec, lst = D.search(dg, r, stats=True)
+        levels += lst
         v = validate(edges, r, D.gather_parent(res, client, dg))
         assert v.ok, v.summary()
         ref = single[r]
@@ -84,12 +88,13 @@ def _searches(client, dg, nds):
         prev = None
         for x in lst:
             td, switch = x["direction"] == "td", x["direction"] == "bu" and prev != "bu"
-            assert 1 <= x["rounds"] <= (3 if td else 2 if switch else 1), x     # collectives in the level
+            assert 1 <= x["rounds"] <= (td_rounds if td else 2 if switch else 1), x     # collectives in the level
             assert len(x["workers"]) == 2 and all(w["kernel"] >= 0 and w["exchange"] >= 0 for w in x["workers"])
             prev = x["direction"]
         if dg.level_exchange == "nccl":        # (CUDA IPC moves frontiers and pairs device to device, unsent)
             assert any(w["sent_bytes"] > 0 for x in lst for w in x["workers"])
         res.release()
+    return levels
 
 
 @pytest.mark.parametrize("P", [2, 4])
@@ -104,6 +109,28 @@ def test_nccl_levels_equal_single_gpu(nclient, nds, P):
         _searches(nclient, dg, nds)
     finally:
         dg.close()
+
+
+def _set_capped(n):
+    from dbfs.bfs.dask import gpu_nccl
+
+    old, gpu_nccl.CAPPED_PAIRS = gpu_nccl.CAPPED_PAIRS, n
+    return old
+
+
+def test_nccl_exact_buckets_past_the_region_limit(nclient, nds):
+    """Past the region limit a top-down level sends exact buckets (their sizes read first): the same levels."""
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+
+    old = list(nclient.run(_set_capped, 0).values())[0]
+    dg = D.load_distributed(nclient, nds[0].path, kernel1.variant_name(2))
+    try:
+        levels = _searches(nclient, dg, nds, td_rounds=3)
+        assert any(x["rounds"] == 3 for x in levels if x["direction"] == "td"), levels
+    finally:
+        dg.close()
+        nclient.run(_set_capped, old)
 
 
 def test_nccl_on_partitions_built_on_the_workers(nclient, nds):

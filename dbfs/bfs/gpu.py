@@ -99,7 +99,8 @@ _VID = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 # ------------------------------------------------------------------ kernels
 @lru_cache(maxsize=None)
 def _module(vid: str):
-    return cp.RawModule(code=(KERNEL_DIR / "bfs.cu").read_text(), options=_options(vid))
+    code = (KERNEL_DIR / "bfs.cu").read_text() + (KERNEL_DIR / "partitioned.cu").read_text()
+    return cp.RawModule(code=code, options=_options(vid))
 
 
 def _options(vid: str) -> tuple:
@@ -109,8 +110,9 @@ def _options(vid: str) -> tuple:
 
 
 _KERNEL_NAMES = ("base_visited", "start_search", "queue_to_bitmap", "bitmap_to_queue", "frontier_degrees",
-                 "td_expand", "td_expand_small", "absorb", "bucket_count", "bucket_scatter", "bu_step", "harish_step",
-                 "harish_start", "count_nedge", "hub_of", "bucket_offsets", "level_totals")
+                 "td_expand", "td_expand_small", "absorb", "absorb_n", "bucket_count", "bucket_scatter", "bu_step",
+                 "harish_step", "harish_start", "count_nedge", "hub_of", "bucket_offsets", "level_totals",
+                 "bucket_regions")
 
 
 @lru_cache(maxsize=None)

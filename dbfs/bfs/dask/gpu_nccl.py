@@ -6,21 +6,28 @@ Contract
 partitions, kernels, directions and counts, level for level) with every
 exchange a collective on the mesh's NCCL communicator
 (:class:`dbfs.bfs.dask.nccl._Comm`), issued on the search's CUDA stream
-behind the kernels. A level makes at most two device-to-host reads
-(top-down: the bucket sizes, then the counts; bottom-up: the counts) and no
-message through the TCP mesh.
+behind the kernels. A level makes one device-to-host read (a
+top-down level past :data:`CAPPED_PAIRS`: two, the bucket sizes then the
+counts) and no message through the TCP mesh.
 
 Method (per step; bits of distinct workers never share a vertex, so the sum
 of bitmap words is their OR):
 
 - start: allreduce(max) of the root's degree, read once (the start barrier);
-- top-down: the claim pass and the bucketing by owner rank on the device
-  (:meth:`_GpuSearch._claim`, ``bucket_count``/``bucket_scatter`` with the
-  claim count read on the device); allgather of every worker's P bucket
-  sizes, read once; one group of send/recv moves each (owner-local index,
-  parent) bucket to its owner's worker; ``absorb`` of this worker's claims
-  and of the received pairs; allreduce(sum) of the counts (new frontier,
-  its edges, edges examined), read once;
+- top-down, a level whose claims fit fixed regions (every worker's share
+  of the frontier edges is known from the last read; at most
+  :data:`CAPPED_PAIRS` slots a worker): the claim pass, then
+  ``bucket_regions`` writes each claim into the region of its owner rank
+  (rank o held by a peer: min(frontier edges, vertices of o) slots, unused
+  slots left at -1); one group of send/recv moves each region whole to its
+  owner's worker (sizes known on both sides, no read); ``absorb`` of this
+  worker's claims and of the received regions (the -1 slots skipped);
+  allreduce(sum) of the counts, read once: ONE device-to-host read a level;
+- top-down, a larger level: the claims bucketed by owner rank on the
+  device (``bucket_count``/``bucket_scatter`` with the claim count read on
+  the device); allgather of every worker's P bucket sizes, read once; one
+  group of send/recv moves each exact bucket to its owner's worker;
+  ``absorb``; allreduce(sum) of the counts, read once;
 - bottom-up: ``bu_step``; this worker's bits of the next frontier into a
   zeroed global bitmap; allreduce(sum) of the bitmap and of the counts in
   one group, read once (one rank per worker, the ranks' slices equal whole
@@ -34,8 +41,11 @@ this worker's kernel and exchange seconds are CUDA-event spans
 ``sent`` the bytes this worker put on the wire.
 
 Encoding: as :mod:`dbfs.bfs.dask.gpu_search` (uint32 bitmap words over all
-N, pairs of the id dtype, uint64 counters); the bucket sizes are a W x P
-uint64 matrix (row j: worker j's claims per owner rank). After Bisson,
+N, pairs of the id dtype, uint64 counters); the level's totals are 4 + W
+uint64 (new frontier, its edges, edges examined, -, then each worker's own
+frontier edges); a region is 2 cap slots of the id dtype (owner-local
+indices, then parents); the exact bucket sizes are a W x P uint64 matrix
+(row j: worker j's claims per owner rank). After Bisson,
 Bernaschi and Mastrostefano, "Parallel Distributed Breadth First Search on
 the Kepler Architecture" (IEEE TPDS 2016), for the all-to-all of claimed
 vertices and the frontier bitmap exchanged by collectives.
@@ -49,7 +59,23 @@ from dbfs.bfs.dask.gpu_search import _GpuSearch
 from dbfs.bfs.dask.nccl import _Timeline
 from dbfs.bfs.gpu import _BLOCK, _grid, _i64
 
-__all__ = ["_NcclSearch"]
+__all__ = ["_NcclSearch", "CAPPED_PAIRS", "regions"]
+
+#: most region slots (pairs) a worker sends in a top-down level of one read; past it the exact buckets
+#: (two reads) move fewer bytes than whole regions would
+CAPPED_PAIRS = 1 << 22
+
+
+def regions(cap_m: int, starts, ranks: list) -> list:
+    """The fixed regions of a worker whose frontier has ``cap_m`` edges for the ``ranks`` held by other
+    workers, in rank order: ``(rank, first slot, cap)`` with the region ``[first, first + 2 cap)`` (bfs.cu's
+    ``bucket_regions``, the same layout)."""
+    out, pos = [], 0
+    for rk in ranks:
+        cap = min(int(cap_m), int(starts[rk + 1] - starts[rk]))
+        out.append((rk, pos, cap))
+        pos += 2 * cap
+    return out
 
 
 def _room(store: dict, key, n: int, dtype):
@@ -69,13 +95,20 @@ class _NcclSearch(_GpuSearch):
         self.comm = self.mesh = comm                 # the level loop reads seconds, rounds and sent
         self.W = len(ranks_of)
         rows = self.rows = len(self.states) + 1
+        self.nt = 4 + self.W
         # counters of the claim row and the partitions, the level's totals, the bucket sizes: one zeroing
-        self.cbuf = cp.zeros(4 * (rows + 1) + self.P, cp.uint64)
+        self.cbuf = cp.zeros(4 * rows + self.nt + self.P, cp.uint64)
         self.cnt = self.cbuf[:4 * rows].reshape(rows, 4)
-        self.gsum = self.cbuf[4 * rows:4 * rows + 4]
-        self.hist = self.cbuf[4 * rows + 4:]
+        self.gsum = self.cbuf[4 * rows:4 * rows + self.nt]
+        self.hist = self.cbuf[4 * rows + self.nt:]
         self.allhist = cp.zeros(self.W * self.P, cp.uint64)
         self.one = cp.zeros(1, cp.int64)
+        self.wm = np.zeros(self.W, np.int64)         # each worker's frontier edges, from the last read
+        worker_of = np.empty(self.P, np.int32)
+        for j, rks in enumerate(ranks_of):
+            worker_of[list(rks)] = j
+        self.worker_of = cp.asarray(worker_of)
+        self.others = {j: sorted(rks) for j, rks in enumerate(ranks_of) if j != widx}
         self.tl = _Timeline()
         self.dev = plugin.scratch.setdefault("gpu", {})
         # one rank per worker, ranks in mesh order, every slice the same whole number of 64-vertex words
@@ -88,12 +121,16 @@ class _NcclSearch(_GpuSearch):
         cp.cuda.Device().synchronize()
 
     def _read(self):
-        """The level's one host read of the counters; returns them (after checking the mesh)."""
-        h = self.cbuf[:4 * (self.rows + 1)].get().reshape(self.rows + 1, 4)
+        """The level's one host read of the counters; returns the global (new frontier, its edges, edges
+        examined) after checking the mesh; keeps each worker's frontier edges."""
+        n = 4 * self.rows + self.nt
+        h = self.cbuf[:n].get()
         self.comm.check()
         for r, st in enumerate(self.states.values(), 1):
-            st.nq, st.m = int(h[r, 0]), int(h[r, 1])
-        return h[-1]
+            st.nq, st.m = int(h[4 * r]), int(h[4 * r + 1])
+        g = h[4 * self.rows:n]
+        self.wm[:] = g[4:]
+        return g
 
     def _exchange_bitmap(self, dst, totals=False):
         """This worker's bits of a frontier into the global bitmap ``dst`` on every worker, with the
@@ -119,7 +156,8 @@ class _NcclSearch(_GpuSearch):
         self.tl.mark("x")
 
     def _level_totals(self, examined=-1):
-        self.k["level_totals"]((1,), (32,), (self.cnt, np.int32(self.rows), _i64(examined), self.gsum))
+        self.k["level_totals"]((1,), (32,), (self.cnt, np.int32(self.rows), _i64(examined), self.gsum,
+                                             np.int32(self.widx), np.int32(self.W)))
 
     def _totals(self, g, kt):
         k, x = self.tl.settle()
@@ -133,9 +171,86 @@ class _NcclSearch(_GpuSearch):
         self.comm.allreduce(self.one, "max")
         deg = int(self.one.get()[0])
         self.comm.check()
+        self.wm[:] = 0
+        self.wm[self._worker_of_rank(self.o_root)] = deg
         return deg
 
+    def _worker_of_rank(self, rk: int) -> int:
+        return next(j for j, rks in enumerate(self.ranks_of) if rk in rks)
+
+    def _capped(self) -> bool:
+        """Whether every worker's regions fit :data:`CAPPED_PAIRS` (the same answer on every worker: it
+        reads only the frontier edges all of them read)."""
+        sh = self.starts_h
+        return all(sum(min(int(self.wm[j]), int(sh[rk + 1] - sh[rk])) for rk in range(self.P)
+                       if rk not in self.ranks_of[j]) <= CAPPED_PAIRS for j in range(self.W))
+
     def td_level(self, level, kt):
+        if not self._capped():
+            return self._td_exact(kt)
+        own = int(self.wm[self.widx])
+        mine = regions(own, self.starts_h, [rk for rk in range(self.P) if rk not in self.states])
+        at = {rk: (first, cap) for rk, first, cap in mine}
+        sends = {j: [(rk, *at[rk]) for rk in rks] for j, rks in self.others.items()}
+        recvs = {j: regions(self.wm[j], self.starts_h, sorted(self.my_ranks)) for j in self.others}
+        tl, comm = self.tl, self.comm
+        tl.begin()
+        self.cbuf.fill(0)
+        nsend = sum(2 * c for r in sends.values() for _, _, c in r)
+        out = _room(self.dev, "regions", nsend, self.qdt)
+        if nsend:
+            out[:nsend].fill(-1)
+        examined = self._claim()
+        if examined != own:
+            raise RuntimeError(f"worker {self.widx}: {examined} frontier edges, its peers counted {own}")
+        if own:
+            self.k["bucket_regions"](_grid(min(own, self.N)), (_BLOCK,),
+                                     (self.claims, self.cnt[0], self.starts, np.int32(self.P), self.scratch,
+                                      self.worker_of, np.int32(self.widx), _i64(own), self.hist, out))
+        tl.mark("k")
+        nrecv = sum(2 * c for r in recvs.values() for _, _, c in r)
+        rin = _room(self.dev, "regions_in", nrecv, self.qdt)
+        remote = {rk: [] for rk in self.states}
+        if nsend or nrecv:
+            with comm.group():          # per peer, both sides walk its regions in rank order
+                base = 0
+                for j in self.others:
+                    for rk, first, cap in sends[j]:
+                        if cap:
+                            comm.send(out[first:first + 2 * cap], j)
+                    for rk, first, cap in recvs[j]:
+                        if cap:
+                            seg = rin[base + first:base + first + 2 * cap]
+                            comm.recv(seg, j)
+                            remote[rk].append((seg[:cap], seg[cap:]))
+                    base += sum(2 * c for _, _, c in recvs[j])
+            tl.mark("x")
+        self._absorb_dev(self.cnt[0], min(examined, self.N), remote)
+        self._level_totals(examined)
+        tl.mark("k")
+        comm.allreduce(self.gsum)
+        tl.mark("x")
+        return self._totals(self._read(), kt)
+
+    def _absorb_dev(self, nc, ub, remote):
+        """``absorb`` of this worker's claims (their count ``nc`` on the device, at most ``ub``) and of the
+        received regions (-1 slots skipped) into each partition (counts in ``cnt`` rows 1..)."""
+        for r, (rk, st) in enumerate(self.states.items(), 1):
+            p = st.p
+            count = p.nloc - p.pad
+            srcs = [(self.claims, self.scratch, ub, int(self.starts_h[rk]), 1, nc)]
+            srcs += [(V, U, V.shape[0], 0, 0, None) for V, U in remote[rk]]
+            for V, U, m, first, by_v, mp in srcs:
+                if m:
+                    tail = (_i64(first), _i64(count), np.int32(by_v), _i64(p.pad), _i64(p.base), p.indptr,
+                            st.visited, st.parent, self.visited_g, st.queue2, self.cnt[r])
+                    if mp is None:
+                        self.k["absorb"](_grid(m), (_BLOCK,), (V, U, _i64(m), *tail))
+                    else:           # the claim count on the device, ``m`` its bound
+                        self.k["absorb_n"](_grid(m), (_BLOCK,), (V, U, _i64(m), mp, *tail))
+            st.queue, st.queue2 = st.queue2, st.queue
+
+    def _td_exact(self, kt):
         tl, comm, P = self.tl, self.comm, self.P
         tl.begin()
         self.cbuf.fill(0)
