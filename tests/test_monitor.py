@@ -110,3 +110,68 @@ def test_publisher_stops_in_one_line_when_the_scheduler_is_gone(capsys):
     assert not pub.active and len(err) == 1 and err[0].startswith("dbfs: monitoring stopped (")
     pub.search(1, 5, 0.1, 10, True)                             # no more lines, no error
     assert capsys.readouterr().err == ""
+
+
+def _sent_levels(source, widx, level, sent, t=0.004):
+    rec = level_record({"level": level, "worker": widx, "direction": "td", "frontier": 5, "edges": 9, "discovered": 3,
+                        "time": t, "kernel": t / 2, "exchange": t / 4, "sent": sent})
+    return levels_event([rec], source)
+
+
+def test_state_carries_bytes_sent_and_old_records_count_zero():
+    p = MonitorPlugin()
+    p.log_event(TOPIC, _sent_levels("tcp://a", 0, 0, 1000))
+    p.log_event(TOPIC, _sent_levels("tcp://b", 1, 0, 250))
+    p.log_event(TOPIC, _sent_levels("tcp://a", 0, 1, 1_234_567))
+    assert p.workers["tcp://a"]["sent"] == 1_234_567 and p.workers["tcp://b"]["sent"] == 250
+    assert p.totals["exchange_bytes"] == 1000 + 250 + 1_234_567
+    old = dict(_sent_levels("tcp://b", 1, 1, 0)["records"][0])
+    del old["sent"]                                             # a worker from before "sent" existed
+    p.log_event(TOPIC, levels_event([old], "tcp://b"))
+    assert p.totals["rejected"] == 0 and p.workers["tcp://b"]["sent"] == 0 and p.workers["tcp://b"]["level"] == 1
+    assert p.totals["exchange_bytes"] == 1000 + 250 + 1_234_567
+    assert level_record({"level": 0, "frontier": 1, "edges": 2, "time": 0.1})["sent"] == 0
+
+
+@pytest.mark.parametrize("sent", ["12", -1, True, 1.5], ids=["text", "negative", "bool", "float"])
+def test_state_drops_a_bad_bytes_sent(sent):
+    p = MonitorPlugin()
+    rec = dict(_sent_levels("tcp://a", 0, 0, 0)["records"][0], sent=sent)
+    p.log_event(TOPIC, levels_event([rec], "tcp://a"))
+    assert p.totals["rejected"] == 1 and p.workers == {} and p.totals["exchange_bytes"] == 0
+
+
+def _cells(html):
+    import re
+
+    return [re.findall(r"<t[dh]>(.*?)</t[dh]>", r) for r in re.findall(r"<tr[^>]*>(.*?)</tr>", html)]
+
+
+def test_dashboard_shows_bytes_sent_per_worker():
+    from dbfs.monitor.dashboard import _Page
+
+    p = MonitorPlugin()
+    p.log_event(TOPIC, _sent_levels("tcp://a", 0, 3, 1_234_567))
+    p.log_event(TOPIC, _sent_levels("tcp://b", 1, 3, 0, t=0.008))
+    page = _Page(p)
+    page.update()
+    head, a, b = _cells(page.t_w.text)
+    assert head == ["worker", "level", "kernel ms", "exchange ms", "bytes sent"]
+    assert a == ["0: tcp://a", "3", "2.000", "1.000", "1,234,567"]
+    assert b == ["1: tcp://b", "3", "4.000", "2.000", "0"]
+    assert page.workers.data["sent"] == [1_234_567, 0]
+
+
+def test_metrics_export_exchange_bytes():
+    from dbfs.monitor.metrics import DbfsCollector
+
+    p = MonitorPlugin()
+    p.log_event(TOPIC, _sent_levels("tcp://a", 0, 0, 4096))
+    p.log_event(TOPIC, _sent_levels("tcp://b", 1, 0, 1024))
+    c = DbfsCollector()
+    c.plugin = p
+    got = {s.name: s.value for fam in c.collect() for s in fam.samples}
+    assert got["dbfs_exchange_bytes_total"] == 5120
+    from dbfs.monitor import metrics
+
+    assert "``dbfs_exchange_bytes_total``" in metrics.__doc__

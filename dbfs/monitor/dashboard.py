@@ -15,7 +15,9 @@ changed:
   ``dbfs-workers``: one ``tr.row`` per row);
 - the current search's levels: a table (level, direction, frontier, edges
   examined, discovered, ms) and seconds per level, coloured by direction;
-- per worker, kernel vs exchange seconds of the last level it ended.
+- per worker, kernel vs exchange seconds and the bytes it sent in the last
+  level it ended (a table: worker, level, kernel ms, exchange ms, bytes
+  sent; and a bar per worker, kernel and exchange ms stacked).
 
 Method: the page is added the way ``distributed.dashboard.scheduler.connect``
 adds Dask's own: a ``BokehTornado`` application (``BokehApplication``) added
@@ -105,7 +107,7 @@ class _Page:
         self.searches = ColumnDataSource({"k": [], "root": [], "ms": [], "gteps": [], "valid": []})
         self.levels = ColumnDataSource({"level": [], "direction": [], "frontier": [], "edges": [],
                                         "discovered": [], "ms": []})
-        self.workers = ColumnDataSource({"worker": [], "level": [], "kernel_ms": [], "exchange_ms": []})
+        self.workers = ColumnDataSource({"worker": [], "level": [], "kernel_ms": [], "exchange_ms": [], "sent": []})
         # tables are HTML in Divs: a Bokeh DataTable kept showing stale cells after updates (headless chromium)
         self.t_s = Div(text="", width=560, name="dbfs-searches")
         self.t_l = Div(text="", width=560, name="dbfs-levels")
@@ -152,12 +154,13 @@ class _Page:
         ws = sorted(p.workers.items(), key=lambda kv: (kv[1]["widx"], kv[0]))
         names = [f"{v['widx']}: {k}" for k, v in ws]
         self.t_w.text = _html_table([("worker", "{}"), ("level", "{}"), ("kernel ms", "{:,.3f}"),
-                                     ("exchange ms", "{:,.3f}")],
-                                    [(n, v["level"], v["kernel"] * 1e3, v["exchange"] * 1e3)
+                                     ("exchange ms", "{:,.3f}"), ("bytes sent", "{:,}")],
+                                    [(n, v["level"], v["kernel"] * 1e3, v["exchange"] * 1e3, v.get("sent", 0))
                                      for n, (_, v) in zip(names, ws)])
         self.workers.data = ({"worker": names, "level": [v["level"] for _, v in ws],
                             "kernel_ms": [v["kernel"] * 1e3 for _, v in ws],
-                            "exchange_ms": [v["exchange"] * 1e3 for _, v in ws]})
+                            "exchange_ms": [v["exchange"] * 1e3 for _, v in ws],
+                            "sent": [v.get("sent", 0) for _, v in ws]})
         self.f_w.y_range.factors = names
 
 

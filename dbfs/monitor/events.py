@@ -31,7 +31,9 @@ Encoding (``kind`` and its keys)
 - ``levels``: source (the worker's address, or ``client``), records: a list
   of level records, each widx (mesh worker), level, direction (``td | bu``),
   frontier, edges, discovered, time, kernel, exchange (seconds; exchange 0
-  for a single-process backend). A record of level 0 starts a search.
+  for a single-process backend), sent (bytes this worker sent to its peers
+  in the level; 0 for a single-process backend and for a record that does
+  not carry it). A record of level 0 starts a search.
 - ``search``: k, root, seconds, nedge, valid (True, False, or None when unvalidated).
 
 Reference: Dask's structured events (``Worker.log_event``,
@@ -61,7 +63,7 @@ def level_record(rec: dict) -> dict:
     return {"widx": int(rec.get("worker", 0)), "level": int(rec["level"]), "direction": str(rec.get("direction", "")),
             "frontier": int(rec["frontier"]), "edges": int(rec["edges"]), "discovered": int(rec.get("discovered", 0)),
             "time": float(rec["time"]), "kernel": float(rec.get("kernel", rec["time"])),
-            "exchange": float(rec.get("exchange", 0.0))}
+            "exchange": float(rec.get("exchange", 0.0)), "sent": int(rec.get("sent", 0))}
 
 
 def levels_event(records: list, source: str) -> dict:

@@ -17,6 +17,7 @@ name                                      type     value
 ``dbfs_levels_total``                     counter  BFS levels finished
 ``dbfs_level_seconds_total``              counter  seconds spent in those levels
 ``dbfs_exchange_seconds_total``           counter  worker seconds in frontier exchange (dask backend)
+``dbfs_exchange_bytes_total``             counter  bytes the workers sent in frontier exchange (dask backend)
 ``dbfs_rejected_events_total``            counter  malformed dbfs events dropped
 ``dbfs_last_gteps``                       gauge    GTEPS of the last search
 ``dbfs_hmean_gteps``                      gauge    harmonic-mean GTEPS of the current run's searches
@@ -25,8 +26,8 @@ name                                      type     value
 ``dbfs_stage``                            gauge    1 for the current stage (label ``stage``), else 0
 ========================================  =======  ==============================================
 
-Bytes exchanged are not in the distributed search's level record (its seam
-carries seconds), so no byte counter is exported.
+``dbfs_exchange_bytes_total`` sums the ``sent`` bytes of every worker's level
+record (:mod:`dbfs.monitor.events`); a record without them counts 0.
 
 Reference: prometheus_client custom collectors
 (prometheus.github.io/client_python "Custom Collectors").
@@ -64,6 +65,8 @@ class DbfsCollector:
                                ("level_seconds", "level_seconds", "seconds spent in BFS levels"),
                                ("exchange_seconds", "exchange_seconds",
                                 "worker seconds in frontier exchange (dask backend)"),
+                               ("exchange_bytes", "exchange_bytes",
+                                "bytes the workers sent in frontier exchange (dask backend)"),
                                ("rejected_events", "rejected", "malformed dbfs events dropped")):
             yield CounterMetricFamily(f"dbfs_{name}", doc, value=t[key])
         s = p.searches

@@ -12,10 +12,14 @@ every event of topic ``dbfs`` (:mod:`dbfs.monitor.events`) through
 - ``searches``: per search of the current run: k, root, seconds, nedge, GTEPS, validation;
 - ``levels``: the current search's levels (the records of mesh worker 0, or the
   client's), from its level 0 on;
-- ``workers``: per worker, its kernel and exchange seconds of the last level it ended;
+- ``workers``: per worker, its kernel and exchange seconds and the bytes it sent
+  in the last level it ended;
 - ``totals``: counters over every run the scheduler saw (searches, levels, level
-  seconds, level records from every worker, exchange seconds, validation
-  failures, rejected events).
+  seconds, level records from every worker, exchange seconds, bytes the
+  workers sent in the exchange, validation failures, rejected events).
+
+A level record's ``sent`` (bytes) is optional: a record without it (an
+older worker's) counts as 0 bytes; one with it must hold a whole number >= 0.
 
 ``version`` grows with every change, so readers (the dashboard page,
 :mod:`dbfs.monitor.metrics`) redraw only when something happened. Events
@@ -49,6 +53,8 @@ _NUM = (int, float)
 #: the fields of one record of a ``levels`` event
 _RECORD = {"widx": int, "level": int, "direction": str, "frontier": int, "edges": int, "discovered": int,
            "time": _NUM, "kernel": _NUM, "exchange": _NUM}
+#: optional fields of a level record (absent or None: 0)
+_RECORD_OPTIONAL = {"sent": int}
 #: kind -> field -> accepted types (bool is an int: checked apart where it matters)
 _FIELDS = {
     "run": {"dataset": str, "scale": int, "n_vertices": int, "n_edges": int, "backend": str, "algorithm": str,
@@ -74,11 +80,20 @@ def _checked(msg):
             return None
     if msg["kind"] == "stage" and msg["stage"] not in STAGES:
         return None
-    if msg["kind"] == "levels" and not all(isinstance(r, dict) and all(isinstance(r.get(k), t)
-                                                                       for k, t in _RECORD.items())
-                                           for r in msg["records"]):
+    if msg["kind"] == "levels" and not all(_record_ok(r) for r in msg["records"]):
         return None
     return msg
+
+
+def _record_ok(r) -> bool:
+    """A well-formed level record: every field of ``_RECORD``, the optional ones absent or well-typed."""
+    if not isinstance(r, dict) or not all(isinstance(r.get(k), t) for k, t in _RECORD.items()):
+        return False
+    for k, t in _RECORD_OPTIONAL.items():
+        v = r.get(k)
+        if v is not None and (not isinstance(v, t) or isinstance(v, bool) or v < 0):
+            return False
+    return True
 
 
 class MonitorPlugin(SchedulerPlugin):
@@ -94,7 +109,7 @@ class MonitorPlugin(SchedulerPlugin):
         self.levels = []
         self.workers = {}
         self.totals = {"runs": 0, "searches": 0, "levels": 0, "level_records": 0, "level_seconds": 0.0,
-                       "exchange_seconds": 0.0, "validation_failures": 0, "rejected": 0}
+                       "exchange_seconds": 0.0, "exchange_bytes": 0, "validation_failures": 0, "rejected": 0}
         self.version = 0
         self.scheduler = None
 
@@ -136,9 +151,11 @@ class MonitorPlugin(SchedulerPlugin):
     def _on_levels(self, ev):
         for r in ev["records"]:
             w = self.workers.setdefault(ev["source"], {})
+            sent = int(r.get("sent") or 0)
             w.update(widx=r["widx"], level=r["level"], kernel=float(r["kernel"]), exchange=float(r["exchange"]),
-                     when=time.time())
+                     sent=sent, when=time.time())
             self.totals["exchange_seconds"] += float(r["exchange"])
+            self.totals["exchange_bytes"] += sent
             self.totals["level_records"] += 1
             if r["widx"] != 0:
                 continue
