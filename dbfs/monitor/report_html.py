@@ -9,13 +9,18 @@ the reference prints no results), the run's per-level plot and TEPS
 histogram (the PNG of :func:`dbfs.report.plot_run`, embedded as a data
 URI), one per-level plot per search (inline SVG, ``class="search-plot"``:
 frontier and edges examined per level on a log scale, bottom-up levels
-marked ``bu``), the machine (:func:`dbfs.report.machine`) and the cluster
+marked ``bu``), on a distributed run the slowest levels of every search
+(:func:`dbfs.report.record.slowest_levels`: one ``table.slow-level`` per
+level, per worker its kernel ms, exchange ms and bytes sent; the section,
+``id="slow-levels"``, is left out when no level carries a per-worker
+breakdown), the machine (:func:`dbfs.report.machine`) and the cluster
 the run used, the stage wall times, and Dask's ``performance_report`` of the
 cluster's part of the run (inline BokehJS) in an ``<iframe srcdoc>``. The
 file is written atomically (temporary file, then rename).
 
 Encoding: a level record is a dict with ``level``, ``frontier``, ``edges``
-and ``direction`` (``"td"`` or ``"bu"``), as the backends' ``level_stats``.
+and ``direction`` (``"td"`` or ``"bu"``), as the backends' ``level_stats``
+(the dask backend's also ``time`` and ``workers``: :func:`dbfs.report.record.slowest_levels`).
 
 Reference: the per-level table of S. Beamer, K. Asanovic, D. Patterson,
 "Direction-Optimizing Breadth-First Search", SC 2012; Dask's
@@ -35,7 +40,9 @@ __all__ = ["write_report", "levels_svg"]
 _CSS = """body{font-family:sans-serif;margin:1.5em;max-width:1300px}pre{background:#f4f4f4;padding:.6em}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}
 th{background:#eee}.plots{display:flex;flex-wrap:wrap;gap:8px}figure{margin:0;border:1px solid #ddd;padding:4px}
-figcaption{font-size:12px}iframe{width:100%;height:1100px;border:1px solid #ccc}.bad{color:#b00}"""
+figcaption{font-size:12px}
+caption{text-align:left;font-weight:bold;padding:6px 0 2px;white-space:nowrap}.slow-level{margin-bottom:8px}
+iframe{width:100%;height:1100px;border:1px solid #ccc}.bad{color:#b00}"""
 
 
 def levels_svg(levels, width: int = 300, height: int = 190) -> str:
@@ -102,6 +109,36 @@ def _searches(res) -> str:
             f"<div class='plots'>{''.join(figs)}</div>")
 
 
+def _slow_levels(res) -> str:
+    """The slowest levels' per-worker tables (section ``slow-levels``), or "" without a breakdown."""
+    from dbfs.report.record import TOP, slowest_levels
+
+    slow = slowest_levels(res.roots, res.levels, TOP)
+    if not slow:
+        return ""
+    out = [f"<p>the {len(slow)} slowest levels of the run (every search), slowest first: per worker, the "
+           "milliseconds in its kernel and in the frontier exchange (sending, and waiting for its peers), and the "
+           "bytes it sent to them; bold: the longest kernel, the worker the others waited for</p>"]
+    for s in slow:
+        ws = s["workers"]
+        busiest = max(range(len(ws)), key=lambda j: ws[j]["kernel"])
+        rows = []
+        for j, w in enumerate(ws):
+            cells = (str(w["worker"]), escape(w["kind"]), f"{w['kernel'] * 1e3:,.3f}", f"{w['exchange'] * 1e3:,.3f}",
+                     f"{w['sent_bytes']:,}")
+            if j == busiest:
+                cells = tuple(f"<b>{c}</b>" for c in cells)
+            rows.append("<tr class='row'>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+        out.append(f"<table class='slow-level' data-search='{s['search']}' data-level='{s['level']}'>"
+                   f"<caption>search {s['search']} (root {s['root']}), level {s['level']} "
+                   f"({escape(s['direction'] or '?')}), frontier {s['frontier']:,}: {s['time'] * 1e3:,.3f} ms, "
+                   f"{sum(w['sent_bytes'] for w in ws):,} bytes sent</caption>"
+                   "<tr><th>worker</th><th>kind</th><th>kernel ms</th><th>exchange ms</th><th>bytes sent</th></tr>"
+                   + "".join(rows) + "</table>")
+    return ("<section id='slow-levels'><h2>Slowest levels: where the time went</h2>" + "".join(out)
+            + "</section>")
+
+
 def _cluster(c) -> str:
     if not c:
         return "<p>no Dask cluster: every stage ran in this process</p>"
@@ -151,6 +188,7 @@ def write_report(path, res, graph500_text: str | None, perf_html: str | None = N
             f"<h2>Per-level work and TEPS</h2><img alt='per-level work and TEPS' src='{_overview_png(res)}' "
             f"style='max-width:100%'>"
             f"<h2>Searches</h2>{_searches(res)}"
+            f"{_slow_levels(res)}"
             f"<h2>Stage times</h2>{_kv_table(stages)}"
             f"<h2>Machine</h2>{_kv_table(mrows)}"
             f"<h2>Cluster</h2>{_cluster(res.cluster)}"

@@ -25,8 +25,27 @@ backend), ``energy``, ``failures``, and
 ``searches``: one record per root with ``root``, ``time`` (s), ``nedge``,
 ``teps``, ``validate_time`` (s or null), ``valid`` (bool or null) and
 ``levels`` (the per-level records of the search: level, direction, frontier,
-edges examined, time). NumPy scalars and arrays become JSON numbers and
+edges examined, time; on the dask backend also ``workers``, per mesh worker
+its ``kernel`` and ``exchange`` seconds and the ``sent_bytes`` of the level:
+:func:`slowest_levels` picks the slowest). NumPy scalars and arrays become JSON numbers and
 lists; anything else unknown becomes its ``str``.
+
+Reading a record: :func:`slowest_levels` picks the ``n`` levels with the
+longest ``time`` across every search of a run (ties: the earlier search and
+level first) among those carrying a per-worker breakdown (``workers``),
+slowest first; :func:`slowest_levels_of_record` does the same from a
+record read back from its file. A worker entry without ``sent_bytes`` (a
+record written before they were counted) counts 0 bytes; a run whose levels
+carry no breakdown (the single-process backends) gives an empty list, so
+its HTML report (:mod:`dbfs.monitor.report_html`) has no such section. Each
+returned level is ``search`` (1-based), ``root``, ``level``, ``direction``,
+``frontier``, ``time`` and ``workers`` (``worker``, ``kind``, ``kernel``,
+``exchange``, ``sent_bytes``; ``kind`` "?" and numbers 0 where absent). A
+level of the bulk-synchronous search ends when its slowest worker does; a
+worker's kernel seconds against its exchange seconds tell a slow kernel
+(load imbalance) from a slow exchange (bytes on the wire, or waiting for a
+peer): the per-level table of S. Beamer, K. Asanovic, D. Patterson,
+"Direction-Optimizing Breadth-First Search", SC 2012, per worker.
 """
 from __future__ import annotations
 
@@ -39,7 +58,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["machine", "result_dict", "write_json"]
+__all__ = ["machine", "result_dict", "write_json", "slowest_levels", "slowest_levels_of_record", "TOP"]
 
 
 def machine() -> dict:
@@ -148,3 +167,48 @@ def _jsonable(x):
     if isinstance(x, np.ndarray):
         return x.tolist()
     return str(x)
+
+
+#: levels a report shows
+TOP = 5
+
+
+def _worker(w: dict) -> dict:
+    return {"worker": int(w.get("worker", 0)), "kind": str(w.get("kind", "?")),
+            "kernel": float(w.get("kernel") or 0.0), "exchange": float(w.get("exchange") or 0.0),
+            "sent_bytes": int(w.get("sent_bytes") or 0)}
+
+
+def slowest_levels(roots, levels, n: int = TOP) -> list:
+    """The ``n`` slowest levels with a per-worker breakdown (module docstring), slowest first.
+
+    Parameters
+    ----------
+    roots : sequence of int
+        The run's search keys, one per search.
+    levels : sequence of list of dict
+        Per search, its level records (None or [] for a search without them).
+    n : int
+        How many levels at most.
+
+    Returns
+    -------
+    list of dict
+    """
+    found = []
+    for i, (root, lv) in enumerate(zip(roots, levels)):
+        for d in lv or ():
+            ws = d.get("workers") if isinstance(d, dict) else None
+            if not ws:
+                continue
+            found.append({"search": i + 1, "root": int(root), "level": int(d.get("level", 0)),
+                          "direction": str(d.get("direction", "")), "frontier": int(d.get("frontier", 0)),
+                          "time": float(d.get("time") or 0.0), "workers": [_worker(w) for w in ws]})
+    found.sort(key=lambda x: (-x["time"], x["search"], x["level"]))
+    return found[:max(0, int(n))]
+
+
+def slowest_levels_of_record(record: dict, n: int = TOP) -> list:
+    """:func:`slowest_levels` of a run's JSON record (``searches[i].root`` and ``.levels``)."""
+    s = record.get("searches") or []
+    return slowest_levels([x.get("root", -1) for x in s], [x.get("levels") for x in s], n)
