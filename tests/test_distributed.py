@@ -397,6 +397,14 @@ def test_worker_death_is_recovered(kron16, golden16):
             assert validate(kron16.edges, golden16["roots"][1], D.gather_parent(res2)).ok
 
 
+def test_relabel_within_partitions_needs_gpu_workers(client, kron16):
+    """CPU workers search a stored degree-ordered variant: a build on them relabelled within each partition is
+    refused in one line, before any work."""
+    with pytest.raises(DbfsError, match="needs GPU workers") as e:
+        D.build_distributed(client, kron16.path, 2, relabel="degree")
+    assert "\n" not in str(e.value)
+
+
 @pytest.mark.parametrize("P", [2, 3])
 def test_built_on_workers_equals_the_stored_variant(client, kron16, golden16, P):
     """build_distributed: every partition built from the edges on its worker is the stored variant's, byte for

@@ -197,6 +197,41 @@ def test_gpu_passes_same_bytes_within_device_budget(cp, tmp_path, scale, storage
 
 
 @pytest.mark.gpu
+def test_gpu_passes_relabelled_within_blocks(cp, tmp_path):
+    """relabel_bounds: one block is the whole graph's degree order (build_csr's relabelled bytes); two
+    blocks keep their id ranges, each by descending degree within itself, and a block's rows are the plain
+    build's rows of the edges mapped through that numbering."""
+    from dbfs.kernel1.passes_gpu import build_csr_gpu_passes
+    from dbfs.store.gpu import device_chunks
+
+    ds = _gen(tmp_path, 14, "stored", 1 << 16)
+    n, edges = ds.n_vertices, ds.edges()[:]
+    ref = kernel1.build_csr(edges, n, relabel="degree")
+    g = build_csr_gpu_passes(device_chunks(ds), n, memory_budget=1 << 28, on_device=True, relabel_bounds=[0, n])
+    assert g.meta["relabel"] == "degree" and cp.asnumpy(g.meta["perm"]).tolist() == ref.perm.tolist()
+    assert cp.asnumpy(g.indptr).tobytes() == ref.indptr.tobytes()
+    assert cp.asnumpy(g.indices).tobytes() == ref.indices.tobytes()
+    lo = n // 2 - 5                                       # blocks [0, lo), [lo, n)
+    g2 = build_csr_gpu_passes(device_chunks(ds), n, memory_budget=1 << 28, on_device=True, rows=(lo, n),
+                              relabel_bounds=[0, lo, n])
+    perm = cp.asnumpy(g2.meta["perm"]).astype(np.int64)
+    assert sorted(perm[:lo].tolist()) == list(range(lo)) and sorted(perm[lo:].tolist()) == list(range(lo, n))
+    deg = np.diff(kernel1.build_csr(edges, n).indptr)
+    for a, b in ((0, lo), (lo, n)):
+        d = deg[perm[a:b]]
+        assert (np.diff(d) <= 0).all() and all(perm[a + i] < perm[a + i + 1] for i in range(b - a - 1)
+                                               if d[i] == d[i + 1])
+    iperm = np.empty(n, np.int64)
+    iperm[perm] = np.arange(n)
+    mapped = kernel1.build_csr(iperm[edges.astype(np.int64)], n)
+    ip = mapped.indptr[lo:n + 1]
+    assert cp.asnumpy(g2.indptr).tobytes() == (ip - ip[0]).tobytes()
+    assert cp.asnumpy(g2.indices).tobytes() == mapped.indices[ip[0]:ip[-1]].tobytes()
+    with pytest.raises(DbfsError, match="on_device"):
+        build_csr_gpu_passes(device_chunks(ds), n, relabel_bounds=[0, n])
+
+
+@pytest.mark.gpu
 def test_gpu_cli_build_in_passes(cp, tmp_path):
     root = tmp_path / "d"
     ds = _gen(root, 14, "virtual", 1 << 12)

@@ -139,10 +139,11 @@ class DaskBackend(Backend):
         from dbfs.bfs.dask import build_distributed
         from dbfs.bfs.dask.graphs import OnWorkers
 
-        note = f"{why}: Kernel 1 builds its {cfg.partitions} partitions on the workers that search them, not stored"
+        note = f"{why}: Kernel 1 builds its {cfg.partitions} partitions on the workers that search them, not stored" + \
+            (", each relabelled by degree within itself" if cfg.relabel == "degree" else "")
         say(note, cfg.quiet)
         t0 = time.perf_counter()
-        dg = build_distributed(client, ds.path, cfg.partitions, dedupe=cfg.dedupe)
+        dg = build_distributed(client, ds.path, cfg.partitions, dedupe=cfg.dedupe, relabel=cfg.relabel)
         return OnWorkers(dg), {"construction_time": time.perf_counter() - t0, "in_memory": True,
                                "nnz": dg.nnz_total, "note": note}
 
@@ -172,9 +173,10 @@ class DaskBackend(Backend):
         from dbfs.split import PLACEMENT_ORDER
 
         check_partition_count(cfg.partitions, ds.n_vertices)
+        within = cfg.relabel == "degree" and bool(cls._gpu_workers(client))     # each partition relabelled in itself
         why = cls._why_on_workers(ds, cfg, client) if cfg.partitions > 1 and cfg.partitioning == "block" and \
-            cfg.relabel == "none" and cfg.placement == "block" and cfg.device_memory_limit is None and \
-            kernel1.reusable_variant(ds.path, cfg.partitions, "block", cfg.dedupe, "none") is None else ""
+            (cfg.relabel == "none" or within) and cfg.placement == "block" and cfg.device_memory_limit is None and \
+            kernel1.reusable_variant(ds.path, cfg.partitions, "block", cfg.dedupe, cfg.relabel) is None else ""
         if why:
             cls._forget_generated(ds, client)
             return cls._on_workers(ds, cfg, client, why)

@@ -53,7 +53,8 @@ from dbfs.kernel1.gpu import _grid, _kernels, _BLOCK
 from dbfs.kernel1.passes import _own_sink, check_rows, plan_rows
 from dbfs.progress import say
 
-__all__ = ["build_csr_gpu_passes", "DeviceCSR", "device_cost", "degree_pass", "pass_device", "spans_of"]
+__all__ = ["build_csr_gpu_passes", "DeviceCSR", "device_cost", "degree_pass", "pass_device", "spans_of",
+           "degree_order", "Relabelled"]
 
 _ENTRY = 24
 _ROW = 48
@@ -95,6 +96,42 @@ def degree_pass(source, spans, n, k):
         cp.cumsum(counts[:n].view(cp.int64), out=raw_ptr[1:])
     del counts
     return raw_ptr
+
+
+class Relabelled:
+    """A chunk source with every id mapped through ``iperm`` (the degree relabelling) on the device."""
+
+    def __init__(self, source, iperm):
+        self.source, self.iperm = source, iperm
+        self.m, self.step = source.m, source.step
+
+    def read(self, a: int, b: int):
+        e = self.source.read(a, b)
+        return self.iperm[e.astype(cp.int64, copy=False)]
+
+    def done(self):
+        self.source.done()
+
+
+def degree_order(raw_ptr, vid, bounds=None):
+    """(perm, iperm) on the device, ``perm[new] = original``: the vertices of each block ``[bounds[i],
+    bounds[i + 1])`` (one block of all N when None) by descending raw degree, ties by id ascending (the rule
+    of :func:`dbfs.kernel1.inmemory.degree_permutation`), each block keeping its id range, as ``vid``
+    arrays; one key sort a block."""
+    n = int(raw_ptr.shape[0]) - 1
+    deg = cp.diff(raw_ptr)
+    top = np.uint64(int(deg.max()) if n else 0)
+    perm = cp.empty(n, vid)
+    bounds = [0, n] if bounds is None else [int(b) for b in bounds]
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        keys = ((top - deg[lo:hi].astype(cp.uint64)) << np.uint64(32)) | cp.arange(hi - lo, dtype=cp.uint64)
+        keys.sort()
+        perm[lo:hi] = (keys & np.uint64(0xFFFFFFFF)).astype(vid) + lo
+        del keys
+    del deg
+    iperm = cp.empty(n, vid)
+    iperm[perm] = cp.arange(n, dtype=vid)
+    return perm, iperm
 
 
 def pass_device(source, spans, lo, hi, raw_ptr, idt, dedupe, k):
@@ -179,7 +216,7 @@ class _DeviceBlocks:
 
 def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_budget: int = 1 << 30,
                          budget_name: str = "memory_budget", sink=None, on_pass=None, quiet: bool = True,
-                         rows=None, on_device: bool = False):
+                         rows=None, on_device: bool = False, relabel_bounds=None):
     """Build the undirected CSR on the GPU in passes within a device budget (see the module docstring).
 
     Parameters
@@ -199,6 +236,10 @@ def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_bu
     on_device : bool
         Keep the rows on the device (no sink): a :class:`DeviceCSR` instead of the host graph (each
         pass's block stays in device memory beside the next pass's work).
+    relabel_bounds : sequence of int, optional
+        (``on_device`` only) renumber the vertices of each block ``[b[i], b[i + 1])`` by descending raw
+        degree within the block (:func:`degree_order`): rows and neighbours in the new ids, ``meta["perm"]``
+        the device ``perm[new] = original`` of all N, ``meta["relabel"]`` ``"degree"``.
 
     Returns
     -------
@@ -213,7 +254,9 @@ def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_bu
     budget = int(memory_budget)
     idt = id_dtype(n)
     rows = check_rows(rows, n)
-    fixed = device_cost(n, source.step, 0, 0)
+    if relabel_bounds is not None and not on_device:
+        raise DbfsError("relabel_bounds needs on_device=True: a relabelled host build is dbfs.kernel1.build_csr's")
+    fixed = device_cost(n, source.step, 0, 0) + (2 * np.dtype(idt).itemsize * n if relabel_bounds is not None else 0)
     if fixed + 8 * n > budget:
         raise DbfsError(f"{budget_name} {budget} B is too small for the degree pass over {n} vertices and edge "
                         f"chunks of {source.step} rows: it needs {fixed + 8 * n} B; "
@@ -226,6 +269,11 @@ def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_bu
     hook("start", -1, {"planned": fixed + 8 * n})
     raw_ptr = degree_pass(source, spans, n, k)
     hook("end", -1, {"planned": fixed + 8 * n})
+    perm = None
+    if relabel_bounds is not None:      # rows and neighbours in the new ids: degrees and reads mapped
+        perm, iperm = degree_order(raw_ptr, idt, relabel_bounds)
+        raw_ptr[1:] = cp.cumsum(cp.diff(raw_ptr)[perm])
+        source = Relabelled(source, iperm)
     # the plan on the host (a copy of the row starts, host memory): the device cost per entry and per row
     host_ptr = cp.asnumpy(raw_ptr)
     ranges = plan_rows(host_ptr, rows, budget, _ENTRY, fixed, budget_name, row_cost=_ROW) if n else []
@@ -253,7 +301,10 @@ def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_bu
     info = {"count": len(ranges), "ranges": [(lo, hi) for lo, hi, _ in ranges],
             "planned": [c for _, _, c in ranges], "peak_planned": max([c for _, _, c in ranges], default=0),
             "budget": budget, "resident": 8 * (n + 1), "chunk": fixed - 8 * (n + 1), "nnz": nnz}
-    meta = {"dedupe": bool(dedupe), "relabel": "none", "n_edges": int(source.m), "passes": info}
+    meta = {"dedupe": bool(dedupe), "relabel": "none" if perm is None else "degree", "n_edges": int(source.m),
+            "passes": info}
+    if perm is not None:
+        meta["perm"] = perm
     if rows is not None:
         meta["rows"] = rows
     if own:

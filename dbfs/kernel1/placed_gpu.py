@@ -58,43 +58,13 @@ from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph, id_dtype
 from dbfs.kernel1.gpu import _kernels
 from dbfs.kernel1.passes import plan_ranges
-from dbfs.kernel1.passes_gpu import _ENTRY, _ROW, degree_pass, device_cost, pass_device, spans_of
+from dbfs.kernel1.passes_gpu import (_ENTRY, _ROW, Relabelled, degree_order, degree_pass, device_cost, pass_device,
+                                     spans_of)
 from dbfs.kernel1.placer import Placer
 from dbfs.pinned import mapped_host_empty
 from dbfs.progress import say
 
 __all__ = ["build_csr_placed"]
-
-
-class _Relabelled:
-    """A chunk source with every id mapped through ``iperm`` (the degree relabelling) on the device."""
-
-    def __init__(self, source, iperm):
-        self.source, self.iperm = source, iperm
-        self.m, self.step = source.m, source.step
-
-    def read(self, a: int, b: int):
-        e = self.source.read(a, b)
-        return self.iperm[e.astype(cp.int64, copy=False)]
-
-    def done(self):
-        self.source.done()
-
-
-def degree_order(raw_ptr, vid):
-    """(perm, iperm) on the device: vertices by descending raw degree, ties by id ascending (the rule of
-    :func:`dbfs.kernel1.inmemory.degree_permutation`), as ``vid`` arrays; one key sort."""
-    n = int(raw_ptr.shape[0]) - 1
-    deg = cp.diff(raw_ptr)
-    top = int(deg.max()) if n else 0
-    keys = ((np.uint64(top) - deg.astype(cp.uint64)) << np.uint64(32)) | cp.arange(n, dtype=cp.uint64)
-    del deg
-    keys.sort()
-    perm = (keys & np.uint64(0xFFFFFFFF)).astype(vid)
-    del keys
-    iperm = cp.empty(n, vid)
-    iperm[perm] = cp.arange(n, dtype=vid)
-    return perm, iperm
 
 
 def build_csr_placed(source, n_vertices: int, device_entries: int, pass_budget: int, dedupe: bool = True,
@@ -155,7 +125,7 @@ def build_csr_placed(source, n_vertices: int, device_entries: int, pass_budget: 
         raw_ptr[1:] = cp.cumsum(deg)
         hp = cp.asnumpy(perm)           # host while the passes run: they need only iperm on the device
         del deg, perm
-        source = _Relabelled(source, iperm)
+        source = Relabelled(source, iperm)
     host_ptr = cp.asnumpy(raw_ptr)
     ranges = plan_ranges(host_ptr, pass_budget, _ENTRY, fixed, budget_name, row_cost=_ROW) if n else []
     cap = min(int(device_entries), int(host_ptr[n]) if n else 0)

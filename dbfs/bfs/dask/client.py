@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -189,7 +190,8 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
 
 
 def build_distributed(client, dataset_path, P: int, dedupe: bool = True, workers=None, transport: str = "tcp",
-                      timeout: float = DEFAULT_TIMEOUT, shared_memory: bool | None = None) -> DistributedGraph:
+                      timeout: float = DEFAULT_TIMEOUT, shared_memory: bool | None = None,
+                      relabel: str = "none") -> DistributedGraph:
     """Build the ``P`` block partitions of a dataset's CSR on the workers that search them and open the mesh.
 
     Kernel 1 of each partition's rows from the dataset's edges, on the worker's GPU for a GPU worker
@@ -197,7 +199,9 @@ def build_distributed(client, dataset_path, P: int, dedupe: bool = True, workers
     ``p<P>-block`` (the same bytes per partition), without the variant in zarr. Rank ``r`` goes to worker
     ``r % W`` of the GPU workers, or of all workers when none has a GPU (sorted; ``workers`` to choose them).
     A lost worker's partitions are rebuilt on live workers (:mod:`dbfs.bfs.dask.recovery`). ``dg.source`` is
-    ``"edges"``; the other parameters are :func:`load_distributed`'s.
+    ``"edges"``; ``relabel="degree"`` (GPU workers only) numbers each partition's vertices by descending degree
+    within the partition (the searches in those ids, roots and parents mapped on the partitions' workers); the
+    other parameters are :func:`load_distributed`'s.
     """
     from dbfs.kernel1 import variant_name
     from dbfs.store import open_dataset
@@ -211,17 +215,23 @@ def build_distributed(client, dataset_path, P: int, dedupe: bool = True, workers
     ws = _workers_of(client, workers)
     kinds = worker_kinds(client, ws)
     use = [w for w in ws if kinds[w] == "gpu"] or ws
+    if relabel not in ("none", "degree") or (relabel == "degree" and kinds[use[0]] != "gpu"):
+        raise DbfsError(f"--relabel {relabel} of partitions built on the workers needs GPU workers (CPU workers "
+                        f"search a stored degree-ordered variant): use --relabel none, or a GPU cluster")
     part = Partitioning(int(ds.n_vertices), int(P), "block")
     rank_worker = {rk: use[rk % len(use)] for rk in range(part.P)}
     attrs = {"n_vertices": part.n_vertices, "P": part.P, "partitioning": "block",
-             "options": {"dedupe": bool(dedupe), "relabel": "none"}}
+             "options": {"dedupe": bool(dedupe), "relabel": relabel}}
     dg = DistributedGraph(client=client, dataset_path=dataset_path, variant=variant_name(part.P, "block", dedupe,
                                                                                          "none"),
                           partitioning=part, nnz_total=0, rank_worker=rank_worker, part_futures={},
                           transport=transport, timeout=float(timeout), attrs=attrs,
                           shared_memory=False if shared_memory is False else None,
                           rank_kind={rk: kinds[w] for rk, w in rank_worker.items()},
-                          worker_kinds={w: kinds[w] for w in use}, source="edges", dedupe=bool(dedupe))
+                          worker_kinds={w: kinds[w] for w in use}, source="edges", dedupe=bool(dedupe),
+                          relabel=relabel)
+    if relabel != "none":
+        dg.root_of = partial(_root_within, dg)
     try:
         place(dg, list(range(part.P)))
     except BaseException:
@@ -237,8 +247,23 @@ def build_distributed(client, dataset_path, P: int, dedupe: bool = True, workers
 def _rows_nonempty(p, local):
     """(on a partition's worker) whether its vertices of local index ``local`` have entries in their rows."""
     ip = getattr(p, "indptr_host", p.indptr)
-    i = np.asarray(local, np.int64) + p.pad
+    local = np.asarray(local, np.int64)
+    i = (p.new_local(local) if hasattr(p, "new_local") else local) + p.pad     # relabelled within itself
     return ip[i + 1] > ip[i]
+
+
+def _root_within(dg: DistributedGraph, root: int) -> int:
+    """The id the search from ORIGINAL ``root`` starts at in partitions relabelled within themselves: the
+    owner's new local index of it, asked of the owner's worker."""
+    rk, local = (int(x) for x in dg.partitioning.owner_local(np.int64(root)))
+    f = dg.client.submit(_rows_new_local, dg.part_futures[rk], local, workers=[dg.rank_worker[rk]],
+                         allow_other_workers=False, pure=False)
+    got = gather_watched(dg.client, [f], set(dg.rank_worker.values()), f"the new id of root {root}", dg.timeout)
+    return dg.partitioning.vertex_range(rk).start + int(got[0])
+
+
+def _rows_new_local(p, local):
+    return int(p.new_local(int(local)))
 
 
 def eligible_distributed(dg: DistributedGraph, cands) -> np.ndarray:

@@ -155,6 +155,10 @@ class _GpuPart:
     #: parents returned by a search stay on the device (the id width, internal ids) instead of an int64
     #: host copy: a partition whose validation runs on its worker (:mod:`dbfs.bfs.dask.built`)
     keep_parents = False
+    #: a partition relabelled within itself (:func:`from_device_rows` with ``perm``): the device
+    #: ``perm[new] = original`` of all N, and the host map of this block's original local index -> new one
+    perm = None
+    iperm_loc = None
 
     def __init__(self, p):
         import cupy as cp
@@ -192,6 +196,22 @@ class _GpuPart:
         self.starts_host = np.array([blocks.vertex_range(r).start for r in range(self.P)] + [self.n], np.int64)
         self.starts = cp.asarray(self.starts_host)
         warm_device(self)
+
+    def new_local(self, local):
+        """The local index a search uses for this block's ORIGINAL local index(es) ``local``."""
+        return local if self.iperm_loc is None else self.iperm_loc[local]
+
+    def to_original(self, parent):
+        """A search's parent slice (device, new local order, new ids) in original local order and ids."""
+        if self.perm is None:
+            return parent
+        import cupy as cp
+
+        first = int(self.starts_host[self.rank])
+        out = cp.full(parent.shape, -1, parent.dtype)
+        hit = cp.flatnonzero(parent >= 0)
+        out[self.perm[first + hit] - first] = self.perm[parent[hit]]
+        return out
 
     def info(self):
         import os
@@ -318,11 +338,12 @@ def _place(gp, indptr_host, indptr, indices) -> None:
     gp._finish()
 
 
-def from_device_rows(indptr, indices, meta: dict, worker: str = ""):
+def from_device_rows(indptr, indices, meta: dict, worker: str = "", perm=None):
     """(on a GPU worker) a block partition whose rows a GPU Kernel 1 built in this device's memory
     (``indptr`` int64 from 0, ``indices`` the id width; ``meta`` as :func:`dbfs.kernel1.load_partition`'s)
     as a :class:`_GpuPart`, without a host copy of the adjacency; its hub table is left to
-    :func:`device_hub`."""
+    :func:`device_hub`. ``perm`` (device, all N): the rows and ids are relabelled within each block
+    (:func:`dbfs.kernel1.passes_gpu.degree_order` with the block bounds), ``perm[new] = original``."""
     import cupy as cp
 
     gp = _bare(meta)
@@ -330,6 +351,13 @@ def from_device_rows(indptr, indices, meta: dict, worker: str = ""):
         if gp.pad:
             indptr = cp.concatenate([cp.zeros(gp.pad, cp.int64), indptr])
         _place(gp, cp.asnumpy(indptr), indptr, indices)
+        if perm is not None:
+            first, stop = (int(x) for x in gp.starts_host[gp.rank:gp.rank + 2])
+            loc = cp.asnumpy(perm[first:stop]).astype(np.int64) - first      # new local -> original local
+            gp.iperm_loc = np.empty_like(loc)
+            gp.iperm_loc[loc] = np.arange(loc.size, dtype=np.int64)
+            gp.perm = perm
+            gp.device_bytes += perm.nbytes
     except cp.cuda.memory.OutOfMemoryError:
         raise _oom(worker, gp.rank, gp.device_bytes) from None
     return gp

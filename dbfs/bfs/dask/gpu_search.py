@@ -389,8 +389,10 @@ class _GpuSearch(_Search):
         return totals, kt
 
     def parents(self):
-        """Parent slices: int64 host copies, or (a partition that keeps them on the device) device arrays in
-        original ids (:mod:`dbfs.bfs.dask.built`)."""
+        """Parent slices: int64 host copies in original ids (a partition relabelled within itself maps them on
+        the device first), or (a partition that keeps them on the device) device arrays in original ids
+        (:mod:`dbfs.bfs.dask.built`)."""
         cp.cuda.Device().synchronize()
         return {rk: st.p.original(st.parent[st.p.pad:st.p.nloc]) if st.p.keep_parents else
-                st.parent[st.p.pad:st.p.nloc].get().astype(np.int64) for rk, st in self.states.items()}
+                st.p.to_original(st.parent[st.p.pad:st.p.nloc]).get().astype(np.int64)
+                for rk, st in self.states.items()}

@@ -77,6 +77,7 @@ class DistributedGraph:
     built: str = ""                         # where Kernel 1 built the partitions in memory ('' = read from zarr)
     source: str = "zarr"                    # "zarr": read from the variant; "edges": built from the dataset's edges
     dedupe: bool = True                     # ("edges") the build's dedupe, for rebuilds after a lost worker
+    relabel: str = "none"                   # ("edges") "degree": each partition relabelled within itself
     level_exchange: str = ""                # "nccl": a level's exchanges are NCCL collectives ('' = the mesh)
     nccl_off: str = ""                      # why a mesh of GPU workers does not use NCCL ('' = on or not tried)
 
@@ -217,7 +218,7 @@ def _submit_loads(dg: DistributedGraph, ranks) -> None:
     for rk in (r for r in ranks if r not in loaded):   # a GPU worker reads a stored partition into device memory
         gpu = dg.rank_kind.get(rk) == "gpu"
         how = (_load_part, str(dg.dataset_path), dg.variant, rk, gpu, dg.rank_worker[rk]) if dg.source == "zarr" \
-            else (_build_part, str(dg.dataset_path), dg.P, rk, dg.dedupe, gpu, dg.rank_worker[rk])
+            else (_build_part, str(dg.dataset_path), dg.P, rk, dg.dedupe, gpu, dg.rank_worker[rk], dg.relabel)
         loaded[rk] = client.submit(*how, workers=[dg.rank_worker[rk]], key=f"dbfs-part-{uuid.uuid4().hex[:12]}-{rk}",
                                    **pin)
     allp = {**dg.part_futures, **loaded}

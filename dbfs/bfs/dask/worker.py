@@ -40,6 +40,7 @@ import numpy as np
 from dbfs.bfs.cpu import _fill_parent, _no_edge_bitmap, degree_over_bitmap, hub_by_degree, reused_int64, warm_kernels
 from dbfs.bfs.dask.exchange import _base_of
 from dbfs.bfs.dask.warmup import warm_level_kernels
+from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 
@@ -128,33 +129,43 @@ def _load_part(dataset_path, variant, rank, device: bool = False, worker: str = 
 _BUILD_PASS = 1 << 30
 
 
-def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bool = False, worker: str = ""):
+def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bool = False, worker: str = "",
+                relabel: str = "none"):
     """Partition ``rank`` of the block partitioning in ``P`` of the dataset at ``dataset_path``, built from its
     edges here: :func:`dbfs.kernel1.passes.build_csr_passes` over the partition's rows (in passes within
     :data:`_BUILD_PASS`), or with ``device`` :func:`dbfs.kernel1.passes_gpu.build_csr_gpu_passes` within most
     of this worker's free device memory (stored chunks uploaded, a virtual list regenerated on the device), its
     rows kept there: a :class:`dbfs.bfs.dask.gpu_part._GpuPart` (``worker`` named if the device runs out of
-    memory). The bytes of partition ``rank`` of variant ``p<P>-block``; nothing is stored."""
+    memory). The bytes of partition ``rank`` of variant ``p<P>-block``; nothing is stored. ``relabel="degree"``
+    (``device`` only): every partition's vertices renumbered by descending degree WITHIN the partition (each
+    keeps its id range, so owners do not change), the same numbering on every rank (the whole degree array is
+    counted on each); the partition maps roots and parents (:meth:`~dbfs.bfs.dask.gpu_part._GpuPart.new_local`,
+    :meth:`~dbfs.bfs.dask.gpu_part._GpuPart.to_original`)."""
     from pathlib import Path
 
     from dbfs.kernel1 import variant_name
     from dbfs.store import open_dataset
 
     t0 = time.perf_counter()
+    if relabel not in ("none", "degree") or (relabel == "degree" and not device):
+        raise DbfsError(f"relabel {relabel!r} of partitions built on workers: use 'none', or 'degree' on GPU workers")
     path = Path(dataset_path)
     ds = open_dataset(path.name, path.parent)
     n = int(ds.n_vertices)
-    rg = Partitioning(n, int(P), "block").vertex_range(int(rank))
+    part = Partitioning(n, int(P), "block")
+    rg = part.vertex_range(int(rank))
     meta = {"variant": variant_name(int(P), "block", dedupe, "none"), "rank": int(rank), "P": int(P),
-            "partitioning": "block", "n_vertices": n, "vertex_range": rg, "load_time": 0.0}
+            "partitioning": "block", "n_vertices": n, "vertex_range": rg, "load_time": 0.0, "relabel": relabel}
     if device:      # the rows stay in this device's memory: the partition searched here (no host round trip)
         from dbfs.bfs.dask.gpu_part import from_device_rows
         from dbfs.kernel1.passes_gpu import build_csr_gpu_passes
         from dbfs.store.gpu import _free_device_bytes, device_chunks
 
+        bounds = [part.vertex_range(r).start for r in range(part.P)] + [n] if relabel == "degree" else None
         g = build_csr_gpu_passes(device_chunks(ds), n, dedupe=dedupe, memory_budget=int(0.8 * _free_device_bytes()),
-                                 rows=(rg.start, rg.stop), on_device=True)
-        p = from_device_rows(g.indptr, g.indices, {**meta, "nnz": int(g.indptr[-1])}, worker)
+                                 rows=(rg.start, rg.stop), on_device=True, relabel_bounds=bounds)
+        p = from_device_rows(g.indptr, g.indices, {**meta, "nnz": int(g.indptr[-1])}, worker,
+                             perm=g.meta.get("perm"))
     else:
         from dbfs.kernel1.passes import build_csr_passes, chunk_cost
 
