@@ -1,0 +1,123 @@
+"""Host seconds of each step of the NCCL level loop on two GPU workers (where a level's time goes).
+
+Wraps the steps of :class:`dbfs.bfs.dask.gpu_nccl._NcclSearch`, the NCCL calls of
+:class:`dbfs.bfs.dask.nccl._Comm` and the event marks in a timer on every worker
+(``client.run``), runs ``--roots`` searches of a Kronecker graph built on the workers
+(P = 2), and prints per step: calls per level, mean host microseconds per call and per
+level, next to the mean level time. A step's host time includes any wait it makes (a
+``_read`` waits for the collectives before it); the rest of a level is the loop's own
+Python. Needs two GPUs and dask-cuda.
+
+    python benchmarks/nccl_level_profile.py --scale 22 --roots 8 [--relabel degree]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_STEPS = {
+    "dbfs.bfs.dask.gpu_nccl:_NcclSearch": ["td_level", "bu_level", "to_bitmaps", "to_queues", "_claim", "_absorb_dev",
+                                           "_level_totals", "_read", "_capped", "_exchange_bitmap", "_bu_steps",
+                                           "_td_exact", "start", "visit_root", "parents"],
+    "dbfs.bfs.dask.nccl:_Comm": ["send", "recv", "allreduce", "allgather"],
+    "dbfs.bfs.dask.nccl:_Timeline": ["mark", "settle", "begin"],
+    "dbfs.bfs.dask.gpu_search": ["expand"],
+}
+
+
+def _install(dask_worker=None):
+    """(client.run) wrap every step in _STEPS with a host timer; totals in the worker's ``_dbfs_prof``."""
+    import functools
+    import importlib
+
+    stats = {}
+
+    def wrap(owner, name, label):
+        f = getattr(owner, name)
+        if getattr(f, "_dbfs_timed", False):
+            return
+
+        @functools.wraps(f)
+        def timed(*a, **k):
+            t = time.perf_counter()
+            try:
+                return f(*a, **k)
+            finally:
+                s = stats.setdefault(label, [0, 0.0])
+                s[0] += 1
+                s[1] += time.perf_counter() - t
+        timed._dbfs_timed = True
+        setattr(owner, name, timed)
+
+    for where, names in _STEPS.items():
+        mod, _, cls = where.partition(":")
+        owner = importlib.import_module(mod)
+        owner = getattr(owner, cls) if cls else owner
+        for n in names:
+            wrap(owner, n, f"{cls or mod.rsplit('.', 1)[1]}.{n}")
+    dask_worker._dbfs_prof = stats
+    return True
+
+
+def _take(dask_worker=None):
+    s = getattr(dask_worker, "_dbfs_prof", {})
+    out = {k: list(v) for k, v in s.items()}
+    s.clear()
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=int, default=22)
+    ap.add_argument("--roots", type=int, default=8)
+    ap.add_argument("--relabel", default="none")
+    ap.add_argument("--out", default="")
+    args = ap.parse_args(argv)
+
+    import dbfs.bfs.dask as D
+    from dbfs import store
+    from dbfs.cluster import client_for
+    from dbfs.roots import graph500_roots
+    from dbfs.spec import GraphSpec
+
+    with tempfile.TemporaryDirectory(prefix="dbfs-prof-") as tmp:
+        ds, _ = store.generate(GraphSpec.make("kronecker", args.scale), root=Path(tmp), client=None, quiet=True)
+        roots = [int(r) for r in graph500_roots(ds.edges(), args.scale, 2, 3, n=args.roots + 1,
+                                                n_vertices=ds.n_vertices)]
+        prof = Path(tmp) / "gpu2.yaml"
+        prof.write_text("type: local-gpu\ngpus: [0, 1]\nthreads_per_gpu_worker: 2\ncpu_workers: 0\n")
+        with client_for(profile=str(prof), quiet=True) as client:
+            client.wait_for_workers(2, timeout=120)
+            with D.build_distributed(client, ds.path, 2, relabel=args.relabel) as dg:
+                print(f"mesh: {dg.frontier_sharing}, S{args.scale}, relabel {args.relabel}", flush=True)
+                D.search(dg, roots[0])                       # warm-up
+                client.run(_install)
+                client.run(_take)
+                levels, wall = 0, 0.0
+                for r in roots[1:]:
+                    res, sec, lst = D.search(dg, r, stats=True)
+                    levels += len(lst)
+                    wall += sum(x["time"] for x in lst)
+                    res.release()
+                got = client.run(_take)
+    report = {"scale": args.scale, "roots": args.roots, "relabel": args.relabel, "levels": levels,
+              "level_us": 1e6 * wall / max(levels, 1), "workers": {}}
+    print(f"{levels} levels, mean level {report['level_us']:.1f} us")
+    for w, st in sorted(got.items()):
+        print(f"worker {w}")
+        rows = sorted(st.items(), key=lambda kv: -kv[1][1])
+        report["workers"][w] = {k: {"calls": n, "us_per_call": 1e6 * s / max(n, 1), "us_per_level": 1e6 * s / levels}
+                                for k, (n, s) in rows}
+        for k, (n, s) in rows:
+            print(f"  {k:32s} {n / levels:6.2f}/level {1e6 * s / max(n, 1):9.1f} us/call {1e6 * s / levels:9.1f} us/level")
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
