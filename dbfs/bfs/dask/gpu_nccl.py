@@ -41,9 +41,11 @@ this worker's kernel and exchange seconds are CUDA-event spans
 ``sent`` the bytes this worker put on the wire.
 
 Encoding: as :mod:`dbfs.bfs.dask.gpu_search` (uint32 bitmap words over all
-N, pairs of the id dtype, uint64 counters); the level's totals are 4 + W
-uint64 (new frontier, its edges, edges examined, -, then each worker's own
-frontier edges); a region is 2 cap slots of the id dtype (owner-local
+N, pairs of the id dtype, uint64 counters); the counters are W blocks of R
+rows of 4 uint64 (R = 1 + the most ranks a worker holds: the claim row,
+then one row per rank), worker j writing only block j, so one allreduce(sum)
+gives every worker every block: the totals and each worker's frontier edges
+(a top-down level's edges examined are known on the host); a region is 2 cap slots of the id dtype (owner-local
 indices, then parents); the exact bucket sizes are a W x P uint64 matrix
 (row j: worker j's claims per owner rank). After Bisson,
 Bernaschi and Mastrostefano, "Parallel Distributed Breadth First Search on
@@ -53,6 +55,7 @@ vertices and the frontier bitmap exchanged by collectives.
 from __future__ import annotations
 
 import cupy as cp
+import cupyx
 import numpy as np
 
 from dbfs.bfs.dask.gpu_search import _GpuSearch
@@ -94,43 +97,52 @@ class _NcclSearch(_GpuSearch):
         super().__init__(mesh, widx, ranks_of, parts, plugin, None)
         self.comm = self.mesh = comm                 # the level loop reads seconds, rounds and sent
         self.W = len(ranks_of)
-        rows = self.rows = len(self.states) + 1
-        self.nt = 4 + self.W
-        # counters of the claim row and the partitions, the level's totals, the bucket sizes: one zeroing
-        self.cbuf = cp.zeros(4 * rows + self.nt + self.P, cp.uint64)
-        self.cnt = self.cbuf[:4 * rows].reshape(rows, 4)
-        self.gsum = self.cbuf[4 * rows:4 * rows + self.nt]
-        self.hist = self.cbuf[4 * rows + self.nt:]
-        self.allhist = cp.zeros(self.W * self.P, cp.uint64)
+        W, P = self.W, self.P
+        R = 1 + max(len(rks) for rks in ranks_of)   # a claim row, then one row per rank a worker holds
+        # every worker's counter block (its own written, the others zero until the allreduce), then the bucket
+        # sizes of an exact level: one zeroing a level; the blocks are the counts' allreduce, no totals kernel
+        self.nb = W * R * 4
+        self.cbuf = cp.zeros(self.nb + P, cp.uint64)
+        self.blocks = self.cbuf[:self.nb]
+        self.cnt = self.blocks.reshape(W, R, 4)[widx][:len(self.states) + 1]
+        self.hist = self.cbuf[self.nb:]
+        self.hbuf = cupyx.empty_pinned(self.nb, np.uint64)
+        self.R = R
+        self.allhist = cp.zeros(W * P, cp.uint64)
         self.one = cp.zeros(1, cp.int64)
-        self.wm = np.zeros(self.W, np.int64)         # each worker's frontier edges, from the last read
-        worker_of = np.empty(self.P, np.int32)
+        self.wm = np.zeros(W, np.int64)              # each worker's frontier edges, from the last read
+        worker_of = np.empty(P, np.int32)
         for j, rks in enumerate(ranks_of):
             worker_of[list(rks)] = j
         self.worker_of = cp.asarray(worker_of)
         self.others = {j: sorted(rks) for j, rks in enumerate(ranks_of) if j != widx}
+        sh = self.starts_h
+        # (worker, rank) -> the rank's vertices where another worker holds it: region caps are min(wm, this)
+        self.own_not = np.array([[0 if rk in ranks_of[j] else int(sh[rk + 1] - sh[rk]) for rk in range(P)]
+                                 for j in range(W)], np.int64)
         self.tl = _Timeline()
         self.dev = plugin.scratch.setdefault("gpu", {})
         # one rank per worker, ranks in mesh order, every slice the same whole number of 64-vertex words
         # (N a multiple of 64 P, as 2^SCALE with P a power of two): the global bitmap is the allgather of
         # the ranks' bitmaps in place, half the bytes of an allreduce and no zeroing
-        sh = self.starts_h
         self.slice = int(sh[1] - sh[0]) // 32
         self.gather = self.P == self.W and self.my_ranks == (widx,) and all(
             int(sh[rk]) % 64 == 0 and int(sh[rk + 1] - sh[rk]) == 32 * self.slice for rk in range(self.P))
         cp.cuda.Device().synchronize()
 
-    def _read(self):
-        """The level's one host read of the counters; returns the global (new frontier, its edges, edges
-        examined) after checking the mesh; keeps each worker's frontier edges."""
-        n = 4 * self.rows + self.nt
-        h = self.cbuf[:n].get()
+    def _read(self, examined=None):
+        """The level's one host read of every worker's counters; returns the global (new frontier, its edges,
+        edges examined: ``examined`` where the host knows it) after checking the mesh; keeps each worker's
+        frontier edges."""
+        self.blocks.get(out=self.hbuf)
         self.comm.check()
+        h = self.hbuf.reshape(self.W, self.R, 4)
         for r, st in enumerate(self.states.values(), 1):
-            st.nq, st.m = int(h[4 * r]), int(h[4 * r + 1])
-        g = h[4 * self.rows:n]
-        self.wm[:] = g[4:]
-        return g
+            st.nq, st.m = int(h[self.widx, r, 0]), int(h[self.widx, r, 1])
+        rows = h[:, 1:, :]
+        self.wm[:] = rows[:, :, 1].sum(1)
+        ex = int(rows[:, :, 2].sum()) if examined is None else int(examined)
+        return int(rows[:, :, 0].sum()), int(self.wm.sum()), ex
 
     def _exchange_bitmap(self, dst, totals=False):
         """This worker's bits of a frontier into the global bitmap ``dst`` on every worker, with the
@@ -143,8 +155,6 @@ class _NcclSearch(_GpuSearch):
         else:
             dst.fill(0)
             self._or_own(dst)
-        if totals:
-            self._level_totals()
         self.tl.mark("k")
         with comm.group():
             if self.gather:
@@ -152,18 +162,14 @@ class _NcclSearch(_GpuSearch):
             else:
                 comm.allreduce(dst)
             if totals:
-                comm.allreduce(self.gsum)
+                comm.allreduce(self.blocks)
         self.tl.mark("x")
-
-    def _level_totals(self, examined=-1):
-        self.k["level_totals"]((1,), (32,), (self.cnt, np.int32(self.rows), _i64(examined), self.gsum,
-                                             np.int32(self.widx), np.int32(self.W)))
 
     def _totals(self, g, kt):
         k, x = self.tl.settle()
         self.comm.seconds += x
         kt += k
-        return [(int(g[0]), int(g[1]), int(g[2]), kt)], kt
+        return [(g[0], g[1], g[2], kt)], kt
 
     # ------------------------------------------------------------- steps
     def start(self, root):
@@ -181,9 +187,7 @@ class _NcclSearch(_GpuSearch):
     def _capped(self) -> bool:
         """Whether every worker's regions fit :data:`CAPPED_PAIRS` (the same answer on every worker: it
         reads only the frontier edges all of them read)."""
-        sh = self.starts_h
-        return all(sum(min(int(self.wm[j]), int(sh[rk + 1] - sh[rk])) for rk in range(self.P)
-                       if rk not in self.ranks_of[j]) <= CAPPED_PAIRS for j in range(self.W))
+        return int(np.minimum(self.wm[:, None], self.own_not).sum(1).max()) <= CAPPED_PAIRS
 
     def td_level(self, level, kt):
         if not self._capped():
@@ -198,8 +202,8 @@ class _NcclSearch(_GpuSearch):
         self.cbuf.fill(0)
         nsend = sum(2 * c for r in sends.values() for _, _, c in r)
         out = _room(self.dev, "regions", nsend, self.qdt)
-        if nsend:
-            out[:nsend].fill(-1)
+        if nsend:           # -1 in every slot (all bits set): the slots no claim fills are skipped
+            cp.cuda.runtime.memsetAsync(out.data.ptr, 0xFF, nsend * out.itemsize, cp.cuda.get_current_stream().ptr)
         examined = self._claim()
         if examined != own:
             raise RuntimeError(f"worker {self.widx}: {examined} frontier edges, its peers counted {own}")
@@ -226,11 +230,10 @@ class _NcclSearch(_GpuSearch):
                     base += sum(2 * c for _, _, c in recvs[j])
             tl.mark("x")
         self._absorb_dev(self.cnt[0], min(examined, self.N), remote)
-        self._level_totals(examined)
         tl.mark("k")
-        comm.allreduce(self.gsum)
+        comm.allreduce(self.blocks)
         tl.mark("x")
-        return self._totals(self._read(), kt)
+        return self._totals(self._read(int(self.wm.sum())), kt)
 
     def _absorb_dev(self, nc, ub, remote):
         """``absorb`` of this worker's claims (their count ``nc`` on the device, at most ``ub``) and of the
@@ -288,12 +291,12 @@ class _NcclSearch(_GpuSearch):
                     remote[rk].append((RL[pos:pos + n], RU[pos:pos + n]))
                     pos += n
             tl.mark("x")
+        ex = int(self.wm.sum())
         self._absorb(self.claims[:nc], nc, remote)
-        self._level_totals(examined)
         tl.mark("k")
-        comm.allreduce(self.gsum)
+        comm.allreduce(self.blocks)
         tl.mark("x")
-        return self._totals(self._read(), kt)
+        return self._totals(self._read(ex), kt)
 
     def to_bitmaps(self):
         self.tl.begin()
@@ -304,6 +307,7 @@ class _NcclSearch(_GpuSearch):
 
     def bu_level(self, kt):
         self.tl.begin()
+        self.cbuf.fill(0)                   # the other workers' blocks too: the allreduce sums them
         self._bu_steps()
         self._exchange_bitmap(self.front_next, totals=True)
         g = self._read()

@@ -1,6 +1,6 @@
 // dbfs GPU kernels of the partitioned levels (dbfs/bfs/dask/gpu_search.py and
 // gpu_nccl.py): a worker's claims absorbed by their owner partitions, claims
-// bucketed by owner rank, a level's counts for a collective. Compiled as one
+// bucketed by owner rank. Compiled as one
 // module after bfs.cu (dbfs/bfs/gpu.py), whose parameters, encodings and
 // helpers (claim, warp_append, block_add3) they use.
 //
@@ -132,22 +132,6 @@ extern "C" __global__ void bucket_offsets(const u64* hist, int P, u64* cursor) {
             cursor[o] = s;
             s += hist[o];
         }
-    }
-}
-
-// A level's counts for a collective: tot[c] = sum of cnt[r][c] over the
-// partitions' rows r in [1, rows) (cnt rows of 4 u64; row 0 is the claim
-// row), then tot[2] = examined where examined >= 0 (a top-down level's
-// edges examined, known on the host); tot[4 + j] for the W workers j is this
-// worker's next frontier edges (the sum of cnt[r][1]) at j = me, else 0, so
-// the sum over workers gives every worker's share. One block.
-extern "C" __global__ void level_totals(const u64* cnt, int rows, i64 examined, u64* tot, int me, int W) {
-    for (int c = threadIdx.x; c < 4 + W && blockIdx.x == 0; c += blockDim.x) {
-        const int col = c < 4 ? c : 1;
-        u64 s = 0;
-        for (int r = 1; r < rows; ++r) s += cnt[4 * r + col];
-        if (c == 2 && examined >= 0) s = (u64)examined;
-        tot[c] = (c < 4 || c - 4 == me) ? s : 0;
     }
 }
 
