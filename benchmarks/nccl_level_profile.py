@@ -37,8 +37,8 @@ def _install(dask_worker=None):
     stats = {}
 
     def wrap(owner, name, label):
-        f = getattr(owner, name)
-        if getattr(f, "_dbfs_timed", False):
+        f = getattr(owner, name, None)
+        if f is None or getattr(f, "_dbfs_timed", False):       # a step this version does not have
             return
 
         @functools.wraps(f)
