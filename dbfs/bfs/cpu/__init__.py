@@ -37,8 +37,9 @@ Modules, bottom to top: ``primitives`` (bit scans, atomic OR, prefetch),
 ``adjacency`` (entry reads of one array or of a device/host split),
 ``buffers`` (parent pool, per-thread scratch), ``frontier`` (queue/bitmap
 conversions, degree sums), ``graph_aux`` (per-graph helpers), ``topdown``,
-``bottomup``, ``semiring`` (the steps), ``sequential`` (queue BFS kernels),
-``warmup`` (kernel loading), ``algorithms`` (the searches). They import
+``bottomup``, ``semiring`` (the steps), ``rowtable`` (the steps over all the
+partitions of a distributed worker in one call), ``sequential`` (queue BFS
+kernels), ``warmup`` (kernel loading), ``algorithms`` (the searches). They import
 one another relatively, so ``benchmarks/cpu_ab.py`` can load another
 commit's copy of this package beside the working tree's; none imports the
 :mod:`dbfs.bfs` facade.

@@ -177,6 +177,95 @@ def _next_miss(visited, multi, lw, lx, w1):
     return lw, lx & (lx - 1), np.int64((lw << 6) + _cttz(lx))
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _bu_block(indptr, indices, front, parent, visited, nxt, hub, no_edge, multi, fill, want_deg, blk, nwords, nloc):
+    """Block ``blk`` of :func:`bu_step` (its words ``[blk * _BU_BLOCK, ...)`` of the ``nwords`` over ``nloc``
+    local rows): pass 1 and pass 2 of the module docstring; returns (awake, examined, awake_deg, left_deg)."""
+    w0 = blk * _BU_BLOCK
+    w1 = min(w0 + _BU_BLOCK, nwords)
+    n_ex = 0
+    n_deg = 0
+    n_aw = 0
+    n_left = 0
+    n_pf = 0
+    n_miss = 0
+    _prefetch_sparse_words(visited, hub, parent, w1, min(w1 + _BU_BLOCK, nwords), nloc)
+    if not fill:
+        left = np.int64(0)
+        for w in range(w0, w1):
+            left |= ~visited[w]
+        if left == 0:              # a block with nothing left to find (late levels: most blocks)
+            for w in range(w0, w1):
+                nxt[w] = 0
+            return 0, 0, 0, 0
+    for w in range(w0, w1):        # pass 1: hubs, prefetch the misses' rows
+        vis = visited[w]
+        todo = ~vis
+        base = w << 6
+        count = min(64, nloc - base)
+        pv = parent[base:base + count]
+        if todo == 0:
+            nxt[w] = 0
+            if fill:
+                _set_lanes(pv, no_edge[w], count)
+            continue
+        dv = indptr[base:base + count + 1]
+        hits, d = _bu_word_hits(hub[base:base + count], pv, dv, front, todo, count, want_deg)
+        if fill:
+            _set_lanes(pv, (todo & ~hits) | no_edge[w], count)
+        n_ex += _popcount(todo)
+        n_deg += d
+        x = todo & ~hits & multi[w]
+        n_miss += _popcount(x)
+        while x != 0 and n_pf < _BU_LEAD:
+            b = _cttz(x)
+            x &= x - 1
+            adj_prefetch(indices, dv[b])
+            n_pf += 1
+        nxt[w] = hits
+        visited[w] = vis | hits
+        n_aw += _popcount(hits)
+    # the lead cursor: the miss _BU_LEAD ahead of the one being scanned
+    lw = w0
+    lx = np.int64(0)
+    if n_miss > _BU_LEAD:
+        lx = ~visited[w0] & multi[w0]
+        for _ in range(_BU_LEAD):          # pass 1 prefetched these
+            lw, lx, _v = _next_miss(visited, multi, lw, lx, w1)
+    for w in range(w0, w1):        # pass 2: scan the misses' rows
+        vis = visited[w]
+        miss = ~vis
+        if miss == 0:
+            continue
+        base = w << 6
+        # a miss of degree 1 is settled (its only neighbour is the hub)
+        n_left += _popcount(miss & ~multi[w])
+        miss &= multi[w]
+        nb = np.int64(0)
+        while miss != 0:
+            b = _cttz(miss)
+            miss &= miss - 1
+            if n_miss > _BU_LEAD:
+                lw, lx, ahead = _next_miss(visited, multi, lw, lx, w1)
+                if ahead >= 0:
+                    adj_prefetch(indices, indptr[ahead])
+            vl = base + b
+            dg = indptr[vl + 1] - indptr[vl]
+            u, k = _scan_row(indptr, indices, front, vl)
+            n_ex += k
+            # branch-free from here (found or not is a coin flip):
+            # a miss's parent is already -1
+            parent[vl] = u
+            f = np.int64(u >= 0)
+            nb |= f << b
+            n_deg += f * dg
+            n_left += (1 - f) * dg
+        nxt[w] |= nb
+        visited[w] = vis | nb
+        n_aw += _popcount(nb)
+    return n_aw, n_ex, n_deg, n_left
+
+
 @njit(parallel=True, nogil=True, cache=True)
 def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, multi, fill, want_deg):
     """Bottom-up step over the local rows (GAP's BUStep; contract: module docstring).
@@ -200,88 +289,8 @@ def bu_step(indptr, indices, offset, front, parent, visited, nxt, hub, no_edge, 
     awake_deg = 0
     left_deg = 0
     for blk in prange(nblocks):
-        w0 = blk * _BU_BLOCK
-        w1 = min(w0 + _BU_BLOCK, nwords)
-        n_ex = 0
-        n_deg = 0
-        n_aw = 0
-        n_left = 0
-        n_pf = 0
-        n_miss = 0
-        _prefetch_sparse_words(visited, hub, parent, w1, min(w1 + _BU_BLOCK, nwords), nloc)
-        if not fill:
-            left = np.int64(0)
-            for w in range(w0, w1):
-                left |= ~visited[w]
-            if left == 0:              # a block with nothing left to find (late levels: most blocks)
-                for w in range(w0, w1):
-                    nxt[w] = 0
-                continue
-        for w in range(w0, w1):        # pass 1: hubs, prefetch the misses' rows
-            vis = visited[w]
-            todo = ~vis
-            base = w << 6
-            count = min(64, nloc - base)
-            pv = parent[base:base + count]
-            if todo == 0:
-                nxt[w] = 0
-                if fill:
-                    _set_lanes(pv, no_edge[w], count)
-                continue
-            dv = indptr[base:base + count + 1]
-            hits, d = _bu_word_hits(hub[base:base + count], pv, dv, front, todo, count, want_deg)
-            if fill:
-                _set_lanes(pv, (todo & ~hits) | no_edge[w], count)
-            n_ex += _popcount(todo)
-            n_deg += d
-            x = todo & ~hits & multi[w]
-            n_miss += _popcount(x)
-            while x != 0 and n_pf < _BU_LEAD:
-                b = _cttz(x)
-                x &= x - 1
-                adj_prefetch(indices, dv[b])
-                n_pf += 1
-            nxt[w] = hits
-            visited[w] = vis | hits
-            n_aw += _popcount(hits)
-        # the lead cursor: the miss _BU_LEAD ahead of the one being scanned
-        lw = w0
-        lx = np.int64(0)
-        if n_miss > _BU_LEAD:
-            lx = ~visited[w0] & multi[w0]
-            for _ in range(_BU_LEAD):          # pass 1 prefetched these
-                lw, lx, _v = _next_miss(visited, multi, lw, lx, w1)
-        for w in range(w0, w1):        # pass 2: scan the misses' rows
-            vis = visited[w]
-            miss = ~vis
-            if miss == 0:
-                continue
-            base = w << 6
-            # a miss of degree 1 is settled (its only neighbour is the hub)
-            n_left += _popcount(miss & ~multi[w])
-            miss &= multi[w]
-            nb = np.int64(0)
-            while miss != 0:
-                b = _cttz(miss)
-                miss &= miss - 1
-                if n_miss > _BU_LEAD:
-                    lw, lx, ahead = _next_miss(visited, multi, lw, lx, w1)
-                    if ahead >= 0:
-                        adj_prefetch(indices, indptr[ahead])
-                vl = base + b
-                dg = indptr[vl + 1] - indptr[vl]
-                u, k = _scan_row(indptr, indices, front, vl)
-                n_ex += k
-                # branch-free from here (found or not is a coin flip):
-                # a miss's parent is already -1
-                parent[vl] = u
-                f = np.int64(u >= 0)
-                nb |= f << b
-                n_deg += f * dg
-                n_left += (1 - f) * dg
-            nxt[w] |= nb
-            visited[w] = vis | nb
-            n_aw += _popcount(nb)
+        n_aw, n_ex, n_deg, n_left = _bu_block(indptr, indices, front, parent, visited, nxt, hub, no_edge, multi,
+                                              fill, want_deg, blk, nwords, nloc)
         awake += n_aw
         examined += n_ex
         awake_deg += n_deg

@@ -126,6 +126,19 @@ def td_step(indptr, indices, offset, frontier, parent, visited, front=None):
     E = int(degoff[f])
     if E == 0:
         return np.empty(0, np.int64), 0
+
+    def claim(e_lo, e_hi, C, out):
+        return _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff, e_lo, e_hi, C, out)
+
+    return _td_parallel(claim, E, visited, front)
+
+
+def _td_parallel(claim, E, visited, front=None):
+    """The parallel part of :func:`td_step` for a frontier of ``E > 0`` edges: ``claim(e_lo, e_hi, C, out)``
+    claims over the frontier's edges ``[e_lo, e_hi)`` in ``C`` chunks into the record buffer ``out`` and
+    returns the records per chunk (:func:`_td_claim_chunks` or a kernel of that contract); pieces of at most
+    ``_TD_PIECE`` edges, then the new frontier read from the bits ``visited`` gained or deduplicated from the
+    records. Returns (next frontier or None when left in ``front``, E)."""
     seen = _seen_bitmap(visited.shape[0])
     may_be_big = E > seen.shape[0] or E > _TD_PIECE
     if may_be_big:
@@ -137,13 +150,13 @@ def td_step(indptr, indices, offset, frontier, parent, visited, front=None):
             e_hi = min(e_lo + _TD_PIECE, E)
             C = min(max((e_hi - e_lo) // _TD_GRAIN, 1), _MAX_CHUNKS)
             out = _record_buffer(e_hi - e_lo)
-            cnt = _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff, e_lo, e_hi, C, out)
+            cnt = claim(e_lo, e_hi, C, out)
             _td_fix_lost_bits(out, cnt, e_hi - e_lo, visited)
         big = True
     else:
         C = min(max(E // _TD_GRAIN, 1), _MAX_CHUNKS)
         out = _record_buffer(E)
-        cnt = _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff, 0, E, C, out)
+        cnt = claim(0, E, C, out)
         big = may_be_big and int(cnt.sum()) > seen.shape[0]
         if big:
             _td_fix_lost_bits(out, cnt, E, visited)

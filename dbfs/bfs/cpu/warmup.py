@@ -6,7 +6,9 @@ Contract: after :func:`warm_kernels` ``(indptr, indices)`` no ``td``, ``bu``,
 (``indices`` one array, or a :class:`~dbfs.bfs.cpu.adjacency.SplitAdjacency`
 of such pieces: then the ``td``, ``bu`` and ``do`` kernels only)
 compiles or loads a kernel (``tests/test_bfs_cpu.py`` checks it in a fresh
-process). It is idempotent and thread-safe (``_WARM_LOCK``; ``_WARMED``
+process), nor (one array) a distributed worker's level over its partitions
+(:mod:`dbfs.bfs.cpu.rowtable`, claims into an array of ``indices``' dtype,
+the worker's claim width). It is idempotent and thread-safe (``_WARM_LOCK``; ``_WARMED``
 holds the array types done).
 
 Method: a search reaches its serial or parallel variants by frontier size,
@@ -33,6 +35,8 @@ from .frontier import (_bitmap_degrees, _bitmap_to_queue_parallel, _bitmap_to_qu
                        _frontier_edges_serial, queue_to_bitmap)
 from .graph_aux import _no_edge_bitmap, _rows_sorted, degree_over_bitmap, hub_by_degree
 from .primitives import _NO_CAP, num_threads
+from .rowtable import (_rows_claim_chunks, _rows_claim_serial, _rows_degree_offsets, _rows_degree_offsets_par,
+                       _rows_edges, absorb_rows, bu_rows, bucket_claims, copy_rows, or_rows, row_table)
 from .semiring import _min_parent_fixup_parallel, _min_parent_fixup_serial, spmv_pull_step
 from .topdown import (_degree_offsets, _degree_offsets_par, _diff_bits, _td_claim_chunks, _td_dedupe, _td_fix_lost_bits,
                       _td_gather, _td_step_serial)
@@ -63,6 +67,38 @@ def _adjacency_key(indices) -> tuple:
         return ("split", indices.a.dtype.str, indices.b.dtype.str, indices.a.flags.writeable,
                 indices.b.flags.writeable)
     return (indices.dtype.str, indices.flags.writeable)
+
+
+def _warm_rows(ip, ix, hub, multi) -> None:
+    """The row-table steps (:mod:`dbfs.bfs.cpu.rowtable`, a distributed worker's level over its partitions)
+    on two slots of the star (block and cyclic ids), claims into an array of the adjacency's dtype (the
+    worker's claim scratch: the vertex-id width of N, as the partitions' ``indices``)."""
+    for gs in (1, 2):
+        tab = row_table([(ip, ix, hub, multi, 0, 0, gs), (ip, ix, hub, multi, 0, 0 if gs == 1 else 1, gs)])
+        t, R = tab.t, tab.rows
+        N = 2 * R
+        claim = np.zeros(N, ix.dtype)
+        gvis = np.zeros((N + 63) >> 6, np.int64)
+        gvis[0] = 1
+        q = np.array([0], np.int64)
+        E = int(_rows_edges(t, q))
+        _rows_claim_serial(t, q, claim, gvis.copy(), E)
+        _rows_degree_offsets(t, q)
+        degoff = _rows_degree_offsets_par(t, q)
+        cnt = _rows_claim_chunks(t, q, claim, gvis, degoff, 0, E, 2, np.empty(E, np.int64))
+        claimed = np.arange(1, 3, dtype=np.int64)
+        for C in (1, 2):                  # one chunk runs on the calling thread
+            L, U, cnt = bucket_claims(claimed, claim, 0 if gs == 1 else 1, 2, R, 0, C)
+            visited = np.zeros(R >> 6, np.int64)
+            parent = np.full(R, -1, np.int64)
+            seg = np.zeros(1, np.int64)
+            absorb_rows(t, L, U, seg, np.ones(1, np.int64), seg, parent, visited, gvis, np.empty(2, np.int64),
+                        np.empty(R, np.int64), 0, C)
+        front = np.zeros_like(gvis)
+        fbm = np.zeros(R >> 6, np.int64)
+        bu_rows(t, front, parent, visited, fbm.copy(), True)
+        or_rows(front, fbm, t)
+        copy_rows(front, fbm, t)
 
 
 def warm_kernels(indptr, indices) -> None:
@@ -127,6 +163,7 @@ def warm_kernels(indptr, indices) -> None:
         if split:                             # spmv reads the adjacency as one array
             _WARMED.add(key)
             return
+        _warm_rows(ip, ix, hub, multi)
         visited = no_edge.copy()
         parent = _fill_parent(n)
         spmv_pull_step(ip, ix, 0, front, parent, visited, nxt, True)
