@@ -3,7 +3,7 @@
 Contract
 --------
 :func:`_bsp_search` runs as ONE task per mesh worker (pinned), serving all
-of that worker's partitions one after the other on its Numba threads, and
+of that worker's partitions together on its Numba threads, and
 returns ``{"parents": {rank: int64 slice, local order}, "seconds",
 "records" (mesh worker 0 only), "kernel_total", "levels", "own" (this
 worker's (kernel, exchange) seconds per level)}``, or ``{"lost":
@@ -14,18 +14,21 @@ that every partition has written its parents). A failure closes this
 worker's end of the mesh first, so its peers stop waiting at once (they
 see a lost peer) instead of timing out.
 
-Method (per level; the steps are :mod:`dbfs.bfs.cpu`'s, called once per
-partition with its local rows; after Beamer, Buluc, Asanovic and
-Patterson, "Distributed Memory Breadth-First Search Revisited: Enabling
-Bottom-Up Search", IPDPS Workshops 2013):
+Method (per level; the steps are :mod:`dbfs.bfs.cpu`'s, each ONE call
+over all of the worker's partitions (:mod:`dbfs.bfs.cpu.rowtable`: the
+partitions' rows end to end in one worker row space, the work split over
+the threads by edges or word blocks, not by partition), so a level costs
+the same kernel calls however many partitions the worker holds; after
+Beamer, Buluc, Asanovic and Patterson, "Distributed Memory Breadth-First
+Search Revisited: Enabling Bottom-Up Search", IPDPS Workshops 2013):
 
-- top-down: ``td_step`` claims the neighbours whose bit is clear in a
+- top-down: ``td_rows`` claims the neighbours whose bit is clear in a
   per-WORKER global ``visited`` bitmap (the worker's own discoveries, its
   earlier claims and every bottom-up frontier: a vertex is sent at most
   once per worker) into a claim scratch over global ids; the pairs are
   bucketed by owner and sent to the owning partitions (one PAIRS round),
   which keep the first parent of each unvisited vertex.
-- bottom-up: ``bu_step`` over every partition's unvisited rows against the
+- bottom-up: ``bu_rows`` (``bu_step``'s blocks) over every partition's unvisited rows against the
   GLOBAL frontier bitmap, assembled from every partition's slice of the
   previous level (sent with the counts, or shared through ``/dev/shm``,
   :mod:`dbfs.bfs.dask.shm`); a top-down -> bottom-up switch adds one round.
@@ -63,14 +66,15 @@ import time
 
 import numpy as np
 
-from dbfs.bfs.cpu import bitmap_to_queue, bu_step, queue_to_bitmap, td_step
+from dbfs.bfs.cpu import _fill_parent, bitmap_to_queue, queue_to_bitmap
+from dbfs.bfs.cpu.rowtable import absorb_rows, bu_rows, bucket_claims, copy_rows, or_rows, row_table, td_rows
 from dbfs.bfs.dask.codec import GAP_SLACK, decode_slice_or, encode_slice, pack_pairs, pair_widths, unpack_pairs
-from dbfs.bfs.dask.exchange import _absorb, _base_of, _bucket_pairs, _chunks, _or_into, _or_slice
+from dbfs.bfs.dask.exchange import _base_of, _chunks, _or_into, _or_slice
 from dbfs.bfs.dask.frames import BEGIN, COUNTS, COUNTS_FRONT, COUNTS_FRONT_Z, FRONT, FRONT_Z, PAIRS, PAIRS_Z, SYNC
 from dbfs.bfs.dask.plugin import get_plugin
-from dbfs.bfs.dask.shm import _boundary_words, _shm_collect, _shm_publish
+from dbfs.bfs.dask.shm import _boundary_words, _shm_collect
 from dbfs.bfs.dask.transport import _LocalMesh, _PeerLost, _Timed
-from dbfs.bfs.dask.worker import _grown, _scratch, _State, _zeroed
+from dbfs.bfs.dask.worker import _grown, _scratch, _zeroed
 from dbfs.bfs.policy import BU, TD, policy_from
 from dbfs.partition import Partitioning, owner_local
 
@@ -129,6 +133,33 @@ def _counts_of(arrs):
     return int(c[0]), int(c[1]), int(c[2]), float(k[0])
 
 
+class _Slot:
+    """One partition's part of a search's worker arrays (slot ``s`` of its row table): views of the worker
+    rows ``[off, off + p.nloc)``, its local ``parent``, ``visited`` and frontier bitmaps (``fbm``: after a
+    bottom-up level, or of the queue after a switch; ``nxt``), as :mod:`dbfs.bfs.cpu`'s steps take them."""
+
+    def __init__(self, search, p, s):
+        self._search, self.p, self.s = search, p, s
+        self.off = search.rows.off[s]
+        self.w0, self.nw = self.off >> 6, search.rows.words[s]
+        self.parent = search.parent_w[self.off:self.off + p.nloc]
+        self.visited = search.visited_w[self.w0:self.w0 + self.nw]
+
+    @property
+    def fbm(self):
+        return self._search.fbm_w[self.w0:self.w0 + self.nw]
+
+    @property
+    def nxt(self):
+        return self._search.nxt_w[self.w0:self.w0 + self.nw]
+
+    @property
+    def queue(self):
+        """Its local rows in the worker's frontier queue (a copy; the search keeps one queue)."""
+        q = self._search.queue
+        return q[(q >= self.off) & (q < self.off + (self.nw << 6))] - self.off
+
+
 class _Search:
     """One search's worker-side state (the -1 fills and buffers of the per-search
     setup, outside the timer as in Graph500 3.0.1) and its named steps."""
@@ -157,8 +188,27 @@ class _Search:
         self.sh = shm if self.code == 0 and self.peers else None   # same-host shared frontier, else slices
         self.front_next = _zeroed(gwords) if self.sh is None else None
         self.wordof = _boundary_words(part) if self.sh is not None else None
-        self.states = {p.rank: _State(p, self.grown) for p in parts}
+        # the worker's partitions end to end in one row space (slot s: partition parts[s]): one kernel call
+        # per step covers them all
+        self.rows = row_table([(p.indptr, p.indices, p.hub, p.multi, p.pad, p.base if self.code == 0 else p.rank,
+                                1 if self.code == 0 else self.P) for p in parts])
+        R = self.rows.rows
+        self.parent_w = _fill_parent(R)                      # parents over worker rows
+        self.visited_w = np.empty(R >> 6, np.int64)          # visited over worker rows (no-edge rows set)
+        self.fbm_w = _zeroed(R >> 6)                         # local frontier bitmap (after a bottom-up level)
+        self.nxt_w = _zeroed(R >> 6)
+        self.queue = np.empty(0, np.int64)                   # local frontier queue (worker rows)
+        self.qbufs = [_grown(self.grown, ("rows", k), max(R, 1)) for k in (0, 1)]   # alternate per level
+        self.states = {}
+        for s, p in enumerate(parts):
+            st = _Slot(self, p, s)
+            self.visited_w[st.w0:st.w0 + st.nw] = p.no_edge[:st.nw]
+            self.states[p.rank] = st
         self.my_ranks = tuple(self.states)
+        self.seg_rank = np.asarray(self.my_ranks, np.int64)  # own ranks, and their slots
+        self.seg_slot = np.arange(len(parts), dtype=np.int64)
+        self.pad_ranks = np.asarray([p.rank for p in parts if p.pad], np.int64)   # shared-frontier boundary words
+        self.pad_words = np.asarray([st.w0 for st in self.states.values() if st.p.pad], np.int64)
         self.coded = False                                   # set at the start barrier (_codec_flag)
         # the gap forms' work bytes (a slice's bitmap + a varint), pre-faulted and kept across searches
         self.codebuf = None
@@ -306,88 +356,98 @@ class _Search:
     def visit_root(self, root):
         if self.o_root in self.states:
             st = self.states[self.o_root]
-            i = self.l_root + st.p.pad
-            st.parent[i] = root
-            st.visited[i >> 6] |= np.int64(1) << (i & 63)
-            st.queue = np.array([i], np.int64)
+            x = st.off + self.l_root + st.p.pad
+            self.parent_w[x] = root
+            self.visited_w[x >> 6] |= np.int64(1) << (x & 63)
+            self.queue = np.array([x], np.int64)
         self.visited_g[root >> 6] |= np.int64(1) << (root & 63)
 
     def to_queues(self):
         """Bottom-up -> top-down: local frontier bitmaps to queues; returns kernel seconds."""
         t = time.perf_counter()
-        for st in self.states.values():
-            st.queue = bitmap_to_queue(st.fbm, 0)
+        self.queue = bitmap_to_queue(self.fbm_w, 0)
         return time.perf_counter() - t
 
     def td_level(self, level, kt):
         """One top-down level: expand, exchange pairs, absorb, exchange counts; ``kt``: the
         level's kernel seconds so far; returns (totals, kt)."""
-        states, code, P, q, r, scratch, peers = self.states, self.code, self.P, self.q, self.r, self.scratch, \
-            self.peers
-        # expand: claim neighbours, bucket (vertex, parent) pairs by owner
+        code, P, q, r, scratch, peers = self.code, self.P, self.q, self.r, self.scratch, self.peers
+        # expand: claim the neighbours of every partition's frontier at once, bucket (vertex, parent) pairs by owner
         t = time.perf_counter()
-        examined = 0
-        outs = {}
-        for rk, st in states.items():
-            p = st.p
-            newv, ex = td_step(p.indptr, p.indices, 0, st.queue, scratch, self.visited_g)
-            examined += ex
-            outs[rk] = _bucket_pairs(newv, scratch, code, P, q, r, rk, p.base, _chunks(newv.shape[0]))
+        newv, examined = td_rows(self.rows.t, self.queue, scratch, self.visited_g)
+        L, U, cnt = bucket_claims(newv, scratch, code, P, q, r, _chunks(newv.shape[0]))
         kt += time.perf_counter() - t
         # exchange: one message per peer worker, pairs grouped by destination rank
         if self.coded:
-            got = self._unpacked(self.mesh.exchange(PAIRS_Z, self._packed(outs)))
+            got = self._unpacked(self.mesh.exchange(PAIRS_Z, self._packed({self.widx: (L, U, cnt)})))
         else:
             send = {}
             for j in peers:
                 dst, arrs = [], []
                 for d_rk in self.ranks_of[j]:
-                    for s_rk, (L, U, cnt) in outs.items():
-                        a, b = cnt[d_rk], cnt[d_rk + 1]
-                        if b > a:
-                            dst.append(d_rk)
-                            arrs += [L[a:b], U[a:b]]
+                    a, b = cnt[d_rk], cnt[d_rk + 1]
+                    if b > a:
+                        dst.append(d_rk)
+                        arrs += [L[a:b], U[a:b]]
                 send[j] = [dst] + arrs
             got = self._pairs(self.mesh.exchange(PAIRS, send)) if peers else []
-        # absorb: owners keep the first parent, form the next local queue
+        # absorb: owners keep the first parent (this worker's own pairs first), form the next queue
         t = time.perf_counter()
-        new_n = new_m = 0
-        for rk, st in states.items():
-            p = st.p
-            srcs = [(L[cnt[rk]:cnt[rk + 1]], U[cnt[rk]:cnt[rk + 1]]) for L, U, cnt in outs.values()]
-            srcs += [(arrs[1 + 2 * k], arrs[2 + 2 * k]) for dst, arrs in got
-                     for k, d_rk in enumerate(dst) if d_rk == rk]
-            out = st.bufs[level & 1]
-            w = 0
-            for L, U in srcs:
-                if L.shape[0]:
-                    tmp = _grown(self.grown, "absorb", L.shape[0])
-                    w, dm = _absorb(L, U, p.pad, st.parent, st.visited, p.indptr, self.visited_g, code, P, rk,
-                                    p.base, tmp, out, w, _chunks(L.shape[0]))
-                    new_m += int(dm)
-            st.queue = out[:w]
-            new_n += w
+        out = self.qbufs[level & 1]
+        lo = cnt[self.seg_rank]
+        w, new_m = self._absorb(L, U, lo, cnt[self.seg_rank + 1] - lo, self.seg_slot, out, 0)
+        Ls, Us, slots = [], [], []
+        for dst, arrs in got:
+            for k, d_rk in enumerate(dst):
+                Ls.append(arrs[1 + 2 * k])
+                Us.append(arrs[2 + 2 * k])
+                slots.append(self.states[d_rk].s)
+        if Ls:
+            n = np.fromiter((x.shape[0] for x in Ls), np.int64, len(Ls))
+            lo = np.zeros(len(Ls), np.int64)
+            np.cumsum(n[:-1], out=lo[1:])
+            w, dm = self._absorb(np.concatenate(Ls), np.concatenate(Us), lo, n, np.asarray(slots, np.int64), out, w)
+            new_m += dm
+        self.queue = out[:w]
         kt += time.perf_counter() - t
-        mine = (new_n, new_m, examined, kt)
+        mine = (w, new_m, examined, kt)
         got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in peers}) if peers else {}
         return [mine] + [_counts_of(a) for a in got.values()], kt
+
+    def _absorb(self, L, U, lo, n, slots, out, w):
+        """Absorb the pairs of segments (``lo``, ``n``, ``slots``) of ``L``/``U`` into the worker rows,
+        the new vertices' rows appended to ``out`` from ``w``; returns (new end, their degree sum)."""
+        M = int(n.sum())
+        if M == 0:
+            return w, 0
+        tmp = _grown(self.grown, "absorb", M)
+        w, dm = absorb_rows(self.rows.t, L, U, lo, n, slots, self.parent_w, self.visited_w, self.visited_g, tmp,
+                            out, w, _chunks(M))
+        return int(w), int(dm)
+
+    def _publish(self, sh):
+        """This worker's frontier words into the shared frontier's next buffer (a partition's first word,
+        shared with a lower rank's rows, into its boundary slot), as :func:`dbfs.bfs.dask.shm._shm_publish`
+        does partition by partition."""
+        dst, bnd = sh.bufs[sh.k], sh.bnd[sh.k]
+        if self.pad_ranks.shape[0]:
+            bnd[self.pad_ranks] = self.fbm_w[self.pad_words]
+        copy_rows(dst, self.fbm_w, self.rows.t)
 
     def to_bitmaps(self):
         """Top-down -> bottom-up: build the global frontier from the local queues; returns kernel seconds."""
         states, sh = self.states, self.sh
         t = time.perf_counter()
-        for st in states.values():
-            queue_to_bitmap(st.queue, 0, st.fbm)
+        queue_to_bitmap(self.queue, 0, self.fbm_w)
         if sh is not None:
-            _shm_publish(sh, states)
+            self._publish(sh)
             kt = time.perf_counter() - t
             self.mesh.exchange(SYNC, {j: [] for j in self.peers})
             _shm_collect(sh, self.wordof, self.front, self.visited_g)
             return kt
         front = self.front
         front[:] = 0
-        for rk, st in states.items():
-            _or_slice(front, st.fbm, self.code, self.P, rk, st.p.base)
+        or_rows(front, self.fbm_w, self.rows.t)
         kt = time.perf_counter() - t
         if self.coded:
             msg = self._coded_slices()
@@ -403,25 +463,18 @@ class _Search:
         return kt
 
     def bu_level(self, kt):
-        """One bottom-up level: bu_step per partition, publish the new frontier, exchange counts;
+        """One bottom-up level: bu_rows over every partition at once, publish the new frontier, exchange counts;
         ``kt``: the level's kernel seconds so far; returns (totals, kt)."""
         states, sh, peers = self.states, self.sh, self.peers
         t = time.perf_counter()
-        new_n = new_m = examined = 0
-        for rk, st in states.items():
-            p = st.p
-            aw, ex, adeg, _ = bu_step(p.indptr, p.indices, 0, self.front, st.parent, st.visited, st.nxt, p.hub,
-                                      p.no_edge, p.multi, False, True)
-            st.fbm, st.nxt = st.nxt, st.fbm
-            new_n += aw
-            new_m += adeg
-            examined += ex
+        new_n, examined, new_m, _ = bu_rows(self.rows.t, self.front, self.parent_w, self.visited_w, self.nxt_w,
+                                            True)
+        self.fbm_w, self.nxt_w = self.nxt_w, self.fbm_w
         if sh is not None:
-            _shm_publish(sh, states)
+            self._publish(sh)
         else:
             self.front_next[:] = 0
-            for rk, st in states.items():
-                _or_slice(self.front_next, st.fbm, self.code, self.P, rk, st.p.base)
+            or_rows(self.front_next, self.fbm_w, self.rows.t)
         kt += time.perf_counter() - t
         mine = (new_n, new_m, examined, kt)
         if sh is not None:
