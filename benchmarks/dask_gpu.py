@@ -316,7 +316,7 @@ def part_hetero(scale, n_roots, parts, cpu_workers, cpu_threads, gpu_threads, ba
     from dbfs.cluster import client_for
     from dbfs.roots import graph500_roots
     from dbfs.spec import GraphSpec
-    from dbfs.store.gpu_placed import build_placed
+    from dbfs.kernel1.build_placed import build_placed
 
     t0 = time.perf_counter()
     ds, _ = store.generate(GraphSpec.make("kronecker", scale), root=root_dir, client=None, quiet=True, backend="gpu")

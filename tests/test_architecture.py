@@ -97,3 +97,80 @@ def test_readme_layout_lists_every_package_and_module():
     assert sorted(tree - set(listed)) == [], "in the tree, not in README's Layout"
     assert sorted(set(listed) - tree) == [], "in README's Layout, not in the tree"
     assert all(job for job in listed.values()), [k for k, v in listed.items() if not v]
+
+
+def _package_cycles(edges: dict) -> list:
+    """Strongly connected groups of more than one node in ``edges`` (node -> set of nodes it imports)."""
+    import sys
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
+    idx, low, stack, on, out, count = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        idx[v] = low[v] = count[0]
+        count[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in idx:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], idx[w])
+        if low[v] == idx[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(set(edges) | {w for ws in edges.values() for w in ws}):
+        if v not in idx:
+            visit(v)
+    return out
+
+
+def _import_edges(group) -> dict:
+    import grimp
+
+    g = grimp.build_graph("dbfs", include_external_packages=False)
+    edges = {}
+    for m in g.modules:
+        for imp in g.find_modules_directly_imported_by(m):
+            a, b = group(m, g), group(imp, g)
+            if a and b and a != b:
+                edges.setdefault(a, set()).add(b)
+    return edges
+
+
+def _top(m, g):
+    """dbfs.X for every module of dbfs.X (a top-level module is its own node)."""
+    parts = m.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else None
+
+
+def _subpackage(m, g):
+    """The package a module sits in, for modules inside a top-level package (dbfs.bfs.dask.mesh -> dbfs.bfs.dask)."""
+    parts = m.split(".")
+    if len(parts) < 3:
+        return None
+    return m if g.find_children(m) else ".".join(parts[:-1])
+
+
+@pytest.mark.parametrize("group", [_top, _subpackage], ids=["top-level", "subpackages"])
+def test_no_import_cycle_between_packages(group):
+    """Imports between packages (and between the subpackages of one package) form no cycle, imports inside
+    functions included: a cycle would make the layers above a fiction."""
+    edges = _import_edges(group)
+    if group is _subpackage:        # a package and its own subpackages are one job's parts
+        edges = {a: {b for b in bs if not (b.startswith(a + ".") or a.startswith(b + "."))} for a, bs in edges.items()}
+    assert _package_cycles(edges) == []
+
+
+def test_the_cycle_check_finds_a_cycle():
+    assert _package_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _package_cycles({"a": {"b"}, "b": set()}) == []

@@ -22,7 +22,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from dbfs import slurm
+from dbfs.cluster import slurm
 from dbfs.cli import cli
 
 

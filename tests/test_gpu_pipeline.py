@@ -30,7 +30,8 @@ def _variant_bytes(ds_path, variant):
 
 @pytest.mark.gpu
 def test_gpu_generation_and_kernel1_store_cpu_bytes(cp, tmp_path):
-    from dbfs.store.gpu import build_gpu, eligible_gpu
+    from dbfs.kernel1.build_gpu import build_gpu
+    from dbfs.store.gpu import eligible_gpu
 
     spec = GraphSpec.make(scale=15, edgefactor=16)
     cpu_ds, _ = store.generate(spec, tmp_path / "cpu", chunk_edges=100_000, quiet=True)
@@ -122,7 +123,7 @@ def test_kernel1_memory_model():
     """The GPU Kernel 1 size rule (CPU-only: pure arithmetic on counts)."""
     from types import SimpleNamespace
 
-    from dbfs.store.gpu import kernel1_device_bytes, kernel1_fits
+    from dbfs.kernel1.build_gpu import kernel1_device_bytes, kernel1_fits
 
     s26 = SimpleNamespace(n_edges=16 << 26, n_vertices=1 << 26, name="kron-s26")
     s28 = SimpleNamespace(n_edges=16 << 28, n_vertices=1 << 28, name="kron-s28")

@@ -158,7 +158,7 @@ def test_run_validates_regenerated_edges_in_batches(cp, tmp_path, monkeypatch):
     the device and checks VALIDATE_BATCH searches per regeneration: same results as one at a time."""
     import dbfs.store.gpu as sg
     from dbfs.pipeline import RunConfig, run_graph500
-    from dbfs.store.gpu_placed import VALIDATE_BATCH
+    from dbfs.kernel1.build_placed import VALIDATE_BATCH
 
     spec = GraphSpec.make(scale=13, edgefactor=16)
     ref = run_graph500(spec, tmp_path / "a", RunConfig(backend="gpu", n_roots=7, quiet=True))

@@ -67,7 +67,7 @@ def test_move_lost_prefers_gpu_with_room_then_cpu():
 
 
 def test_local_gpu_profile_without_gpu_is_one_line(tmp_path):
-    from dbfs.cluster_gpu import gpu_count
+    from dbfs.cluster.gpu import gpu_count
 
     if gpu_count():
         pytest.skip("this machine has a GPU: the error is for machines without one")
@@ -102,15 +102,15 @@ def test_slurm_gpu_script_starts_cuda_and_cpu_workers():
     res = run("cluster", "slurm-gpu", "--script")
     out = res.stdout
     assert "#SBATCH --gres=gpu:1" in out
-    assert "-m dbfs.slurm_job tcp://" in out
+    assert "-m dbfs.cluster.slurm_job tcp://" in out
     assert "export DBFS_JOB_CPU_WORKERS=1" in out
-    # the workers never spill a partition to disk nor pause (dbfs.cluster_gpu.NO_SPILL), as on local-gpu
+    # the workers never spill a partition to disk nor pause (dbfs.cluster.gpu.NO_SPILL), as on local-gpu
     for k in ("TARGET", "SPILL", "PAUSE"):
         assert f"export DASK_DISTRIBUTED__WORKER__MEMORY__{k}=False" in out
 
 
 def test_slurm_job_commands():
-    from dbfs.slurm_job import commands
+    from dbfs.cluster.slurm_job import commands
 
     cmds = commands(["tcp://10.0.0.1:8786", "--name", "j", "--nthreads", "16", "--memory-limit", "64GiB",
                      "--death-timeout", "60"], {"DBFS_JOB_GPUS": "2", "DBFS_JOB_CPU_WORKERS": "2",

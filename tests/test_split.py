@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dbfs.split import plan_split
-from dbfs.store.gpu_placed import PASS_PER_VERTEX, SEARCH_PER_VERTEX, placed_budgets
+from dbfs.kernel1.build_placed import PASS_PER_VERTEX, SEARCH_PER_VERTEX, placed_budgets
 
 
 @settings(max_examples=200, deadline=None)
@@ -66,7 +66,7 @@ def test_placed_build_fits_host_memory_or_refuses_in_one_line(monkeypatch):
 
     import dbfs.preflight as pf
     from dbfs.errors import DbfsError
-    from dbfs.store.gpu_placed import VALIDATE_BATCH, _fit_host, host_need
+    from dbfs.kernel1.build_placed import VALIDATE_BATCH, _fit_host, host_need
 
     gib = 1 << 30
     ds = SimpleNamespace(name="kron-s30-ef16-s2-3", n_vertices=1 << 30, n_edges=16 << 30)

@@ -8,7 +8,7 @@ pass from the device copy of the edges, in passes when that does not fit
 (stored either way), or, when the CSR has no room on disk or in host memory
 or ``--relabel degree`` asks for the degree order, in passes straight into
 the searches' placement, kept in memory for the run and said so
-(:func:`dbfs.store.gpu_placed.build_placed`): as many whole rows of one end of the
+(:func:`dbfs.kernel1.build_placed.build_placed`): as many whole rows of one end of the
 row order as fit on the device (``--placement``: ``block``/``degree`` the
 first rows, ``degree-low`` the last, i.e. the low-degree rows of a
 degree-ordered CSR), the rest in pinned host memory read zero-copy. The
@@ -100,7 +100,7 @@ class GpuBackend(Backend):
         from dbfs import kernel1
 
         if cfg.partitions == 1 and cfg.partitioning == "block":
-            from dbfs.store.gpu import build_gpu, kernel1_fits
+            from dbfs.kernel1.build_gpu import build_gpu, kernel1_fits
 
             variant = kernel1.variant_name(1, "block", cfg.dedupe, cfg.relabel)
             if kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe, cfg.relabel):
@@ -127,9 +127,9 @@ class GpuBackend(Backend):
     @classmethod
     def csr_in_memory(cls, ds, cfg, need, free) -> dict:
         """GPU Kernel 1 in passes straight into the searches' device/host split, kept for this run
-        (:func:`dbfs.store.gpu_placed.build_placed`; ``--relabel degree`` relabels there, on the device);
+        (:func:`dbfs.kernel1.build_placed.build_placed`; ``--relabel degree`` relabels there, on the device);
         said on stderr and in the JSON notes."""
-        from dbfs.store.gpu_placed import build_placed
+        from dbfs.kernel1.build_placed import build_placed
 
         return build_placed(ds, dedupe=cfg.dedupe, device_limit=cfg.device_memory_limit, quiet=cfg.quiet,
                             relabel=cfg.relabel, order=PLACEMENT_ORDER[cfg.placement])
@@ -137,7 +137,7 @@ class GpuBackend(Backend):
     def load(self, ds, variant):
         from dbfs import kernel1
         from dbfs.store.gpu import DeviceRows, search_edges
-        from dbfs.store.gpu_placed import VALIDATE_BATCH
+        from dbfs.kernel1.build_placed import VALIDATE_BATCH
 
         self.ds, self.n = ds, ds.n_vertices
         self.meter = None

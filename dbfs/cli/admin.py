@@ -51,7 +51,7 @@ def cluster_cmd(profile, script, check, workers, scheduler_port, dashboard_port)
         raise DbfsError(f"--{'script prints a SLURM job script' if script else 'check asks SLURM about a request'}: "
                         f"profile {profile} is type {prof['type']}")
     if check:
-        from dbfs.slurm import check_request
+        from dbfs.cluster.slurm import check_request
 
         check_request(prof, profile)
         if not script:

@@ -208,7 +208,7 @@ def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budge
     check_partition_count(partitions, ds.n_vertices)
     if backend == "gpu":
         _need_gpu()
-        from dbfs.store.gpu import build_gpu
+        from dbfs.kernel1.build_gpu import build_gpu
 
         attrs = build_gpu(ds, dedupe=not keep_duplicates, relabel=relabel, force=force, device_budget=device_budget)
     else:

@@ -6,7 +6,7 @@ rows of :func:`dbfs.generate.graph500.kronecker_edges` (Graph500 3.0.1,
 GRAPH500.md sections 1-5), so any range can be made on any device and the
 bytes never depend on where or in how many pieces it was made.
 
-Implementation (CUDA C in ``dbfs/bfs/kernels/kronecker.cu``): one thread per
+Implementation (CUDA C in ``dbfs/generate/kronecker.cu``): one thread per
 ``edges_per_thread`` edges spaced one block apart. Each thread jumps to its
 first edge ``e`` with ``B**e S0`` (``B = A**(2**64)``; the table of
 ``B**(2**k)`` and ``S0`` come from :mod:`dbfs.generate.mrg` and
@@ -28,7 +28,7 @@ from dbfs.generate import graph500, mrg
 
 __all__ = ["kronecker_edges_gpu"]
 
-_KERNEL = Path(__file__).resolve().parent.parent / "bfs" / "kernels" / "kronecker.cu"
+_KERNEL = Path(__file__).resolve().parent / "kronecker.cu"
 _BLOCK = 256
 
 

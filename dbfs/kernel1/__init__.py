@@ -30,7 +30,7 @@ from dbfs.kernel1.inmemory import build_csr, degree_permutation, raw_degree
 from dbfs.kernel1.partitioned import build_partitioned
 from dbfs.kernel1.passes import build_csr_passes
 from dbfs.kernel1.plan import DEFAULT_MEMORY_BUDGET
-from dbfs.kernel1.variants import list_variants, parse_variant, reusable_variant, variant_name
+from dbfs.store.variants import list_variants, parse_variant, reusable_variant, variant_name
 
 __all__ = [
     "build_csr",

@@ -56,7 +56,7 @@ import numpy as np
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph, id_dtype
 from dbfs.kernel1.kernels import _gather_rows, _invert, _numba_threads, _wrapsum
-from dbfs.kernel1.variants import _variant_attrs, reusable_variant, variant_name
+from dbfs.store.variants import _variant_attrs, reusable_variant, variant_name
 from dbfs.partition import Partitioning
 from dbfs.progress import say
 from dbfs.store.integrity import (DECODE_ERRORS, CheckedArray, adjacency_compressors, compressors, seal_digests,

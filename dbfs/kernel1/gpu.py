@@ -15,7 +15,7 @@ The device copies stay in ``graph.meta["gpu_csr"]`` (the GPU BFS backend
 uses them without another upload); ``to_host=False`` skips the host copy
 and puts the CuPy arrays in ``indptr``/``indices`` themselves.
 
-Algorithm (kernels in ``dbfs/bfs/kernels/kernel1.cu``):
+Algorithm (kernels in ``dbfs/kernel1/kernel1.cu``):
 
 1. count the non-self-loop endpoints of every vertex (atomics) and prefix-sum
    them (``raw_ptr``: the undeduplicated row starts);
@@ -50,7 +50,7 @@ from dbfs.kernel1.inmemory import check_edge_shape
 
 __all__ = ["build_csr_gpu"]
 
-_KERNEL = Path(__file__).resolve().parent.parent / "bfs" / "kernels" / "kernel1.cu"
+_KERNEL = Path(__file__).resolve().parent / "kernel1.cu"
 _BLOCK = 256
 _MAX_CHUNK = 1 << 28
 _ENTRY_BYTES = 40

@@ -81,7 +81,7 @@ from dbfs.kernel1.inmemory import _SERIAL_BELOW, _build_rows, degree_permutation
 from dbfs.kernel1.kernels import _count_keys, _numba_threads, _scatter_keys, _wrapsum
 from dbfs.kernel1.plan import (_default_budget, _edge_slices, _fine_blocks, _row_plan, _total_threads,
                                _write_chunking)
-from dbfs.kernel1.variants import variant_name
+from dbfs.store.variants import variant_name
 from dbfs.partition import Partitioning
 from dbfs.progress import compute
 from dbfs.store.integrity import adjacency_compressors, seal_digests, set_digests, write_rows

@@ -21,7 +21,7 @@ dataset: stored chunks read and uploaded, virtual Kronecker chunks
 regenerated on the device).
 
 Method: the CPU algorithm of :mod:`.passes` with
-``dbfs/bfs/kernels/kernel1.cu``'s kernels (those of :mod:`.gpu`):
+``dbfs/kernel1/kernel1.cu``'s kernels (those of :mod:`.gpu`):
 ``k1_count`` per chunk into the raw degrees, prefix sum; ranges cut by
 :func:`.passes.plan_ranges` on the device cost; per range, ``k1_emit`` per
 chunk writes ``(src - lo) << 32 | dst`` at the row's cursor, one key sort,

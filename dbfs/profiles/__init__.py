@@ -120,7 +120,7 @@ def _bytes(v) -> int | None:
 
 
 def _slurm_time(v) -> bool:
-    from dbfs.slurm import slurm_seconds
+    from dbfs.units import slurm_seconds
 
     return isinstance(v, str) and (v.strip().lower() in ("infinite", "unlimited") or bool(slurm_seconds(v)))
 

@@ -273,7 +273,7 @@ def _record(node: Path, found: list, attrs: dict) -> None:
 
 
 def _variants(path: Path, res: Verification, quiet: bool) -> None:
-    from dbfs.kernel1.variants import _rebuild_hint
+    from dbfs.store.variants import _rebuild_hint
 
     csr = path / "csr"
     for v in sorted(csr.iterdir()) if csr.is_dir() else []:

@@ -8,7 +8,7 @@ checksum in seconds instead of a CPU pass over 2^34 edges) and keeps its
 device copy of the edges there, in the worker plugin's ``scratch``
 (:mod:`dbfs.bfs.dask.plugin`; no module state), for Kernel 1
 (:func:`forget` drops it when Kernel 1 runs elsewhere).
-:func:`build_on_worker` runs :func:`dbfs.store.gpu_placed.build_placed` (the
+:func:`build_on_worker` runs :func:`dbfs.kernel1.build_placed.build_placed` (the
 GPU backend's Kernel 1 in passes straight into a device/pinned-host split,
 edge chunks read or regenerated on that device) as ONE task pinned to a GPU
 worker, and :func:`adopt` makes the result the one partition (P = 1) of a
@@ -69,7 +69,7 @@ _PIN = {"allow_other_workers": False, "pure": False}
 #: reached, ids, ancestors, distances, their temporaries; the edge checks) and each search validated in a
 #: batch (its parents, levels and found flags). The first is measured (docs/DISTRIBUTED.md: a validation's
 #: peak with 1 and with 2 searches per batch): ~22 B per vertex of its own at a 4 B id width
-#: (dbfs.store.gpu_placed.SEARCH_PER_VERTEX's ~34 N is the looser bound Kernel 1 plans with). A search's own
+#: (dbfs.kernel1.build_placed.SEARCH_PER_VERTEX's ~34 N is the looser bound Kernel 1 plans with). A search's own
 #: arrays (parent, two queues, bitmaps: 3 * id width + 1) beside the K held parents always take less. And
 #: a margin for the edge chunks.
 _VALIDATE_MODEL = ((5, 2), (2, 1))
@@ -163,7 +163,7 @@ def _build(dataset_path, dedupe, relabel, order, device_limit, quiet):
 
     from dbfs.errors import DbfsError
     from dbfs.store import open_dataset
-    from dbfs.store.gpu_placed import build_placed
+    from dbfs.kernel1.build_placed import build_placed
     from dbfs.units import human
 
     path = Path(dataset_path)

@@ -2,7 +2,7 @@
 
 Contract
 --------
-``python -m dbfs.slurm_job SCHEDULER [worker options]``, the command
+``python -m dbfs.cluster.slurm_job SCHEDULER [worker options]``, the command
 dask-jobqueue writes at the end of the job script (``worker_command``),
 starts in the job:
 

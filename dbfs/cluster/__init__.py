@@ -31,7 +31,7 @@ Contract
   them are awaited, a submission SLURM refuses or a job it will never start
   ends the wait at once with a one-line :class:`~dbfs.errors.DbfsError`, no
   library traceback reaches the user, and the jobs are cancelled on every
-  exit (normal end, error, SIGINT, SIGTERM, SIGHUP; :mod:`dbfs.slurm`).
+  exit (normal end, error, SIGINT, SIGTERM, SIGHUP; :mod:`dbfs.cluster.slurm`).
 - :func:`load_profile` (:mod:`dbfs.profiles`) returns a checked profile:
   unknown keys, wrong types, sizes Dask cannot read and non-positive counts
   are one-line errors (:data:`SCHEMA`).
@@ -67,7 +67,8 @@ import shutil
 import signal
 import time
 
-from dbfs import slurm, worker_logs
+from dbfs import worker_logs
+from dbfs.cluster import slurm
 from dbfs.errors import DbfsError
 from dbfs.profiles import (PROFILES_ENV, SCHEMA, check_cluster_args, check_port, load_profile,  # noqa: F401
                            profile_dirs, profile_names)
@@ -152,12 +153,12 @@ def slurm_cluster(prof: dict, job_name: str | None = None):
     processes = prof["processes"]
     g = int(prof.get("gpus_per_job") or 0)
     kw = {}
-    if g:       # a GPU job: dbfs.slurm_job starts `dask cuda worker` (one per GPU) and the CPU workers
-        from dbfs.cluster_gpu import NO_SPILL_ENV
+    if g:       # a GPU job: dbfs.cluster.slurm_job starts `dask cuda worker` (one per GPU) and the CPU workers
+        from dbfs.cluster.gpu import NO_SPILL_ENV
 
         processes = 1
         prologue += [f"export {k}={v}" for k, v in NO_SPILL_ENV.items()]
-        kw["worker_command"] = "dbfs.slurm_job"
+        kw["worker_command"] = "dbfs.cluster.slurm_job"
         extra.append(f"--gres=gpu:{g}")
         prologue += [f"export DBFS_JOB_GPUS={g}", f"export DBFS_JOB_GPU_THREADS={prof.get('gpu_threads') or 2}",
                      f"export DBFS_JOB_CPU_WORKERS={prof.get('cpu_workers_per_job') or 0}",
@@ -485,7 +486,7 @@ def _connect(scheduler, prof, profile, n_workers, threads_per_worker, memory_lim
         client, jobs = _start_slurm(prof, quiet)
         _STARTED[id(client)] = ("SLURMCluster", jobs.close)
     elif prof.get("type") == "local-gpu":
-        from dbfs.cluster_gpu import start_local_gpu
+        from dbfs.cluster.gpu import start_local_gpu
 
         check_port(ports[0], "scheduler port")
         check_port(ports[1], "dashboard port")

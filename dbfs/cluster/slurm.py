@@ -55,6 +55,7 @@ from typing import NamedTuple
 
 from dbfs.errors import DbfsError
 from dbfs.progress import say
+from dbfs.units import slurm_seconds
 
 __all__ = ["job_name", "parse_squeue", "classify", "describe", "sbatch_failure", "parse_sinfo", "slurm_seconds",
            "request_mib", "check_fit", "check_request", "sinfo_nodes", "squeue_states", "scancel", "guard_signals",
@@ -268,28 +269,6 @@ def parse_sinfo(text: str) -> list:
         nodes.append(Node(part.rstrip("*"), part.endswith("*"), name, _int(cpus), _int(mem) or 0, state,
                           slurm_seconds(limit), avail, _int(max_cpus)))
     return nodes
-
-
-def slurm_seconds(text) -> float | None:
-    """Seconds of a SLURM time (``MM``, ``MM:SS``, ``HH:MM:SS``, ``D-HH[:MM[:SS]]``).
-
-    Parameters
-    ----------
-    text : str or None
-        As in ``-t`` and sinfo's ``%l``; ``infinite``/``UNLIMITED``/empty
-        give None.
-    """
-    if text is None:
-        return None
-    m = re.fullmatch(r"\s*(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?\s*", str(text))
-    if not m:
-        return None
-    d, a, b, c = (int(x) if x is not None else None for x in m.groups())
-    if d is not None:
-        return d * 86400 + a * 3600 + (b or 0) * 60 + (c or 0)
-    if c is not None:
-        return a * 3600 + b * 60 + c
-    return a * 60 + (b or 0)
 
 
 def request_mib(memory) -> int:
