@@ -80,8 +80,8 @@ def _lvl_task(i, *prev):
 
 
 def _mesh_loop(mesh_id, widx, W, levels):
-    from dbfs.bfs.dask.frames import COUNTS, FRONT, START
-    from dbfs.bfs.dask.plugin import get_plugin
+    from dbfs.bfs.dask.mesh.frames import COUNTS, FRONT, START
+    from dbfs.bfs.dask.mesh.plugin import get_plugin
 
     mesh = get_plugin().meshes[(mesh_id, widx)]
     peers = [j for j in range(W) if j != widx]

@@ -24,7 +24,7 @@ against it on the workers' parents.
 
 Part ``two`` (``--two ROUNDS``, same dataset): two GPU workers on the one
 GPU (the second started by hand), P = 2 and 4: the frontier bitmaps shared
-device to device through CUDA IPC (:mod:`dbfs.bfs.dask.ipc`) against host
+device to device through CUDA IPC (:mod:`dbfs.bfs.dask.mesh.ipc`) against host
 staging through the mesh (``shared_memory=False``), alternated; ratio of
 medians.
 
@@ -208,7 +208,7 @@ def part_built(ds, ref, root_dir, P, rounds):
     ``rounds`` times: seconds from edges to a searchable graph, and search TEPS."""
     import dbfs.bfs.dask as D
     from dbfs import kernel1
-    from dbfs.bfs.dask.placement import gpu_workers
+    from dbfs.bfs.dask.layout.placement import gpu_workers
     from dbfs.cluster import client_for
 
     roots, nedge = ref["roots"], ref["nedge"]
@@ -284,8 +284,8 @@ def _scratch_dir(choice, ds):
 def _gpu_half_limit(attrs, n, policy, most=0.5):
     """The largest ``--device-memory-limit`` whose placement (the policy's real first fit, one GPU worker)
     gives the GPU at most ``most`` of the edges -> (limit, GPU ranks, their share of the entries)."""
-    from dbfs.bfs.dask.assign import assign
-    from dbfs.bfs.dask.gpu_part import ranks_device_bytes, worker_bytes
+    from dbfs.bfs.dask.layout.assign import assign
+    from dbfs.bfs.dask.layout.gpu_part import ranks_device_bytes, worker_bytes
     from dbfs.partition import Partitioning
 
     P, nnz = int(attrs["P"]), [int(x) for x in attrs["nnz"]]

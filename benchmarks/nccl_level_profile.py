@@ -1,7 +1,7 @@
 """Host seconds of each step of the NCCL level loop on two GPU workers (where a level's time goes).
 
-Wraps the steps of :class:`dbfs.bfs.dask.gpu_nccl._NcclSearch`, the NCCL calls of
-:class:`dbfs.bfs.dask.nccl._Comm` and the event marks in a timer on every worker
+Wraps the steps of :class:`dbfs.bfs.dask.search.gpu_nccl._NcclSearch`, the NCCL calls of
+:class:`dbfs.bfs.dask.mesh.nccl._Comm` and the event marks in a timer on every worker
 (``client.run``), runs ``--roots`` searches of a Kronecker graph built on the workers
 (P = 2), and prints per step: calls per level, mean host microseconds per call and per
 level, next to the mean level time. A step's host time includes any wait it makes (a
@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 
 _STEPS = {
-    "dbfs.bfs.dask.gpu_nccl:_NcclSearch": ["td_level", "bu_level", "to_bitmaps", "to_queues", "_claim", "_absorb_dev",
+    "dbfs.bfs.dask.search.gpu_nccl:_NcclSearch": ["td_level", "bu_level", "to_bitmaps", "to_queues", "_claim", "_absorb_dev",
                                            "_level_totals", "_read", "_capped", "_exchange_bitmap", "_bu_steps",
                                            "_td_exact", "start", "visit_root", "parents"],
-    "dbfs.bfs.dask.nccl:_Comm": ["send", "recv", "allreduce", "allgather"],
-    "dbfs.bfs.dask.nccl:_Timeline": ["mark", "settle", "begin"],
-    "dbfs.bfs.dask.gpu_search": ["expand"],
+    "dbfs.bfs.dask.mesh.nccl:_Comm": ["send", "recv", "allreduce", "allgather"],
+    "dbfs.bfs.dask.mesh.nccl:_Timeline": ["mark", "settle", "begin"],
+    "dbfs.bfs.dask.search.gpu_search": ["expand"],
 }
 
 

@@ -154,7 +154,7 @@ def _top(m, g):
 
 
 def _subpackage(m, g):
-    """The package a module sits in, for modules inside a top-level package (dbfs.bfs.dask.mesh -> dbfs.bfs.dask)."""
+    """The package a module sits in, for modules inside a top-level package (dbfs.bfs.dask.mesh.frames -> dbfs.bfs.dask.mesh)."""
     parts = m.split(".")
     if len(parts) < 3:
         return None
@@ -174,3 +174,64 @@ def test_no_import_cycle_between_packages(group):
 def test_the_cycle_check_finds_a_cycle():
     assert _package_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _package_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _top_names(path: Path) -> set:
+    """Names a module defines at its top level (definitions, assignments, imports; inside if/try too)."""
+    names = set()
+
+    def walk(body):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            names.add(n.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, (ast.If, ast.Try, ast.With)):
+                walk(node.body)
+                for h in getattr(node, "handlers", []):
+                    walk(h.body)
+                walk(getattr(node, "orelse", []))
+                walk(getattr(node, "finalbody", []))
+    walk(ast.parse(path.read_text()).body)
+    return names
+
+
+def _module_path(mod: str):
+    p = REPO.joinpath(*mod.split("."))
+    if (p / "__init__.py").exists():
+        return p / "__init__.py"
+    return p.with_suffix(".py") if p.with_suffix(".py").exists() else None
+
+
+def test_every_dbfs_import_resolves():
+    """Every ``from dbfs... import name`` in dbfs/, tests/ and benchmarks/ names a module of the tree and a name it
+    defines (or a submodule), imports inside functions included: a GPU-only module, which no CPU test imports,
+    cannot point at a module that moved."""
+    bad = []
+    files = [p for d in ("dbfs", "tests", "benchmarks") for p in (REPO / d).rglob("*.py") if "__pycache__" not in p.parts]
+    cache = {}
+    for f in files:
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and \
+                    node.module.split(".")[0] == "dbfs":
+                src = _module_path(node.module)
+                if src is None:
+                    bad.append(f"{f.relative_to(REPO)}:{node.lineno}: no module {node.module}")
+                    continue
+                if src not in cache:
+                    cache[src] = _top_names(src)
+                lazy = "__getattr__" in cache[src]         # a module __getattr__ makes its names on demand
+                for a in node.names:
+                    if a.name != "*" and not lazy and a.name not in cache[src] and \
+                            _module_path(f"{node.module}.{a.name}") is None:
+                        bad.append(f"{f.relative_to(REPO)}:{node.lineno}: {node.module} has no {a.name}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] == "dbfs" and _module_path(a.name) is None:
+                        bad.append(f"{f.relative_to(REPO)}:{node.lineno}: no module {a.name}")
+    assert not bad, "\n".join(bad)

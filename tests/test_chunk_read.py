@@ -209,7 +209,7 @@ def test_load_partition_is_the_stored_partition(small):
 
 def test_geometry_is_the_host_partitions(small):
     """What a partition read straight to a GPU takes from its metadata is what _Part derives."""
-    from dbfs.bfs.dask.worker import _geometry, _load_part
+    from dbfs.bfs.dask.layout.worker import _geometry, _load_part
     from dbfs.kernel1 import load_partition
 
     ds, variant = small
@@ -223,8 +223,8 @@ def test_geometry_is_the_host_partitions(small):
 
 
 def _host_and_device(path, variant, P, n, slab_bytes, threads):
-    from dbfs.bfs.dask.gpu_part import load_device
-    from dbfs.bfs.dask.worker import _global_degrees, _load_part, _local_degrees, _prepare_part
+    from dbfs.bfs.dask.layout.gpu_part import load_device
+    from dbfs.bfs.dask.layout.worker import _global_degrees, _load_part, _local_degrees, _prepare_part
     from dbfs.partition import Partitioning
 
     host = [_load_part(str(path), variant, rk) for rk in range(P)]
@@ -236,7 +236,7 @@ def _host_and_device(path, variant, P, n, slab_bytes, threads):
 
 
 def _same(hp, gp, cp):
-    from dbfs.bfs.dask.gpu_part import _COPIED
+    from dbfs.bfs.dask.layout.gpu_part import _COPIED
     from dbfs.graph import id_dtype
 
     vdt = np.dtype(id_dtype(hp.n))
@@ -254,7 +254,7 @@ def _same(hp, gp, cp):
 def test_device_partition_is_the_host_loaded_one(cp, small, slab_bytes, threads):
     """p3-block (int32 ids): several slabs (one or two chunks each) or one; indices, indptr and the hub table
     built on the device equal the host's bit for bit, and the old path (a _GpuPart made from the host part) too."""
-    from dbfs.bfs.dask.gpu_part import _GpuPart
+    from dbfs.bfs.dask.layout.gpu_part import _GpuPart
 
     ds, variant = small
     host, dev = _host_and_device(ds.path, variant, 3, ds.n_vertices, slab_bytes, threads)
@@ -284,7 +284,7 @@ def test_device_partition_of_int64_ids_is_converted_on_the_device(cp, small, tmp
 
 @pytest.mark.gpu
 def test_device_load_of_a_damaged_chunk_is_the_host_loads_error(cp, small, tmp_path):
-    from dbfs.bfs.dask.gpu_part import load_device
+    from dbfs.bfs.dask.layout.gpu_part import load_device
     from dbfs.kernel1 import load_partition
 
     ds, variant = small

@@ -1,4 +1,4 @@
-"""Kernel 1 in a GPU worker's memory (dbfs.bfs.dask.built), on the real GPU with a real dask-cuda cluster.
+"""Kernel 1 in a GPU worker's memory (dbfs.bfs.dask.layout.built), on the real GPU with a real dask-cuda cluster.
 
 What is checked: ``--backend dask`` at P = 1 with ``--relabel degree`` on a
 cluster with a GPU worker generates the graph on that worker, builds the CSR
@@ -77,7 +77,7 @@ def test_same_levels_as_the_gpu_backend(runs):
 def test_parents_reach_the_client_in_original_ids(gclient, runs):
     """The parents of a search copied to the client validate on the CPU against the stored input edges."""
     from dbfs.backends import get_backend
-    from dbfs.bfs.dask.graphs import ResidentGraph
+    from dbfs.bfs.dask.search.graphs import ResidentGraph
     from dbfs.pipeline import open_backend
     from dbfs.store import open_dataset
     from dbfs.validate import validate

@@ -82,7 +82,7 @@ def gclient(gds, tmp_path_factory):
 
 
 def _kinds(client):
-    from dbfs.bfs.dask.placement import worker_kinds
+    from dbfs.bfs.dask.layout.placement import worker_kinds
 
     ws = sorted(client.scheduler_info(n_workers=-1)["workers"])
     return worker_kinds(client, ws)
@@ -130,7 +130,7 @@ def test_gpu_plus_cpu_workers(gclient, gds, single):
     """P = 4 with the GPU worker's budget holding two partitions: the other two go to the CPU worker."""
     import dbfs.bfs.dask as D
     from dbfs import kernel1
-    from dbfs.bfs.dask.gpu_part import worker_bytes
+    from dbfs.bfs.dask.layout.gpu_part import worker_bytes
 
     ds = gds[0]
     dg0 = D.load_distributed(gclient, ds.path, kernel1.variant_name(4))
@@ -154,7 +154,7 @@ def test_degree_classes_on_gpu_and_cpu(gclient, gds, single, placement):
     """A degree-ordered variant over the GPU and the CPU worker: valid, same directions and frontiers."""
     import dbfs.bfs.dask as D
     from dbfs import kernel1
-    from dbfs.bfs.dask.gpu_part import worker_bytes
+    from dbfs.bfs.dask.layout.gpu_part import worker_bytes
 
     ds = gds[0]
     v = kernel1.variant_name(4, "block", True, "degree")
@@ -197,7 +197,7 @@ def two_gpu(gclient):
 
 
 def _ipc_bytes(mesh_id, dask_worker=None):
-    from dbfs.bfs.dask.plugin import get_plugin
+    from dbfs.bfs.dask.mesh.plugin import get_plugin
 
     sh = get_plugin(dask_worker).shms.get(mesh_id)
     return None if sh is None else (sh.published, sh.collected, sh.pulled)
@@ -271,7 +271,7 @@ def test_partition_built_on_the_device_is_the_stored_one(gds, P):
     import numpy as np
 
     from dbfs import kernel1
-    from dbfs.bfs.dask.worker import _build_part
+    from dbfs.bfs.dask.layout.worker import _build_part
     from dbfs.graph import id_dtype
 
     ds = gds[0]
@@ -312,7 +312,7 @@ def test_built_on_two_gpu_workers(gclient, gds, single, two_gpu, P):
 def _install_exit(level, dask_worker=None):
     import os as _os
 
-    from dbfs.bfs.dask.plugin import get_plugin
+    from dbfs.bfs.dask.mesh.plugin import get_plugin
 
     listeners = get_plugin(dask_worker).level_listeners
 

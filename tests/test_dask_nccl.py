@@ -113,7 +113,7 @@ def test_nccl_levels_equal_single_gpu(nclient, nds, P):
 
 
 def _set_capped(n):
-    from dbfs.bfs.dask import gpu_nccl
+    from dbfs.bfs.dask.search import gpu_nccl
 
     old, gpu_nccl.CAPPED_PAIRS = gpu_nccl.CAPPED_PAIRS, n
     return old
@@ -151,7 +151,7 @@ def test_nccl_on_partitions_relabelled_within_themselves(nclient, nds):
     import numpy as np
 
     import dbfs.bfs.dask as D
-    from dbfs.bfs.dask.client import eligible_distributed
+    from dbfs.bfs.dask.search.client import eligible_distributed
 
     ds, edges, roots, _ = nds
     dg = D.build_distributed(nclient, ds.path, 2, relabel="degree")

@@ -97,7 +97,7 @@ async def _nap(seconds):
 
 def _add_slow_levels(delay, dask_worker=None):
     """(client.run) every level of a search on this worker takes ``delay`` seconds more."""
-    from dbfs.bfs.dask.plugin import get_plugin
+    from dbfs.bfs.dask.mesh.plugin import get_plugin
 
     get_plugin(dask_worker).level_listeners.append(lambda level, ranks, record: time.sleep(delay))
     return True
@@ -220,7 +220,7 @@ def test_lost_parents_without_a_graph_are_one_line(cluster, kron16, golden16):
 
 def test_a_wait_without_progress_ends_at_its_deadline(cluster):
     """A wait on a task that does not finish (no worker lost) ends at its deadline with one line."""
-    from dbfs.bfs.dask.waits import gather_watched, run_within
+    from dbfs.bfs.dask.mesh.waits import gather_watched, run_within
 
     ws = sorted(cluster.scheduler_info(n_workers=-1)["workers"])
     slow = _occupy(cluster, ws[0], 30.0)
@@ -306,7 +306,7 @@ def test_terminal_ctrl_c_reaches_no_worker(kron16):
 def test_sigint_mid_search_on_a_joined_cluster(kron16):
     """SIGINT while a search waits on the workers (levels slowed to 0.5 s) of a joined cluster:
     exit within seconds, non-zero, no traceback; the workers keep serving, no mesh left open."""
-    from dbfs.bfs.dask.plugin import _status
+    from dbfs.bfs.dask.mesh.plugin import _status
     from dbfs.cluster import client_for
 
     from dbfs.bfs.dask.mesh import ensure_plugin
@@ -364,7 +364,7 @@ def test_a_wait_in_slices_keeps_no_future_alive(cluster):
     """A wait that outlasts several slices leaves nothing that holds the futures of its caller: with the
     collector off, the argument's key goes from the scheduler as soon as the client drops it (a held
     cycle kept every SCALE 30 search's parents in device memory)."""
-    from dbfs.bfs.dask.waits import SLICE, gather_watched
+    from dbfs.bfs.dask.mesh.waits import SLICE, gather_watched
 
     ws = sorted(cluster.scheduler_info(n_workers=-1)["workers"])
     gc.collect()

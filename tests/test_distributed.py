@@ -131,7 +131,7 @@ def _install_fault(level, how, dask_worker=None):
     it exits the process (``how="exit"``) or raises (``how="raise"``)."""
     import os
 
-    from dbfs.bfs.dask.plugin import get_plugin
+    from dbfs.bfs.dask.mesh.plugin import get_plugin
 
     listeners = get_plugin(dask_worker).level_listeners
 
@@ -409,7 +409,7 @@ def test_relabel_within_partitions_needs_gpu_workers(client, kron16):
 def test_built_on_workers_equals_the_stored_variant(client, kron16, golden16, P):
     """build_distributed: every partition built from the edges on its worker is the stored variant's, byte for
     byte, no variant is written, and the searches are the single-process ones (levels, directions, nedge)."""
-    from dbfs.bfs.dask.worker import _part_info
+    from dbfs.bfs.dask.layout.worker import _part_info
 
     csr = kron16.path / "csr"
     before = sorted(p.name for p in csr.iterdir()) if csr.exists() else []
@@ -491,7 +491,7 @@ def _information_per_level(g, dg, rec, levels):
     vertices it owns reached so far."""
     from math import lgamma, log, log2
 
-    from dbfs.bfs.dask.codec import pair_widths
+    from dbfs.bfs.dask.mesh.codec import pair_widths
     from dbfs.partition import Partitioning
 
     N, P, W = g.n, dg.P, len(dg.mesh_workers)

@@ -1,4 +1,4 @@
-"""The level exchange's codecs (``dbfs.bfs.dask.codec``): exact round trips, and bytes within 2x of the information.
+"""The level exchange's codecs (``dbfs.bfs.dask.mesh.codec``): exact round trips, and bytes within 2x of the information.
 
 Rules checked:
 
@@ -20,7 +20,7 @@ import math
 import numpy as np
 import pytest
 
-from dbfs.bfs.dask import codec as C
+from dbfs.bfs.dask.mesh import codec as C
 
 
 def _info_bits(n: int, k: int) -> float:

@@ -1,4 +1,4 @@
-"""The shared device bitmaps' layout (:func:`dbfs.bfs.dask.ipc._front_sizes`), without a GPU.
+"""The shared device bitmaps' layout (:func:`dbfs.bfs.dask.mesh.ipc._front_sizes`), without a GPU.
 
 Every block partition's local bitmap (rows padded at the front to a multiple
 of 64, as the GPU workers hold them) gets its own run of uint32 words, the
@@ -10,8 +10,8 @@ themselves (CUDA IPC) run on the GPU: ``tests/test_dask_gpu.py``.
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dbfs.bfs.dask.ipc import _front_sizes
-from dbfs.bfs.dask.exchange import _base_of
+from dbfs.bfs.dask.mesh.ipc import _front_sizes
+from dbfs.bfs.dask.layout.exchange import _base_of
 from dbfs.partition import Partitioning
 
 

@@ -2,7 +2,7 @@
 
 The oracle for the bytes is the in-memory build (:func:`dbfs.kernel1.build_csr`: a rank's rows are its slice),
 the stored variant ``p<P>-block`` (:func:`dbfs.kernel1.build_partitioned`) and the per-rank build it replaces
-(:func:`dbfs.bfs.dask.worker._build_part`). The edge rows a build reads are counted inside the worker
+(:func:`dbfs.bfs.dask.layout.worker._build_part`). The edge rows a build reads are counted inside the worker
 processes of a real LocalCluster: the dataset's edge readers (:class:`dbfs.store.integrity.CheckedArray`,
 :class:`dbfs.store.virtual.VirtualEdges`) are wrapped there so every row they return is added up, and the
 test asserts each edge row is read exactly once per build (the per-rank build read the list at least twice per
@@ -184,8 +184,8 @@ def test_each_edge_row_is_read_once(client, datasets, how, P):
     list's regenerated ones), says so in its partitions' info, and builds the stored variant's bytes (also the
     per-rank build's); a rebuild of some ranks reads every row once more and builds only those."""
     import dbfs.bfs.dask as D
-    from dbfs.bfs.dask.placement import _submit_loads
-    from dbfs.bfs.dask.worker import _build_part
+    from dbfs.bfs.dask.layout.placement import _submit_loads
+    from dbfs.bfs.dask.layout.worker import _build_part
 
     ds = datasets[how]
     m = ds.n_edges

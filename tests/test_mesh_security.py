@@ -30,10 +30,10 @@ import time
 import numpy as np
 import pytest
 
-from dbfs.bfs.dask import frames as F
-from dbfs.bfs.dask import handshake as H
-from dbfs.bfs.dask.listener import Listener, connect_peers
-from dbfs.bfs.dask.transport import _PeerLost, _recv_exact
+from dbfs.bfs.dask.mesh import frames as F
+from dbfs.bfs.dask.mesh import handshake as H
+from dbfs.bfs.dask.mesh.listener import Listener, connect_peers
+from dbfs.bfs.dask.mesh.transport import _PeerLost, _recv_exact
 
 LIMITS = F.Limits.for_graph(1000, 4)
 
@@ -191,7 +191,7 @@ def test_coded_layouts_refused(decode, case):
 
 def _slice_front(stream, tag, n=1000, pad=5):
     """Decode ``stream`` as the slice of a rank of n rows (pad, base 64) into a fresh global bitmap."""
-    from dbfs.bfs.dask import codec as C
+    from dbfs.bfs.dask.mesh import codec as C
 
     front = np.zeros(((64 + pad + n + 63) >> 6) + 1, np.int64)
     return C.decode_slice_or(np.asarray(stream, np.uint8), tag, front, pad, n, 0, 1, 0, 64), front
@@ -239,7 +239,7 @@ _MALFORMED_PAIRS = {
 
 @pytest.mark.parametrize("case", ["short", "long", "padding-bit", "index", "parent", "count"])
 def test_malformed_pair_streams_refused(case):
-    from dbfs.bfs.dask import codec as C
+    from dbfs.bfs.dask.mesh import codec as C
 
     n, N = 500, 1000
     b1, b2 = C.pair_widths(n, N)
@@ -280,9 +280,9 @@ def _one_rank_search(answers, coded=True):
     """A real level loop's state for rank 0 of a 1000-vertex ring in 2 blocks (rank 1 on the scripted peer),
     started from vertex 3 with the peer speaking the coded kinds (``coded``) or the int64 ones."""
     from dbfs.bfs.cpu import hub_by_degree
-    from dbfs.bfs.dask.bsp import _Search
-    from dbfs.bfs.dask.plugin import MeshPlugin
-    from dbfs.bfs.dask.worker import _Part
+    from dbfs.bfs.dask.search.bsp import _Search
+    from dbfs.bfs.dask.mesh.plugin import MeshPlugin
+    from dbfs.bfs.dask.layout.worker import _Part
 
     v = np.arange(500)
     indices = np.stack([(v - 1) % 1000, v + 1], 1).ravel().astype(np.int32)
@@ -299,7 +299,7 @@ def _one_rank_search(answers, coded=True):
 
 
 def _pairs_for_rank1(L, U, cnt=None, rank=1):
-    from dbfs.bfs.dask import codec as C
+    from dbfs.bfs.dask.mesh import codec as C
 
     b1, b2 = C.pair_widths(500, 1000)
     L, U = np.array(L, np.int32), np.array(U, np.int32)
@@ -440,7 +440,7 @@ def _accept_into(sock, key, mid, seen, res):
 def test_listener_refuses_and_logs(caplog):
     """An in-process listener: the expected peer gets in; garbage, a wrong key, a wrong
     or duplicate rank, a replay and a silent client are refused, counted and logged."""
-    from dbfs.bfs.dask.plugin import MeshPlugin
+    from dbfs.bfs.dask.mesh.plugin import MeshPlugin
 
     class _Worker:
         address = "tcp://127.0.0.1:1"
@@ -492,8 +492,8 @@ def test_dialer_refuses_an_impostor():
 
 def test_dask_transport_checks_tokens():
     """The "dask" transport files a message only with the sender's token of this mesh."""
-    from dbfs.bfs.dask.plugin import token_of
-    from dbfs.bfs.dask.transport import _DaskMesh
+    from dbfs.bfs.dask.mesh.plugin import token_of
+    from dbfs.bfs.dask.mesh.transport import _DaskMesh
 
     class _Loop:
         asyncio_loop = None
@@ -565,7 +565,7 @@ def kron12(tmp_path_factory, client):
 
 
 def _mesh_state(mesh_id, dask_worker=None):
-    from dbfs.bfs.dask.plugin import get_plugin
+    from dbfs.bfs.dask.mesh.plugin import get_plugin
 
     p = get_plugin(dask_worker)
     st = p.status()

@@ -15,7 +15,7 @@ def _levels(levels, widx=0, source="w0", t=0.001):
 
 
 def test_mesh_plugin_name_is_the_seams():
-    from dbfs.bfs.dask.plugin import NAME
+    from dbfs.bfs.dask.mesh.plugin import NAME
 
     assert MESH_PLUGIN == NAME
 

@@ -1,4 +1,4 @@
-"""One contract for a partitioned graph (dbfs.bfs.dask.graphs), on a real LocalCluster of worker processes.
+"""One contract for a partitioned graph (dbfs.bfs.dask.search.graphs), on a real LocalCluster of worker processes.
 
 What is checked:
 
@@ -12,7 +12,7 @@ What is checked:
 - Kernel 1 of ``--backend dask`` hands the load its typed result through
   the pipeline (:func:`dbfs.pipeline.open_backend`), not through ``ds.memo``;
 - the datasets a GPU worker keeps for Kernel 1 live in its worker plugin,
-  not in module state of :mod:`dbfs.bfs.dask.built`;
+  not in module state of :mod:`dbfs.bfs.dask.layout.built`;
 - (GPU) the CSR built in a GPU worker's memory (:class:`Resident`) answers
   the same calls.
 """
@@ -23,7 +23,7 @@ import pytest
 
 from dbfs import kernel1, store
 from dbfs.backends import RunConfig
-from dbfs.bfs.dask.graphs import DistributedPartitions, OnWorkers, PartitionedGraph, Resident, Stored, open_graph
+from dbfs.bfs.dask.search.graphs import DistributedPartitions, OnWorkers, PartitionedGraph, Resident, Stored, open_graph
 from dbfs.errors import DbfsError
 from dbfs.spec import GraphSpec
 
@@ -123,8 +123,8 @@ def test_kernel1_hands_the_load_a_typed_result(client, tmp_path, monkeypatch):
 
 def _probe_kept(dask_worker=None):
     """(client.run) whether this worker's kept datasets are its plugin's, kept between calls."""
-    from dbfs.bfs.dask import built
-    from dbfs.bfs.dask.plugin import get_plugin
+    from dbfs.bfs.dask.layout import built
+    from dbfs.bfs.dask.mesh.plugin import get_plugin
 
     kept = built._kept(dask_worker)
     kept["probe"] = 1
@@ -135,7 +135,7 @@ def _probe_kept(dask_worker=None):
 
 
 def test_kept_datasets_live_in_the_worker_plugin(client):
-    from dbfs.bfs.dask import built
+    from dbfs.bfs.dask.layout import built
     from dbfs.bfs.dask.mesh import ensure_plugin
 
     assert not hasattr(built, "_KEPT"), "no device state in module globals"
@@ -149,9 +149,9 @@ def test_resident_graph_answers_the_contract(cp, tmp_path):
     """The P = 1 CSR built in a GPU worker's memory, through the same calls (validated on the worker, and on
     the CPU from the parents gathered to the client)."""
     pytest.importorskip("dask_cuda")
-    from dbfs.bfs.dask.built import build_on_worker
-    from dbfs.bfs.dask.graphs import ResidentGraph
-    from dbfs.bfs.dask.placement import gpu_workers
+    from dbfs.bfs.dask.layout.built import build_on_worker
+    from dbfs.bfs.dask.search.graphs import ResidentGraph
+    from dbfs.bfs.dask.layout.placement import gpu_workers
     from dbfs.cluster import client_for
     from dbfs.roots import eligible
     from dbfs.validate import validate

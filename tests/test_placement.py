@@ -1,13 +1,13 @@
 """GPU-worker placement and GPU cluster profiles, the parts that run without a GPU.
 
-The placement policies are pure functions (:mod:`dbfs.bfs.dask.assign`);
+The placement policies are pure functions (:mod:`dbfs.bfs.dask.layout.assign`);
 the profiles are loaded and their job scripts rendered for real (dask-jobqueue);
 a machine without a GPU gets the one-line error of the local-gpu profile.
 The GPU path itself is tested on the device (tests/test_dask_gpu.py).
 """
 import pytest
 
-from dbfs.bfs.dask.assign import assign, move_lost, offer_order
+from dbfs.bfs.dask.layout.assign import assign, move_lost, offer_order
 from dbfs.errors import DbfsError
 
 from conftest import _invoke_cli as run
@@ -144,10 +144,10 @@ def test_degree_orders():
 
 
 def test_validate_batch_of_a_worker_built_csr():
-    """Searches validated per regeneration of a virtual edge list on the GPU worker (dbfs.bfs.dask.built):
+    """Searches validated per regeneration of a virtual edge list on the GPU worker (dbfs.bfs.dask.layout.built):
     bounded by the validation's peak (K searches' parents, levels and flags beside one pointer jumping) and by
     the plan's most, never below 1."""
-    from dbfs.bfs.dask.built import _MARGIN, validate_batch
+    from dbfs.bfs.dask.layout.built import _MARGIN, validate_batch
 
     G, n = 1 << 30, 1 << 30                   # SCALE 30, uint32 ids: 9 B per search, 22 B the validation's own
     assert validate_batch(int(61.9 * G), n, 4) == 3          # what the H200 leaves after the split CSR

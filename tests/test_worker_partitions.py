@@ -1,6 +1,6 @@
 """Many partitions on one CPU worker: a level is one pass over all of them, not one per partition.
 
-A worker's level loop (:func:`dbfs.bfs.dask.bsp._bsp_levels`) over its
+A worker's level loop (:func:`dbfs.bfs.dask.search.bsp._bsp_levels`) over its
 partitions must cost the same Numba kernel calls whether it holds 1 or 16
 partitions (a Python loop launching kernels per partition, or per pair of
 partitions, serialised a top-down level of hubs), and find the same levels:
@@ -44,7 +44,7 @@ def kron13(tmp_path_factory):
 
 def _parts(ds, P, kind):
     """Partitions ``0..P-1`` of the ``kind`` variant as a worker loads and prepares them."""
-    from dbfs.bfs.dask.worker import _global_degrees, _load_part, _local_degrees, _prepare_part
+    from dbfs.bfs.dask.layout.worker import _global_degrees, _load_part, _local_degrees, _prepare_part
     from dbfs.partition import Partitioning
 
     kernel1.build_partitioned(ds.path, P=P, partitioning=kind, client=None, progress=False)
@@ -96,9 +96,9 @@ class _Counted:
 
 def _search(parts, root, algorithm, nnz, counter=None):
     """One search on one worker holding ``parts``: (level records, kernel calls per level, parents by rank)."""
-    from dbfs.bfs.dask.bsp import _bsp_levels
-    from dbfs.bfs.dask.plugin import MeshPlugin
-    from dbfs.bfs.dask.transport import _LocalMesh
+    from dbfs.bfs.dask.search.bsp import _bsp_levels
+    from dbfs.bfs.dask.mesh.plugin import MeshPlugin
+    from dbfs.bfs.dask.mesh.transport import _LocalMesh
 
     plugin = MeshPlugin()
     plugin.setup(_NoWorker())

@@ -21,7 +21,7 @@ Contract (the Graph500 reference's ``make_graph_data_structure`` /
 
 Kernel 1's result ``built`` is the variant's name, or a backend's typed
 result whose ``str()`` is that name (the dask backend's:
-:mod:`dbfs.bfs.dask.graphs`), handed to :meth:`Backend.load` as it is.
+:mod:`dbfs.bfs.dask.search.graphs`), handed to :meth:`Backend.load` as it is.
 
 Compile time: the Numba kernels of a stage are loaded before its timer
 starts (compiled on the first run, read from Numba's on-disk cache after),

@@ -4,7 +4,7 @@ worker-to-worker frontier exchange (:mod:`dbfs.bfs.dask`).
 Contract: :class:`dbfs.backends.Backend`. Kernel 1 (:meth:`DaskBackend.csr`)
 hands the load a typed result (a stored variant, partitions built on the
 workers, or a CSR resident in a GPU worker's memory), which the load opens
-as one :class:`dbfs.bfs.dask.graphs.PartitionedGraph`; every later step
+as one :class:`dbfs.bfs.dask.search.graphs.PartitionedGraph`; every later step
 calls that graph, whichever Kernel 1 made it. Each partition of the stored
 variant ``p<P>-<block|cyclic>`` is loaded once onto one worker and kept
 there for every search; parents stay on the workers (one future per
@@ -29,7 +29,7 @@ partition is built from the edges on the worker that searches it
 G``, or on worker ``r % W`` of a CPU cluster), and a lost worker's
 partitions are rebuilt on a live one.
 
-Kernel 1 in a GPU worker's memory (:mod:`dbfs.bfs.dask.built`): at P = 1 on
+Kernel 1 in a GPU worker's memory (:mod:`dbfs.bfs.dask.layout.built`): at P = 1 on
 a cluster with a GPU worker, when the CSR has no room on disk or in host
 memory or ``--relabel degree`` asks for the degree order, the GPU backend's
 placed Kernel 1 runs on that worker (as many rows on the device as fit, the
@@ -40,7 +40,7 @@ list) and asked for root eligibility there; it is not stored. A Kronecker
 graph is generated on a GPU worker when the cluster has one (same bytes).
 
 Failures: every wait (load, search, nedge, validation) is bounded and
-reacts to a lost worker within seconds (:mod:`dbfs.bfs.dask.waits`): the
+reacts to a lost worker within seconds (:mod:`dbfs.bfs.dask.mesh.waits`): the
 partitions it held are reloaded on live workers and the step redone
 (a search rerun; a validation or nedge after rerunning, untimed, the
 search whose parents were lost), each said on stderr and recorded in
@@ -104,7 +104,7 @@ class DaskBackend(Backend):
     def _gpu_workers(client) -> list:
         if client is None:
             return []
-        from dbfs.bfs.dask.placement import gpu_workers
+        from dbfs.bfs.dask.layout.placement import gpu_workers
 
         return gpu_workers(client)
 
@@ -112,7 +112,7 @@ class DaskBackend(Backend):
     def _forget_generated(ds, client) -> None:
         """Drop the device copy of the edges a GPU worker kept for a Kernel 1 that will not run there."""
         if "generated_on" in ds.memo:
-            from dbfs.bfs.dask.built import forget
+            from dbfs.bfs.dask.layout.built import forget
 
             forget(client, ds)
 
@@ -126,7 +126,7 @@ class DaskBackend(Backend):
         gpus = cls._gpu_workers(client) if isinstance(target, GraphSpec) and target.kind == "kronecker" else []
         if not gpus or store.stored(target, root_dir) is not None:
             return super().dataset(target, root_dir, client, quiet)
-        from dbfs.bfs.dask.built import generate_on_worker
+        from dbfs.bfs.dask.layout.built import generate_on_worker
 
         say(f"generating {target.name} on GPU worker {gpus[0]}", quiet)
         return generate_on_worker(client, target, store.datasets_root(root_dir), gpus[0], quiet)
@@ -137,7 +137,7 @@ class DaskBackend(Backend):
         import time
 
         from dbfs.bfs.dask import build_distributed
-        from dbfs.bfs.dask.graphs import OnWorkers
+        from dbfs.bfs.dask.search.graphs import OnWorkers
 
         note = f"{why}: Kernel 1 builds its {cfg.partitions} partitions on the workers that search them, not stored" + \
             (", each relabelled by degree within itself" if cfg.relabel == "degree" else "")
@@ -164,11 +164,11 @@ class DaskBackend(Backend):
     def csr(cls, ds, cfg, client=None):
         """As the base class, or Kernel 1 on the workers or in a GPU worker's memory (module docstring); more
         partitions than the graph's vertices allow are refused first (:func:`dbfs.partition.check_partition_count`).
-        Returns Kernel 1's typed result for :meth:`load` (:mod:`dbfs.bfs.dask.graphs`: :class:`Stored`,
+        Returns Kernel 1's typed result for :meth:`load` (:mod:`dbfs.bfs.dask.search.graphs`: :class:`Stored`,
         :class:`OnWorkers` or :class:`Resident`; ``str()`` of each is the variant's name) and its attributes."""
         from dbfs import kernel1
         from dbfs.backends.gpu import GpuBackend
-        from dbfs.bfs.dask.graphs import Resident, Stored
+        from dbfs.bfs.dask.search.graphs import Resident, Stored
         from dbfs.partition import check_partition_count
         from dbfs.split import PLACEMENT_ORDER
 
@@ -190,7 +190,7 @@ class DaskBackend(Backend):
             raise DbfsError(f"--placement {cfg.placement} does not apply to a CSR built in a GPU worker's memory "
                             f"(--partitions 1): it splits the rows between device and host memory; use block, "
                             f"degree or degree-low")
-        from dbfs.bfs.dask.built import build_on_worker
+        from dbfs.bfs.dask.layout.built import build_on_worker
 
         say(f"Kernel 1 of {ds.name} runs in GPU worker {gpus[0]}'s memory (not stored: "
             f"{'relabelled on the GPU' if cfg.relabel != 'none' else 'no room on disk or in host memory'})",
@@ -204,8 +204,8 @@ class DaskBackend(Backend):
     def load(self, ds, built):
         """Open what Kernel 1 handed over (:meth:`csr`: a stored variant, partitions on the workers or the CSR
         resident in a GPU worker's memory; a variant name is a stored one) as one
-        :class:`~dbfs.bfs.dask.graphs.PartitionedGraph`, which every later step calls."""
-        from dbfs.bfs.dask.graphs import open_graph
+        :class:`~dbfs.bfs.dask.search.graphs.PartitionedGraph`, which every later step calls."""
+        from dbfs.bfs.dask.search.graphs import open_graph
 
         if self.client is None:
             raise DbfsError("--backend dask needs a Dask cluster: drop --scheduler threads")

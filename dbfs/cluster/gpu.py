@@ -6,7 +6,7 @@ Contract
 dask-cuda worker process per visible GPU (``gpus``: the devices, null for
 all; each worker sees its GPU as device 0 and declares the Dask resource
 ``GPU=1``, which is how dbfs tells GPU workers from CPU workers,
-:func:`dbfs.bfs.dask.placement.worker_kinds`) and ``cpu_workers`` plain
+:func:`dbfs.bfs.dask.layout.placement.worker_kinds`) and ``cpu_workers`` plain
 worker processes of ``cpu_threads`` threads each, which see no GPU
 (``CUDA_VISIBLE_DEVICES`` empty), all on one scheduler bound to 127.0.0.1.
 It returns ``(client, close)``. Without a GPU, or without dask-cuda (the

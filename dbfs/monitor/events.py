@@ -14,7 +14,7 @@ Publishing never fails a run and never waits inside a timed search:
   stops the publisher with one line on stderr.
 - :class:`LevelPublisher` (worker side, a ``WorkerPlugin``): attaches
   :meth:`LevelPublisher.level` to the distributed BFS's per-level seam
-  (``MeshPlugin.level_listeners``, :mod:`dbfs.bfs.dask.plugin`) of its
+  (``MeshPlugin.level_listeners``, :mod:`dbfs.bfs.dask.mesh.plugin`) of its
   worker, also on a worker that joins or restarts later (checked at each
   task start). After each level the search thread only appends the record
   to a deque; the worker's event loop sends what was kept as one event
@@ -50,7 +50,7 @@ from dbfs.progress import say
 __all__ = ["TOPIC", "STAGES", "FLUSH_MS", "Publisher", "LevelPublisher", "level_record", "levels_event"]
 
 TOPIC = "dbfs"
-#: ``dbfs.bfs.dask.plugin.NAME`` (spelled out: importing that package would load the BFS kernels
+#: ``dbfs.bfs.dask.mesh.plugin.NAME`` (spelled out: importing that package would load the BFS kernels
 #: into the scheduler; tests/test_monitor.py checks the two agree)
 MESH_PLUGIN = "dbfs-mesh"
 SEND_TIMEOUT_S = 5   # a client-side event not delivered by then stops the publisher (one line)

@@ -75,6 +75,6 @@ __all__ = [
     "seq_list_structure", "parent_array", "reused_int64",
     # compiled primitives
     "atomic_or", "prefetch", "num_threads",
-    # private names dbfs.bfs.dask.worker imports
+    # private names dbfs.bfs.dask.layout.worker imports
     "_fill_parent", "_no_edge_bitmap",
 ]

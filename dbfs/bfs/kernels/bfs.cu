@@ -205,7 +205,7 @@ __device__ __forceinline__ i64 upper_bound(const i64* offs, i64 a, i64 b, i64 x)
 // graph). count_deg = 1 (whole graph: v is also a row) adds v's degree to
 // cnt[1]; a partition's claim pass (count_deg = 0, `visited` and `parent`
 // over global ids, next_q the claimed global ids) leaves degrees to the
-// owner's absorb (dbfs/bfs/dask/gpu_search.py).
+// owner's absorb (dbfs/bfs/dask/search/gpu_search.py).
 extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs, i64 E,
                                      const i64* indptr, ADJ_PARAMS, u32* visited,
                                      vid_t* parent, vid_t* next_q, u64* cnt, i64 gadd, int count_deg) {

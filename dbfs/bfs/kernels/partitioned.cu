@@ -1,4 +1,4 @@
-// dbfs GPU kernels of the partitioned levels (dbfs/bfs/dask/gpu_search.py and
+// dbfs GPU kernels of the partitioned levels (dbfs/bfs/dask/search/gpu_search.py and
 // gpu_nccl.py): a worker's claims absorbed by their owner partitions, claims
 // bucketed by owner rank. Compiled as one
 // module after bfs.cu (dbfs/bfs/gpu.py), whose parameters, encodings and
@@ -9,7 +9,7 @@
 // vertices sent to their owners, counters reduced by collectives.
 
 // ----------------------------------------------------- partition absorb
-// The owner's side of a distributed top-down level (dbfs/bfs/dask/gpu_search.py):
+// The owner's side of a distributed top-down level (dbfs/bfs/dask/search/gpu_search.py):
 // entries k with l = V[k] - first in [0, count) claim row i = l + pad of this
 // partition by atomicOr on the local `visited` (the others belong to another
 // partition: skipped); the winner writes parent[i] = u (u_by_v: U[V[k]], U a
@@ -136,7 +136,7 @@ extern "C" __global__ void bucket_offsets(const u64* hist, int P, u64* cursor) {
 }
 
 // Claims into fixed regions, one per rank held by another worker (the NCCL
-// top-down level of one device-to-host read, dbfs/bfs/dask/gpu_nccl.py).
+// top-down level of one device-to-host read, dbfs/bfs/dask/search/gpu_nccl.py).
 // Region of rank o: cap_o = min(cap_m, vertices of o) slots of owner-local
 // indices, then cap_o slots of parents; regions in rank order, each 2 cap_o
 // long, ranks of worker `me` (worker_of[o] == me) have none. A rank's claims

@@ -1,12 +1,25 @@
-"""Opening and closing exchange meshes from the client.
+"""The exchange mesh between workers: opening and closing meshes from the client (this module), and its parts.
+
+Parts, in import order (each imports only those above it)::
+
+    frames      wire format: binary frames, checked before use (no pickle)
+    codec       frontier slices and claim pairs coded near their information (across hosts)
+    handshake   mutual HMAC-SHA256 handshake of every TCP connection
+    transport   message rounds: tcp (selectors), tcp-threads, dask comm
+    listener    authenticated listener thread and dialer
+    shm         shared frontier bitmap in /dev/shm
+    ipc         shared frontier bitmap in device memory (CUDA IPC, GPU workers)
+    waits       bounded client waits that notice a lost worker
+    plugin      MeshPlugin: every piece of worker-side state
+    nccl        an NCCL communicator per mesh of GPU workers on one host, set up through Dask
 
 Contract
 --------
 :func:`open_mesh` connects a list of workers (mesh index = list position)
 so that one long-running task per worker can exchange messages directly
-(:mod:`dbfs.bfs.dask.transport`); :func:`close_mesh` closes it on the
+(:mod:`dbfs.bfs.dask.mesh.transport`); :func:`close_mesh` closes it on the
 workers still alive (which unblocks a running search). Worker-side state
-lives in the :class:`dbfs.bfs.dask.plugin.MeshPlugin`, registered here once
+lives in the :class:`dbfs.bfs.dask.mesh.plugin.MeshPlugin`, registered here once
 per cluster.
 
 Method: the client makes a fresh 32-byte key per mesh and hands it to the
@@ -14,19 +27,19 @@ mesh's workers through the scheduler (``client.run``), together with the
 mesh id; each worker opens its endpoint (TCP: a listener on its own
 contact interface, served for the mesh's lifetime; ``"dask"``: the plugin's
 handler) and returns its address; then one pinned task per worker connects
-to its peers (TCP: authenticated with the key, :mod:`dbfs.bfs.dask.listener`);
+to its peers (TCP: authenticated with the key, :mod:`dbfs.bfs.dask.mesh.listener`);
 all of them must run at once. Every wait is bounded and watches the
-mesh's workers (:mod:`dbfs.bfs.dask.waits`): a worker lost during set-up
-raises :class:`dbfs.bfs.dask.waits.WorkerLost`. On a cluster configured
+mesh's workers (:mod:`dbfs.bfs.dask.mesh.waits`): a worker lost during set-up
+raises :class:`dbfs.bfs.dask.mesh.waits.WorkerLost`. On a cluster configured
 for TLS the TCP transports would be plaintext, so :func:`choose_transport`
 falls back to ``"dask"`` (distributed's comm layer, TLS included) and
 :func:`open_mesh` refuses them.
 
-For a :class:`dbfs.bfs.dask.placement.DistributedGraph` (duck-typed here),
+For a :class:`dbfs.bfs.dask.layout.placement.DistributedGraph` (duck-typed here),
 :func:`_open_mesh` also gives the mesh a shared frontier when every worker
 is on one host and the partitions are blocks: in ``/dev/shm`` for CPU
 workers (:func:`_open_shm`); when every worker is a GPU worker, an NCCL
-communicator (:mod:`dbfs.bfs.dask.nccl`: each worker on its own device),
+communicator (:mod:`dbfs.bfs.dask.mesh.nccl`: each worker on its own device),
 else the first worker's device memory through CUDA IPC (:func:`_open_ipc`);
 ``dg.shm`` says why not, ``dg.nccl_off`` why not NCCL.
 """
@@ -35,15 +48,15 @@ from __future__ import annotations
 import time
 import uuid
 
-from dbfs.bfs.dask.frames import Limits
-from dbfs.bfs.dask.handshake import new_key
-from dbfs.bfs.dask.ipc import _front_sizes
-from dbfs.bfs.dask.nccl import open_nccl
-from dbfs.bfs.dask.plugin import (NAME, MeshPlugin, _ipc_alloc, _ipc_map, _mesh_close, _mesh_connect, _mesh_listen,
+from dbfs.bfs.dask.mesh.frames import Limits
+from dbfs.bfs.dask.mesh.handshake import new_key
+from dbfs.bfs.dask.mesh.ipc import _front_sizes
+from dbfs.bfs.dask.mesh.nccl import open_nccl
+from dbfs.bfs.dask.mesh.plugin import (NAME, MeshPlugin, _ipc_alloc, _ipc_map, _mesh_close, _mesh_connect, _mesh_listen,
                                   _shm_drop, _shm_open, _uses_tls)
-from dbfs.bfs.dask.shm import _shm_path, _unlink
-from dbfs.bfs.dask.transport import TRANSPORTS, _host_of
-from dbfs.bfs.dask.waits import WorkerLost, alive_workers, gather_watched, is_peer_loss, run_within
+from dbfs.bfs.dask.mesh.shm import _shm_path, _unlink
+from dbfs.bfs.dask.mesh.transport import TRANSPORTS, _host_of
+from dbfs.bfs.dask.mesh.waits import WorkerLost, alive_workers, gather_watched, is_peer_loss, run_within
 from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
 
@@ -57,7 +70,7 @@ _alive = alive_workers
 
 
 def ensure_plugin(client) -> None:
-    """Register :class:`dbfs.bfs.dask.plugin.MeshPlugin` on the cluster of ``client``.
+    """Register :class:`dbfs.bfs.dask.mesh.plugin.MeshPlugin` on the cluster of ``client``.
 
     Once per cluster: a registered plugin is kept with its meshes (the
     scheduler also installs it on workers that join later).
@@ -237,9 +250,9 @@ def _open_shm(dg) -> str:
 
 
 def _open_gpu(dg) -> str:
-    """Give a mesh of GPU workers on one host an NCCL communicator (:mod:`dbfs.bfs.dask.nccl`: the
+    """Give a mesh of GPU workers on one host an NCCL communicator (:mod:`dbfs.bfs.dask.mesh.nccl`: the
     levels' exchanges become collectives, ``dg.level_exchange == "nccl"``), else shared device
-    memory (CUDA IPC, :mod:`dbfs.bfs.dask.ipc`; ``dg.nccl_off`` says why not NCCL); returns why
+    memory (CUDA IPC, :mod:`dbfs.bfs.dask.mesh.ipc`; ``dg.nccl_off`` says why not NCCL); returns why
     neither ('' when one is on)."""
     ws = dg.mesh_workers
     if any(dg.worker_kinds.get(w) != "gpu" for w in ws):
@@ -258,7 +271,7 @@ def _open_gpu(dg) -> str:
 
 def _open_ipc(dg) -> str:
     """Give a mesh of GPU workers on one host shared device memory (CUDA IPC,
-    :mod:`dbfs.bfs.dask.ipc`); returns why not ('' when on)."""
+    :mod:`dbfs.bfs.dask.mesh.ipc`); returns why not ('' when on)."""
     ws = dg.mesh_workers
     part = dg.partitioning
     starts = [part.vertex_range(rk).start for rk in range(dg.P)] + [dg.n_vertices]

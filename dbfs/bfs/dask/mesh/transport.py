@@ -4,7 +4,7 @@ Contract
 --------
 A mesh connects W workers (mesh indices 0..W-1). ``mesh.exchange(kind,
 out)`` is one *round*: this worker sends ``out[j]`` (a list of 1-D arrays)
-to every peer j as one frame of ``kind`` (:mod:`dbfs.bfs.dask.frames`) and
+to every peer j as one frame of ``kind`` (:mod:`dbfs.bfs.dask.mesh.frames`) and
 returns ``{j: arrays}`` received from each; every worker calls it the same
 number of times with the same kinds (the level loop is bulk-synchronous),
 so frames carry the round number and a receiver checks kind, round and
@@ -23,7 +23,7 @@ Transports
   comm layer (any comm distributed speaks, TLS included), one comm per
   peer, delivered to the ``dbfs_bsp`` handler the worker plugin registers.
 
-The TCP connections are made and authenticated by :mod:`dbfs.bfs.dask.listener`.
+The TCP connections are made and authenticated by :mod:`dbfs.bfs.dask.mesh.listener`.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from dbfs.bfs.dask.frames import Expect, FrameError, FrameReader, Limits, decode_parts, encode, read_frame
+from dbfs.bfs.dask.mesh.frames import Expect, FrameError, FrameReader, Limits, decode_parts, encode, read_frame
 
 __all__ = ["TRANSPORTS", "_PeerLost", "_ThreadedTcpMesh", "_SelectMesh", "_DaskMesh", "_LocalMesh", "_Timed"]
 

@@ -1,13 +1,13 @@
-"""One search's level steps on a GPU worker's partitions (the device twin of :class:`dbfs.bfs.dask.bsp._Search`).
+"""One search's level steps on a GPU worker's partitions (the device twin of :class:`dbfs.bfs.dask.search.bsp._Search`).
 
 Contract
 --------
-:class:`_GpuSearch` has :class:`dbfs.bfs.dask.bsp._Search`'s steps (``start``,
+:class:`_GpuSearch` has :class:`dbfs.bfs.dask.search.bsp._Search`'s steps (``start``,
 ``visit_root``, ``to_queues``, ``td_level``, ``to_bitmaps``, ``bu_level``,
 ``parents``) and sends and receives the same messages, so GPU and CPU
-workers share one mesh and one level loop (:func:`dbfs.bfs.dask.bsp._bsp_levels`
+workers share one mesh and one level loop (:func:`dbfs.bfs.dask.search.bsp._bsp_levels`
 picks the class by the kind of the worker's partitions,
-:class:`dbfs.bfs.dask.gpu_part._GpuPart`). The frontier (queues, bitmaps),
+:class:`dbfs.bfs.dask.layout.gpu_part._GpuPart`). The frontier (queues, bitmaps),
 the visited bitmaps and the parents stay in device memory between levels;
 the host reads one row of counters per partition per level and copies to
 the host only what goes to another worker.
@@ -27,18 +27,18 @@ gpu`` runs; rows local, neighbour ids global):
   uploaded and absorbed the same way; when every mesh worker is a GPU worker
   on this host the buckets stay in this worker's exported pair buffers, each
   peer gets only their offsets (PULL) and absorbs them in place
-  (:mod:`dbfs.bfs.dask.ipc`);
+  (:mod:`dbfs.bfs.dask.mesh.ipc`);
 - bottom-up: ``bu_step`` over each partition's rows against the GLOBAL
   frontier bitmap on the device; this worker's new slices are OR-ed into the
   next global frontier on the device; peers' slices arrive on the host and
   are uploaded (host staging, pinned on the sending side; COUNTS_FRONT),
   or, all workers GPU workers on this host, are copied device to device
-  through the mesh's shared bitmap buffers (:mod:`dbfs.bfs.dask.ipc`; only
+  through the mesh's shared bitmap buffers (:mod:`dbfs.bfs.dask.mesh.ipc`; only
   COUNTS, or SYNC after a top-down level, cross the mesh).
 
 Directions, frontier sizes and edge counts equal the single-process level
 for level (the counts are the same sums; the policy is fed the same
-totals). Encoding: :mod:`dbfs.bfs.dask.gpu_part` (uint32 device words, sent
+totals). Encoding: :mod:`dbfs.bfs.dask.layout.gpu_part` (uint32 device words, sent
 as the int64 view of their host copy). After Merrill, Garland and
 Grimshaw, "Scalable GPU Graph Traversal" (PPoPP 2012) for the expansion and
 Beamer, Buluc, Asanovic and Patterson (IPDPS Workshops 2013) for the
@@ -51,9 +51,9 @@ import time
 import cupy as cp
 import numpy as np
 
-from dbfs.bfs.dask.bsp import _counts_msg, _counts_of, _Search
-from dbfs.bfs.dask.frames import COUNTS, COUNTS_FRONT, FRONT, PAIRS, PULL, SYNC
-from dbfs.bfs.dask.transport import _Timed
+from dbfs.bfs.dask.search.bsp import _counts_msg, _counts_of, _Search
+from dbfs.bfs.dask.mesh.frames import COUNTS, COUNTS_FRONT, FRONT, PAIRS, PULL, SYNC
+from dbfs.bfs.dask.mesh.transport import _Timed
 from dbfs.bfs.gpu import _BLOCK, _grid, _i64, _kernels, _sm_count, expand
 from dbfs.graph import id_dtype
 
@@ -112,7 +112,7 @@ class _GpuSearch(_Search):
         self.listeners = plugin.level_listeners
         gw32 = 2 * ((self.N + 63) >> 6)
         self.direct = self.P == 1                 # one partition = the whole graph: the single-process step
-        self.sh = shm if self.peers else None     # shared device memory (dbfs.bfs.dask.ipc), else host staging
+        self.sh = shm if self.peers else None     # shared device memory (dbfs.bfs.dask.mesh.ipc), else host staging
         if not self.direct:                       # the claim pass's arrays over N (P = 1 needs none)
             dev = plugin.scratch.setdefault("gpu", {})
             self.scratch = _shared(dev, "scratch", max(self.N, 1), self.qdt)     # claims: global parent of v
@@ -391,7 +391,7 @@ class _GpuSearch(_Search):
     def parents(self):
         """Parent slices: int64 host copies in original ids (a partition relabelled within itself maps them on
         the device first), or (a partition that keeps them on the device) device arrays in original ids
-        (:mod:`dbfs.bfs.dask.built`)."""
+        (:mod:`dbfs.bfs.dask.layout.built`)."""
         cp.cuda.Device().synchronize()
         return {rk: st.p.original(st.parent[st.p.pad:st.p.nloc]) if st.p.keep_parents else
                 st.p.to_original(st.parent[st.p.pad:st.p.nloc]).get().astype(np.int64)

@@ -13,9 +13,9 @@ partitions onto their workers (read from the variant, or with ``source =
 shuffle that reads every edge chunk once: :func:`_submit_shuffle`) and gives them the
 whole-graph data they need (hub neighbours by GLOBAL degree: every partition's degrees are joined on a
 worker and copied worker to worker); it runs at load time and after a lost
-worker (:mod:`dbfs.bfs.dask.recovery`). Its wait is bounded and watches the
-partitions' workers (:func:`dbfs.bfs.dask.waits.gather_watched`): a lost one
-raises :class:`dbfs.bfs.dask.waits.WorkerLost`.
+worker (:mod:`dbfs.bfs.dask.layout.recovery`). Its wait is bounded and watches the
+partitions' workers (:func:`dbfs.bfs.dask.mesh.waits.gather_watched`): a lost one
+raises :class:`dbfs.bfs.dask.mesh.waits.WorkerLost`.
 """
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _close_mesh
-from dbfs.bfs.dask.waits import gather_watched
-from dbfs.bfs.dask.worker import _build_part, _global_degrees, _load_part, _local_degrees, _part_info, _prepare_part
-from dbfs.bfs.dask.worker import _shuffle_build, _shuffle_piece, _shuffle_read
+from dbfs.bfs.dask.mesh.waits import gather_watched
+from dbfs.bfs.dask.layout.worker import _build_part, _global_degrees, _load_part, _local_degrees, _part_info, _prepare_part
+from dbfs.bfs.dask.layout.worker import _shuffle_build, _shuffle_piece, _shuffle_read
 from dbfs.errors import DbfsError
 from dbfs.partition import Partitioning
 from dbfs.zattrs import read_attrs
@@ -65,7 +65,7 @@ class DistributedGraph:
     events: list = field(default_factory=list)
     attrs: dict = field(default_factory=dict)
     transport_requested: str = ""           # the transport asked for ('' = same as transport)
-    placement: str = "block"                # the policy that chose rank_worker (dbfs.bfs.dask.assign)
+    placement: str = "block"                # the policy that chose rank_worker (dbfs.bfs.dask.layout.assign)
     rank_kind: dict = field(default_factory=dict)      # rank -> "gpu" | "cpu"
     worker_kinds: dict = field(default_factory=dict)   # worker address -> "gpu" | "cpu" (live at load)
     budgets: dict = field(default_factory=dict)        # GPU worker -> device bytes for partitions
@@ -154,7 +154,7 @@ def worker_kinds(client, workers) -> dict:
 
 def gpu_workers(client) -> list:
     """The live workers that declare the Dask resource ``GPU``, sorted."""
-    from dbfs.bfs.dask.waits import alive_workers
+    from dbfs.bfs.dask.mesh.waits import alive_workers
 
     return sorted(w for w, k in worker_kinds(client, sorted(alive_workers(client))).items() if k == "gpu")
 
@@ -162,9 +162,9 @@ def gpu_workers(client) -> list:
 def gpu_budgets(client, kinds: dict, n: int, limit=None) -> dict:
     """GPU worker -> device bytes its partitions may take: ``limit`` (or DEVICE_SHARE of the
     free device memory, asked on the worker) less what the worker needs once per graph."""
-    from dbfs.bfs.dask.gpu_part import _device_info, worker_bytes
+    from dbfs.bfs.dask.layout.gpu_part import _device_info, worker_bytes
     from dbfs.bfs.dask.mesh import RUN_TIMEOUT, _raise_lost
-    from dbfs.bfs.dask.waits import run_within
+    from dbfs.bfs.dask.mesh.waits import run_within
 
     gpus = sorted(w for w, k in kinds.items() if k == "gpu")
     if not gpus:
@@ -179,10 +179,10 @@ def gpu_budgets(client, kinds: dict, n: int, limit=None) -> dict:
 def _submit_shuffle(dg: DistributedGraph, ranks, pin: dict) -> dict:
     """(``source = "edges"``) Kernel 1 of the CPU ranks among ``ranks`` as one shuffle
     (:mod:`dbfs.kernel1.shuffle`): one reader per distinct worker of those ranks, pinned there, reads its 1/G of
-    the edge chunks once and buckets both directions by owner rank (:func:`dbfs.bfs.dask.worker._shuffle_read`);
+    the edge chunks once and buckets both directions by owner rank (:func:`dbfs.bfs.dask.layout.worker._shuffle_read`);
     each rank's build, on its worker, takes its piece of every reader (Dask moves them) and builds its rows
-    (:func:`dbfs.bfs.dask.worker._shuffle_build`). Rank -> future of its partition; GPU ranks are left to
-    :func:`dbfs.bfs.dask.worker._build_part` (and a stored variant's to ``_load_part``): ``{}``."""
+    (:func:`dbfs.bfs.dask.layout.worker._shuffle_build`). Rank -> future of its partition; GPU ranks are left to
+    :func:`dbfs.bfs.dask.layout.worker._build_part` (and a stored variant's to ``_load_part``): ``{}``."""
     if dg.source != "edges":
         return {}
     cpu = [rk for rk in ranks if dg.rank_kind.get(rk) != "gpu"]

@@ -5,7 +5,7 @@ Contract
 :class:`Listener` binds ``(host, 0)``, where ``host`` is the worker's own
 contact interface (never a wildcard address), and keeps that port open
 for the mesh's whole lifetime, served by a daemon thread. Every incoming
-connection gets the mutual HMAC handshake of :mod:`dbfs.bfs.dask.handshake`
+connection gets the mutual HMAC handshake of :mod:`dbfs.bfs.dask.mesh.handshake`
 in a short-lived thread of its own (at most :data:`MAX_HANDSHAKES` at
 once, each bounded by a timeout), so a silent or slow client cannot stall
 the others. While the mesh is being set up, a connection that proves the
@@ -26,8 +26,8 @@ import socket
 import threading
 import time
 
-from dbfs.bfs.dask.handshake import HandshakeError, accept_handshake, dial_handshake, send_proof
-from dbfs.bfs.dask.transport import _PeerLost, _recv_exact
+from dbfs.bfs.dask.mesh.handshake import HandshakeError, accept_handshake, dial_handshake, send_proof
+from dbfs.bfs.dask.mesh.transport import _PeerLost, _recv_exact
 
 __all__ = ["Listener", "connect_peers", "MAX_HANDSHAKES", "HANDSHAKE_TIMEOUT"]
 

@@ -6,18 +6,18 @@ Contract
 on a GPU worker (the same bytes as every generator; a virtual list's
 checksum in seconds instead of a CPU pass over 2^34 edges) and keeps its
 device copy of the edges there, in the worker plugin's ``scratch``
-(:mod:`dbfs.bfs.dask.plugin`; no module state), for Kernel 1
+(:mod:`dbfs.bfs.dask.mesh.plugin`; no module state), for Kernel 1
 (:func:`forget` drops it when Kernel 1 runs elsewhere).
 :func:`build_on_worker` runs :func:`dbfs.kernel1.build_placed.build_placed` (the
 GPU backend's Kernel 1 in passes straight into a device/pinned-host split,
 edge chunks read or regenerated on that device) as ONE task pinned to a GPU
 worker, and :func:`adopt` makes the result the one partition (P = 1) of a
-:class:`~dbfs.bfs.dask.placement.DistributedGraph` that the ordinary
+:class:`~dbfs.bfs.dask.layout.placement.DistributedGraph` that the ordinary
 distributed search (:func:`dbfs.bfs.dask.search`) runs on. It is the Dask
 backend's path for a graph whose CSR fits neither the disk nor the host
 memory and for ``--relabel degree`` at P = 1 (relabelled on the device,
 as ``--backend gpu`` does), searched through
-:class:`dbfs.bfs.dask.graphs.ResidentGraph`. Nothing is stored,
+:class:`dbfs.bfs.dask.search.graphs.ResidentGraph`. Nothing is stored,
 so what the zarr variant would give later is asked of that worker:
 :func:`eligible` (root eligibility from the CSR's degrees: a vertex has a
 non-self-loop input edge iff its CSR row is not empty), :func:`validate`
@@ -25,10 +25,10 @@ non-self-loop input edge iff its CSR row is not empty), :func:`validate`
 regenerated on the device for a virtual list, several searches per
 regeneration), :func:`nedge`, :func:`host_parents` and :func:`peaks`
 (peak device memory and host RSS of the worker). A lost worker cannot be
-reloaded: ``dg.built`` says why and :func:`dbfs.bfs.dask.recovery._recover`
+reloaded: ``dg.built`` says why and :func:`dbfs.bfs.dask.layout.recovery._recover`
 fails in one line.
 
-Encoding: :class:`_BuiltPart` is a :class:`~dbfs.bfs.dask.gpu_part._GpuPart`
+Encoding: :class:`_BuiltPart` is a :class:`~dbfs.bfs.dask.layout.gpu_part._GpuPart`
 of the whole graph (rank 0 of 1, ``base = pad = 0``) whose ``adj`` is the
 placed split (bfs.cu's ``ADJ_PARAMS``: device piece, mapped pinned host
 piece, the entry where they meet, :mod:`dbfs.split`) and whose search
@@ -53,7 +53,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dbfs.bfs.dask.gpu_part import _GpuPart
+from dbfs.bfs.dask.layout.gpu_part import _GpuPart
 from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 
@@ -194,7 +194,7 @@ def _kept(dask_worker=None) -> dict:
     the edges in ``memo`` (what Kernel 1 and validation read instead of the zarr chunks), until :func:`_build`
     or :func:`forget`. Kept in the worker plugin's ``scratch`` (gone when that is cleared); a worker without the
     plugin keeps none (Kernel 1 then reads the stored or regenerated edges: the same bytes)."""
-    from dbfs.bfs.dask.plugin import NAME
+    from dbfs.bfs.dask.mesh.plugin import NAME
 
     if dask_worker is None:
         from distributed import get_worker
@@ -227,7 +227,7 @@ def generate_on_worker(client, spec, root, worker: str, quiet: bool = False, tim
     """The dataset of Kronecker ``spec`` under ``root``, generated on GPU worker ``worker`` (its device copy of
     the edges kept there, in the worker plugin, for Kernel 1)."""
     from dbfs.bfs.dask.mesh import ensure_plugin
-    from dbfs.bfs.dask.waits import gather_watched
+    from dbfs.bfs.dask.mesh.waits import gather_watched
     from dbfs.store import open_dataset
 
     ensure_plugin(client)
@@ -246,7 +246,7 @@ def _info(bp):
 def build_on_worker(client, ds, worker: str, dedupe: bool = True, relabel: str = "none", order: str = "prefix",
                     device_limit: int | None = None, quiet: bool = False, timeout: float = BUILD_TIMEOUT):
     """Kernel 1 of ``ds`` on GPU worker ``worker`` (module docstring): (future of the partition, its info)."""
-    from dbfs.bfs.dask.waits import gather_watched
+    from dbfs.bfs.dask.mesh.waits import gather_watched
 
     fut = client.submit(_build, str(ds.path), dedupe, relabel, order, device_limit, quiet, workers=[worker],
                         key=f"dbfs-built-{uuid.uuid4().hex[:12]}", **_PIN)
@@ -256,10 +256,10 @@ def build_on_worker(client, ds, worker: str, dedupe: bool = True, relabel: str =
 
 
 def adopt(client, dataset_path, fut, worker: str, info: dict, transport: str = "tcp", timeout: float | None = None):
-    """The :class:`~dbfs.bfs.dask.placement.DistributedGraph` of a partition :func:`build_on_worker` made,
+    """The :class:`~dbfs.bfs.dask.layout.placement.DistributedGraph` of a partition :func:`build_on_worker` made,
     its (one-worker) mesh open."""
     from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _open_mesh
-    from dbfs.bfs.dask.placement import DistributedGraph, worker_kinds
+    from dbfs.bfs.dask.layout.placement import DistributedGraph, worker_kinds
 
     t0 = time.perf_counter()
     n, nnz = int(info["n_vertices"]), int(info["nnz"])
@@ -281,8 +281,8 @@ def adopt(client, dataset_path, fut, worker: str, info: dict, transport: str = "
 
 def _ask(dg, fn, *args, what: str):
     """``fn(partition, *args)`` on the worker holding it; a lost worker is one DbfsError (nothing to reload)."""
-    from dbfs.bfs.dask.recovery import _recover
-    from dbfs.bfs.dask.waits import WorkerLost, gather_watched
+    from dbfs.bfs.dask.layout.recovery import _recover
+    from dbfs.bfs.dask.mesh.waits import WorkerLost, gather_watched
 
     w = dg.rank_worker[0]
     try:

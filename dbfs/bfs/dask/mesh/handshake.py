@@ -2,7 +2,7 @@
 
 Contract
 --------
-A TCP connection of a mesh carries frames (:mod:`dbfs.bfs.dask.frames`)
+A TCP connection of a mesh carries frames (:mod:`dbfs.bfs.dask.mesh.frames`)
 only after both ends have shown that they hold the mesh's 32-byte key,
 which the client makes per mesh (:func:`new_key`) and hands every worker
 through the scheduler. Anything else raises :class:`HandshakeError` with a

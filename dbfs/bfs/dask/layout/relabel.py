@@ -6,7 +6,7 @@ A ``--relabel degree`` variant (``p<P>-block-deg``) numbers the vertices by
 descending degree (``perm[new] = original``, :func:`dbfs.kernel1.load_perm`),
 so its block partitions are degree classes: rank 0 holds the hubs. That is
 what ``--placement degree`` / ``degree-low`` place (Totem's specialisation,
-:mod:`dbfs.bfs.dask.assign`). The searches run in the new ids; the
+:mod:`dbfs.bfs.dask.layout.assign`). The searches run in the new ids; the
 permutation lives on ONE worker (a future: no N-sized array on the client):
 
 - :func:`internal_root`: the new id of an original root (one small task);

@@ -12,7 +12,7 @@ output (``str()`` of each is the name of the CSR variant it stands for):
   the edges on the workers that search them
   (:func:`dbfs.bfs.dask.build_distributed`), already in their memory;
 - :class:`Resident` ``(future, worker, info)``: the ``P = 1`` CSR Kernel 1
-  built in a GPU worker's memory (:func:`dbfs.bfs.dask.built.build_on_worker`).
+  built in a GPU worker's memory (:func:`dbfs.bfs.dask.layout.built.build_on_worker`).
 
 :func:`open_graph` (``result.open(...)``; a plain variant name is
 :class:`Stored`) gives the :class:`PartitionedGraph` the searches run on,
@@ -38,13 +38,13 @@ partitions' workers (:func:`dbfs.bfs.dask.eligible_distributed`, no pass
 over the edges); validation on the cluster's GPU workers, each checking its
 share of the input edges for a batch of searches per pass (the batch sized
 by the least free device memory after the load, at most ``validate_most``:
-:func:`dbfs.bfs.dask.built.validate_batch`), else as CPU Dask tasks over
+:func:`dbfs.bfs.dask.layout.built.validate_batch`), else as CPU Dask tasks over
 the stored edge chunks one search at a time; a lost worker's partitions are
-placed again and the step redone (:mod:`dbfs.bfs.dask.recovery`).
+placed again and the step redone (:mod:`dbfs.bfs.dask.layout.recovery`).
 :class:`ResidentGraph` (the CSR in one GPU worker's memory): the same
 search; eligibility, validation (a batch per read or regeneration of the
 input edges), nedge, parents and peak memory asked of that worker
-(:mod:`dbfs.bfs.dask.built`); nothing to reload it from, so a lost worker
+(:mod:`dbfs.bfs.dask.layout.built`); nothing to reload it from, so a lost worker
 is one DbfsError.
 
 Encoding: a search's result is a :class:`dbfs.bfs.dask.DistributedResult`
@@ -62,10 +62,10 @@ from pathlib import Path
 
 import numpy as np
 
-from dbfs.bfs.dask import built as on_worker
-from dbfs.bfs.dask.client import eligible_distributed, gather_parent, load_distributed, search, validate_distributed, \
+from dbfs.bfs.dask.layout import built as on_worker
+from dbfs.bfs.dask.search.client import eligible_distributed, gather_parent, load_distributed, search, validate_distributed, \
     validate_many_distributed
-from dbfs.bfs.dask.placement import gpu_workers
+from dbfs.bfs.dask.layout.placement import gpu_workers
 from dbfs.errors import DbfsError
 
 __all__ = ["Stored", "OnWorkers", "Resident", "PartitionedGraph", "DistributedPartitions", "ResidentGraph",
@@ -110,7 +110,7 @@ class OnWorkers:
 @dataclass(eq=False)
 class Resident:
     """The one CSR Kernel 1 built in GPU worker ``worker``'s memory: the future of its partition there and the
-    partition's info (:func:`dbfs.bfs.dask.built.build_on_worker`)."""
+    partition's info (:func:`dbfs.bfs.dask.layout.built.build_on_worker`)."""
 
     future: object
     worker: str
@@ -160,7 +160,7 @@ class PartitionedGraph(ABC):
 
     @property
     def events(self) -> list:
-        """Worker losses survived (load, search, validation), as :mod:`dbfs.bfs.dask.recovery` records them."""
+        """Worker losses survived (load, search, validation), as :mod:`dbfs.bfs.dask.layout.recovery` records them."""
         return self.dg.events
 
     def search(self, root: int, algorithm: str = "do", stats: bool = True, **opts):
@@ -236,7 +236,7 @@ class DistributedPartitions(PartitionedGraph):
 
 class ResidentGraph(PartitionedGraph):
     """The CSR Kernel 1 built in one GPU worker's memory (:class:`Resident`), adopted as the one partition of a
-    DistributedGraph; what zarr would give is asked of that worker (:mod:`dbfs.bfs.dask.built`)."""
+    DistributedGraph; what zarr would give is asked of that worker (:mod:`dbfs.bfs.dask.layout.built`)."""
 
     batched = True
 

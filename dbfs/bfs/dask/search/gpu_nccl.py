@@ -2,10 +2,10 @@
 
 Contract
 --------
-:class:`_NcclSearch` is :class:`dbfs.bfs.dask.gpu_search._GpuSearch` (the same
+:class:`_NcclSearch` is :class:`dbfs.bfs.dask.search.gpu_search._GpuSearch` (the same
 partitions, kernels, directions and counts, level for level) with every
 exchange a collective on the mesh's NCCL communicator
-(:class:`dbfs.bfs.dask.nccl._Comm`), issued on the search's CUDA stream
+(:class:`dbfs.bfs.dask.mesh.nccl._Comm`), issued on the search's CUDA stream
 behind the kernels. A level makes one device-to-host read (a
 top-down level past :data:`CAPPED_PAIRS`: two, the bucket sizes then the
 counts) and no message through the TCP mesh.
@@ -37,10 +37,10 @@ of bitmap words is their OR):
 Every worker feeds the same global counts to its own direction policy, as
 on the TCP mesh. Level records: ``totals`` holds the global counts once;
 this worker's kernel and exchange seconds are CUDA-event spans
-(:class:`dbfs.bfs.dask.nccl._Timeline`), ``rounds`` the collectives and
+(:class:`dbfs.bfs.dask.mesh.nccl._Timeline`), ``rounds`` the collectives and
 ``sent`` the bytes this worker put on the wire.
 
-Encoding: as :mod:`dbfs.bfs.dask.gpu_search` (uint32 bitmap words over all
+Encoding: as :mod:`dbfs.bfs.dask.search.gpu_search` (uint32 bitmap words over all
 N, pairs of the id dtype, uint64 counters); the counters are W blocks of R
 rows of 4 uint64 (R = 1 + the most ranks a worker holds: the claim row,
 then one row per rank), worker j writing only block j, so one allreduce(sum)
@@ -58,8 +58,8 @@ import cupy as cp
 import cupyx
 import numpy as np
 
-from dbfs.bfs.dask.gpu_search import _GpuSearch
-from dbfs.bfs.dask.nccl import _Timeline
+from dbfs.bfs.dask.search.gpu_search import _GpuSearch
+from dbfs.bfs.dask.mesh.nccl import _Timeline
 from dbfs.bfs.gpu import _BLOCK, _grid, _i64
 
 __all__ = ["_NcclSearch", "CAPPED_PAIRS", "regions"]

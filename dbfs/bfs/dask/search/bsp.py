@@ -31,7 +31,7 @@ Search Revisited: Enabling Bottom-Up Search", IPDPS Workshops 2013):
 - bottom-up: ``bu_rows`` (``bu_step``'s blocks) over every partition's unvisited rows against the
   GLOBAL frontier bitmap, assembled from every partition's slice of the
   previous level (sent with the counts, or shared through ``/dev/shm``,
-  :mod:`dbfs.bfs.dask.shm`); a top-down -> bottom-up switch adds one round.
+  :mod:`dbfs.bfs.dask.mesh.shm`); a top-down -> bottom-up switch adds one round.
 - counts: every worker sends its partitions' counts (new frontier, its
   edges, edges examined, kernel seconds) to every peer, so every worker
   feeds the SAME global counts to its own copy of the direction policy
@@ -42,14 +42,14 @@ level for level. After each level the plugin's ``level_listeners`` are
 called with ``(level, this worker's ranks, record)``: the level's global
 counts and this worker's kernel and exchange seconds and the bytes it sent.
 
-Message layouts are :mod:`dbfs.bfs.dask.frames`'s kinds; what a frame
+Message layouts are :mod:`dbfs.bfs.dask.mesh.frames`'s kinds; what a frame
 carries beyond its layout (the ranks it names, the bitmap slice lengths,
 the pair dtype) is checked here, and a mismatch is a lost peer.
 
 Encoding between hosts: the start barrier (BEGIN) carries each worker's
 codec flag; when every worker of the mesh runs these CPU steps with its
 frontier slices going by the mesh (no frontier shared on one host), the
-pairs and slices travel coded (:mod:`dbfs.bfs.dask.codec`: pairs packed in
+pairs and slices travel coded (:mod:`dbfs.bfs.dask.mesh.codec`: pairs packed in
 the bits their values need, each slice the smallest of its bitmap, its
 rows' gaps and its clear rows' gaps, so a level's bytes stay within about
 twice its information) as PAIRS_Z, FRONT_Z and COUNTS_FRONT_Z; otherwise
@@ -68,13 +68,13 @@ import numpy as np
 
 from dbfs.bfs.cpu import _fill_parent, bitmap_to_queue, queue_to_bitmap
 from dbfs.bfs.cpu.rowtable import absorb_rows, bu_rows, bucket_claims, copy_rows, or_rows, row_table, td_rows
-from dbfs.bfs.dask.codec import GAP_SLACK, decode_slice_or, encode_slice, pack_pairs, pair_widths, unpack_pairs
-from dbfs.bfs.dask.exchange import _base_of, _chunks, _or_into, _or_slice
-from dbfs.bfs.dask.frames import BEGIN, COUNTS, COUNTS_FRONT, COUNTS_FRONT_Z, FRONT, FRONT_Z, PAIRS, PAIRS_Z, SYNC
-from dbfs.bfs.dask.plugin import get_plugin
-from dbfs.bfs.dask.shm import _boundary_words, _shm_collect
-from dbfs.bfs.dask.transport import _LocalMesh, _PeerLost, _Timed
-from dbfs.bfs.dask.worker import _grown, _scratch, _zeroed
+from dbfs.bfs.dask.mesh.codec import GAP_SLACK, decode_slice_or, encode_slice, pack_pairs, pair_widths, unpack_pairs
+from dbfs.bfs.dask.layout.exchange import _base_of, _chunks, _or_into, _or_slice
+from dbfs.bfs.dask.mesh.frames import BEGIN, COUNTS, COUNTS_FRONT, COUNTS_FRONT_Z, FRONT, FRONT_Z, PAIRS, PAIRS_Z, SYNC
+from dbfs.bfs.dask.mesh.plugin import get_plugin
+from dbfs.bfs.dask.mesh.shm import _boundary_words, _shm_collect
+from dbfs.bfs.dask.mesh.transport import _LocalMesh, _PeerLost, _Timed
+from dbfs.bfs.dask.layout.worker import _grown, _scratch, _zeroed
 from dbfs.bfs.policy import BU, TD, policy_from
 from dbfs.partition import Partitioning, owner_local
 
@@ -299,7 +299,7 @@ class _Search:
 
     def _packed(self, outs):
         """PAIRS_Z frames: per peer, for each of its ranks the pairs of each of this worker's partitions,
-        packed (:func:`dbfs.bfs.dask.codec.pack_pairs`)."""
+        packed (:func:`dbfs.bfs.dask.mesh.codec.pack_pairs`)."""
         send = {}
         for j in self.peers:
             dst, cnts, streams = [], [], []
@@ -427,7 +427,7 @@ class _Search:
 
     def _publish(self, sh):
         """This worker's frontier words into the shared frontier's next buffer (a partition's first word,
-        shared with a lower rank's rows, into its boundary slot), as :func:`dbfs.bfs.dask.shm._shm_publish`
+        shared with a lower rank's rows, into its boundary slot), as :func:`dbfs.bfs.dask.mesh.shm._shm_publish`
         does partition by partition."""
         dst, bnd = sh.bufs[sh.k], sh.bnd[sh.k]
         if self.pad_ranks.shape[0]:
@@ -505,16 +505,16 @@ class _Search:
 
 def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, plugin, shm=None):
     """The level loop of :func:`_bsp_search` (see the module docstring); ``plugin``: this
-    worker's :class:`dbfs.bfs.dask.plugin.MeshPlugin`; ``shm``: its shared frontier of the mesh
-    (:class:`dbfs.bfs.dask.shm._ShmFront`, or :class:`dbfs.bfs.dask.ipc._DevMesh` on a GPU
-    worker, or the mesh's NCCL communicator, :class:`dbfs.bfs.dask.nccl._Comm`), or None (frontier
+    worker's :class:`dbfs.bfs.dask.mesh.plugin.MeshPlugin`; ``shm``: its shared frontier of the mesh
+    (:class:`dbfs.bfs.dask.mesh.shm._ShmFront`, or :class:`dbfs.bfs.dask.mesh.ipc._DevMesh` on a GPU
+    worker, or the mesh's NCCL communicator, :class:`dbfs.bfs.dask.mesh.nccl._Comm`), or None (frontier
     slices go by the mesh)."""
     if getattr(shm, "kind", "") == "nccl":         # GPU workers of one host: the exchanges are NCCL collectives
-        from dbfs.bfs.dask.gpu_nccl import _NcclSearch
+        from dbfs.bfs.dask.search.gpu_nccl import _NcclSearch
 
         s = _NcclSearch(mesh, widx, ranks_of, parts, plugin, shm)
     elif getattr(parts[0], "on_device", False):     # a GPU worker: the same steps on the device
-        from dbfs.bfs.dask.gpu_search import _GpuSearch
+        from dbfs.bfs.dask.search.gpu_search import _GpuSearch
 
         s = _GpuSearch(mesh, widx, ranks_of, parts, plugin, shm)
     else:

@@ -2,7 +2,7 @@
 
 Contract
 --------
-What a worker hands the mesh (:mod:`dbfs.bfs.dask.frames`' coded kinds) is
+What a worker hands the mesh (:mod:`dbfs.bfs.dask.mesh.frames`' coded kinds) is
 encoded here so that a level's bytes stay within about twice the
 information in it:
 

@@ -3,7 +3,7 @@
 Contract
 --------
 :func:`place` loads partitions onto their workers and opens the graph's
-mesh; when a worker is lost meanwhile (:class:`dbfs.bfs.dask.waits.WorkerLost`,
+mesh; when a worker is lost meanwhile (:class:`dbfs.bfs.dask.mesh.waits.WorkerLost`,
 or a peer of the mesh setup gone) it moves the partitions that worker held
 (and every partition whose load did not finish) to the least-loaded live
 workers and tries again, at most ``retries`` times, then fails with one
@@ -21,11 +21,11 @@ from __future__ import annotations
 import time
 
 from dbfs.bfs.dask.mesh import _close_mesh, _open_mesh
-from dbfs.bfs.dask.assign import move_lost
-from dbfs.bfs.dask.placement import DistributedGraph, _submit_loads, gpu_budgets, worker_kinds
-from dbfs.bfs.dask.transport import _PeerLost
-from dbfs.bfs.dask.waits import LOOK_BACK, NANNY_WAIT, WorkerLost, alive_workers, is_peer_loss, run_within
-from dbfs.bfs.dask.worker import _noop
+from dbfs.bfs.dask.layout.assign import move_lost
+from dbfs.bfs.dask.layout.placement import DistributedGraph, _submit_loads, gpu_budgets, worker_kinds
+from dbfs.bfs.dask.mesh.transport import _PeerLost
+from dbfs.bfs.dask.mesh.waits import LOOK_BACK, NANNY_WAIT, WorkerLost, alive_workers, is_peer_loss, run_within
+from dbfs.bfs.dask.layout.worker import _noop
 from dbfs.errors import DbfsError
 from dbfs.progress import say
 from dbfs.worker_deaths import said_since
@@ -78,7 +78,7 @@ def _live_workers(client, lost_w) -> set:
 
 def _move_lost(dg: DistributedGraph, error: str, stage: str, attempt: int) -> dict:
     """Move the partitions of lost workers (and unfinished loads) to live workers
-    (:func:`dbfs.bfs.dask.assign.move_lost`: a GPU worker with room for a GPU partition, else a CPU worker)."""
+    (:func:`dbfs.bfs.dask.layout.assign.move_lost`: a GPU worker with room for a GPU partition, else a CPU worker)."""
     t0 = time.perf_counter()
     lost_w = _lost_workers(dg)
     alive = _live_workers(dg.client, lost_w)
@@ -150,7 +150,7 @@ def place(dg: DistributedGraph, ranks, stage: str = "load", retries: int = 2, at
 
 def _recover(dg: DistributedGraph, error: str, attempt: int, stage: str = "search") -> dict:
     """Reload lost partitions on live workers and open a new mesh; returns the event record."""
-    if dg.built:        # nothing in zarr to reload from (dbfs.bfs.dask.built)
+    if dg.built:        # nothing in zarr to reload from (dbfs.bfs.dask.layout.built)
         raise DbfsError(f"the worker holding CSR {dg.variant} was lost during the {stage} ({error[:200]}): "
                         f"{dg.built}, so it cannot be reloaded; rerun (Kernel 1 runs again)")
     t0 = time.perf_counter()

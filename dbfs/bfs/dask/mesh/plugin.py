@@ -33,10 +33,10 @@ import threading
 
 from distributed.diagnostics.plugin import WorkerPlugin
 
-from dbfs.bfs.dask.frames import Limits
-from dbfs.bfs.dask.listener import Listener, connect_peers
-from dbfs.bfs.dask.shm import _ShmFront
-from dbfs.bfs.dask.transport import _DaskMesh, _host_of, _PeerLost, _SelectMesh, _ThreadedTcpMesh
+from dbfs.bfs.dask.mesh.frames import Limits
+from dbfs.bfs.dask.mesh.listener import Listener, connect_peers
+from dbfs.bfs.dask.mesh.shm import _ShmFront
+from dbfs.bfs.dask.mesh.transport import _DaskMesh, _host_of, _PeerLost, _SelectMesh, _ThreadedTcpMesh
 
 __all__ = ["MeshPlugin", "NAME", "uses_tls", "get_plugin"]
 
@@ -166,9 +166,9 @@ class MeshPlugin(WorkerPlugin):
 
     def ipc_alloc(self, mesh_id, sizes, n, dtype, owner):
         """Allocate this worker's share of the mesh's shared device memory
-        (:class:`dbfs.bfs.dask.ipc._DevMesh`); returns its IPC handles or the error text."""
+        (:class:`dbfs.bfs.dask.mesh.ipc._DevMesh`); returns its IPC handles or the error text."""
         try:
-            from dbfs.bfs.dask.ipc import _DevMesh
+            from dbfs.bfs.dask.mesh.ipc import _DevMesh
 
             sh = _DevMesh(sizes, n, dtype, owner)
         except Exception as exc:           # no CuPy, out of memory, a driver refusing IPC: stage through the host

@@ -19,9 +19,9 @@ are offered to the GPU workers):
   the GPU should get is decided by measurement, docs/BENCHMARKS.md).
 
 A GPU worker takes an offered rank while its device budget holds the
-rank's bytes (:func:`dbfs.bfs.dask.gpu_part.device_bytes`; the budget is
+rank's bytes (:func:`dbfs.bfs.dask.layout.gpu_part.device_bytes`; the budget is
 ``--device-memory-limit`` or the device's free memory, less what the
-worker needs once, :func:`dbfs.bfs.dask.gpu_part.worker_bytes`), round
+worker needs once, :func:`dbfs.bfs.dask.layout.gpu_part.worker_bytes`), round
 robin over the GPU workers with room; the ranks no GPU worker can take go
 round robin to the CPU workers. With no CPU worker, ranks that do not fit
 are a one-line :class:`dbfs.errors.DbfsError` naming the bytes needed and

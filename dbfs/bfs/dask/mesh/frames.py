@@ -7,7 +7,7 @@ Bytes that arrive from the network are never unpickled: a message (a
 the arrays' raw buffers, and a receiver decodes it only after checking it
 against what the round expects. Anything else raises :class:`FrameError`,
 and the caller closes that connection. A connection carries frames only
-after :mod:`dbfs.bfs.dask.handshake` has shown that both ends hold the mesh's key.
+after :mod:`dbfs.bfs.dask.mesh.handshake` has shown that both ends hold the mesh's key.
 
 Frame encoding (little-endian, :data:`HEADER` then :data:`DESCR` x n)::
 
@@ -31,7 +31,7 @@ slices, decode to numpy arrays.
 
 The *coded* kinds (BEGIN's flag says a worker speaks them; the level loop
 uses them when every worker of the mesh does) carry the same rounds as
-uint8 streams of :mod:`dbfs.bfs.dask.codec`: PAIRS_Z a list of destination
+uint8 streams of :mod:`dbfs.bfs.dask.mesh.codec`: PAIRS_Z a list of destination
 ranks and one of pair counts, then one packed pair stream each; FRONT_Z
 and COUNTS_FRONT_Z a rank list and one of slice forms (tags), then one
 slice stream each. Their head lists must have one length k and be followed
@@ -73,7 +73,7 @@ _CODE_OF = {dt: c for c, dt in DTYPES.items()}
 _I32, _I64, _F64, _U8 = 1, 2, 3, 4
 STREAM_BYTES_PER_ELEM = 16             # a uint8 stream may hold 16 bytes per element of Limits.max_elems
 
-# message kinds, one per kind of round of the level loop (dbfs.bfs.dask.bsp)
+# message kinds, one per kind of round of the level loop (dbfs.bfs.dask.search.bsp)
 START = 1         # [int64 (1,) the root's degree]                          start barrier
 PAIRS = 2         # [int64 (k,) destination ranks] + k x (local ids, parents) top-down claims
 COUNTS = 3        # [int64 (3,) counts, float64 (1,) kernel seconds]        end of a level

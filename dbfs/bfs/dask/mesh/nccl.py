@@ -3,10 +3,10 @@
 Contract
 --------
 :func:`open_nccl` (client side) gives the mesh of a
-:class:`dbfs.bfs.dask.placement.DistributedGraph` whose workers are all GPU
+:class:`dbfs.bfs.dask.layout.placement.DistributedGraph` whose workers are all GPU
 workers on one host, each on its own device, one NCCL communicator, and
 returns '' (on) or why not (the levels then go through the TCP mesh and CUDA
-IPC, :mod:`dbfs.bfs.dask.ipc`). Each worker keeps its :class:`_Comm` in the
+IPC, :mod:`dbfs.bfs.dask.mesh.ipc`). Each worker keeps its :class:`_Comm` in the
 plugin's ``shms[mesh_id]``; closing the mesh aborts it, so a search blocked
 in a collective returns and sees a lost peer.
 
@@ -44,7 +44,7 @@ import threading
 
 import numpy as np
 
-from dbfs.bfs.dask.transport import _PeerLost
+from dbfs.bfs.dask.mesh.transport import _PeerLost
 
 __all__ = ["_Comm", "_Timeline", "open_nccl", "nccl_switch"]
 
@@ -240,7 +240,7 @@ def _nccl_uid(dask_worker=None):
 
 def _nccl_join(mesh_id: str, uid, widx: int, W: int):
     """(task pinned to mesh worker ``widx``) join the communicator; keep it with the mesh."""
-    from dbfs.bfs.dask.plugin import get_plugin
+    from dbfs.bfs.dask.mesh.plugin import get_plugin
 
     plugin = get_plugin()
     comm = _Comm(uid, widx, W)
@@ -254,7 +254,7 @@ def _nccl_join(mesh_id: str, uid, widx: int, W: int):
 def open_nccl(dg, run_timeout: float) -> str:
     """One NCCL communicator over ``dg``'s mesh workers (GPU workers, one host, checked by the
     caller); returns '' or why not (nothing is left behind then)."""
-    from dbfs.bfs.dask.waits import gather_watched, run_within
+    from dbfs.bfs.dask.mesh.waits import gather_watched, run_within
 
     off = nccl_switch()
     if off:

@@ -15,7 +15,7 @@ scheduler sees a killed worker process within a second):
   naming the workers and, on a local cluster, why (what its nanny said:
   killed by signal 9, over the memory budget; :mod:`dbfs.worker_deaths`);
   the caller reloads and redoes the step, or fails with one line
-  (:mod:`dbfs.bfs.dask.recovery`);
+  (:mod:`dbfs.bfs.dask.layout.recovery`);
 - no future finished for ``timeout`` seconds (a stalled cluster):
   :class:`~dbfs.errors.DbfsError` naming what was waited for and the fix.
 
@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from dbfs.bfs.dask.transport import _PeerLost
+from dbfs.bfs.dask.mesh.transport import _PeerLost
 from dbfs.errors import DbfsError
 from dbfs.worker_deaths import why
 

@@ -2,7 +2,7 @@
 
 Contract
 --------
-:func:`load_device` (what :func:`dbfs.bfs.dask.worker._load_part` runs on a
+:func:`load_device` (what :func:`dbfs.bfs.dask.layout.worker._load_part` runs on a
 GPU worker) reads partition ``rank`` of a stored CSR variant straight into
 device memory as a :class:`_GpuPart`: its rows, neighbour ids and
 zero-degree bitmap on the device, a host copy of its row offsets (root
@@ -13,7 +13,7 @@ digest checked, then both checksums, as :func:`dbfs.kernel1.load_partition`),
 each copied asynchronously while the next decodes and converted to the
 vertex-id width on the device; no full-size host copy of them exists.
 :func:`device_hub` then builds its hub table on the device from the GLOBAL
-degrees (:func:`dbfs.bfs.dask.worker._prepare_part`), bit for bit the host's
+degrees (:func:`dbfs.bfs.dask.layout.worker._prepare_part`), bit for bit the host's
 :func:`dbfs.bfs.cpu.hub_by_degree`. :func:`from_device_rows` makes the same
 :class:`_GpuPart` from rows a GPU Kernel 1 built on this device (a partition
 built from the edges on its worker); ``_GpuPart(p)`` from a prepared host
@@ -28,7 +28,7 @@ takes on a GPU worker while searched (CSR, hub table, per-search arrays)
 and :func:`worker_bytes` what the worker adds once (claim scratch and
 queue over all N vertices, three global bitmaps).
 
-Encoding: as :class:`dbfs.bfs.dask.worker._Part` (local row ``i`` is global
+Encoding: as :class:`dbfs.bfs.dask.layout.worker._Part` (local row ``i`` is global
 vertex ``base + i``, ``pad`` empty rows in front so ``base`` is a multiple
 of 64), with the vertex-id width of N (:func:`dbfs.graph.id_dtype`) for the
 neighbour ids, the hub table, the parents and the queues, and bitmaps as
@@ -83,7 +83,7 @@ def device_bytes(nloc: int, nnz: int, n: int) -> int:
 def ranks_device_bytes(part: Partitioning, nnz: list) -> list:
     """:func:`device_bytes` of every rank of a block partitioning (its padded rows from :func:`_base_of`)
     holding ``nnz[rank]`` entries: what placement offers a GPU worker's budget."""
-    from dbfs.bfs.dask.exchange import _base_of
+    from dbfs.bfs.dask.layout.exchange import _base_of
 
     return [device_bytes(part.vertex_range(rk).stop - _base_of(part, rk), int(nnz[rk]), part.n_vertices)
             for rk in range(part.P)]
@@ -92,7 +92,7 @@ def ranks_device_bytes(part: Partitioning, nnz: list) -> list:
 def worker_bytes(n: int) -> int:
     """Device bytes a GPU worker adds once per graph: claim scratch and claim queue over
     N, three global bitmaps, pairs of one level (at most N), the bitmap buffers shared
-    through CUDA IPC and their private copy (:mod:`dbfs.bfs.dask.ipc`, at most three
+    through CUDA IPC and their private copy (:mod:`dbfs.bfs.dask.mesh.ipc`, at most three
     more bitmaps), and a 16 MiB margin."""
     vb = np.dtype(id_dtype(n)).itemsize
     gw32 = 2 * ((n + 63) >> 6)
@@ -115,7 +115,7 @@ def warm_device(gp) -> None:
     """Compile every kernel and CuPy routine a GPU search step uses, at the sizes a
     search meets (a claim pass from up to 65536 of the partition's own rows takes the
     multi-block scan path, then the bucketing kernels), so no search pays a compile (cf.
-    :mod:`dbfs.bfs.dask.warmup` for the Numba kernels)."""
+    :mod:`dbfs.bfs.dask.layout.warmup` for the Numba kernels)."""
     import cupy as cp
 
     from dbfs.bfs.gpu import _BLOCK, _grid, _kernels, expand
@@ -153,7 +153,7 @@ class _GpuPart:
 
     on_device = True
     #: parents returned by a search stay on the device (the id width, internal ids) instead of an int64
-    #: host copy: a partition whose validation runs on its worker (:mod:`dbfs.bfs.dask.built`)
+    #: host copy: a partition whose validation runs on its worker (:mod:`dbfs.bfs.dask.layout.built`)
     keep_parents = False
     #: a partition relabelled within itself (:func:`from_device_rows` with ``perm``): the device
     #: ``perm[new] = original`` of all N, and the host map of this block's original local index -> new one
@@ -317,8 +317,8 @@ def load_device(dataset_path, variant: str, rank: int, worker: str = "", slab_by
 
 
 def _bare(meta: dict):
-    """A :class:`_GpuPart` with its geometry from ``meta`` (:func:`dbfs.bfs.dask.worker._geometry`), no arrays."""
-    from dbfs.bfs.dask.worker import _geometry
+    """A :class:`_GpuPart` with its geometry from ``meta`` (:func:`dbfs.bfs.dask.layout.worker._geometry`), no arrays."""
+    from dbfs.bfs.dask.layout.worker import _geometry
 
     gp = _GpuPart.__new__(_GpuPart)
     for k, v in _geometry(meta).items():
@@ -403,7 +403,7 @@ def device_hub(gp, deg):
     gp : _GpuPart
         Its ``indptr`` (padded rows) and ``indices`` on the device.
     deg : numpy.ndarray
-        Degree of every vertex (:func:`dbfs.bfs.dask.worker._global_degrees`).
+        Degree of every vertex (:func:`dbfs.bfs.dask.layout.worker._global_degrees`).
 
     Returns
     -------

@@ -1,9 +1,9 @@
 """Kernel warm-up of a distributed-search worker: every kernel of the level loop loaded at load time.
 
 Contract: after :func:`warm_level_kernels` ``(p, claim_dtype)`` (run by
-:func:`dbfs.bfs.dask.worker._prepare_part` on the partition's worker, with
+:func:`dbfs.bfs.dask.layout.worker._prepare_part` on the partition's worker, with
 :func:`dbfs.bfs.cpu.warm_kernels`), no search of
-:mod:`dbfs.bfs.dask.bsp` on that worker compiles or loads a Numba kernel
+:mod:`dbfs.bfs.dask.search.bsp` on that worker compiles or loads a Numba kernel
 for a partition of ``p``'s array types: not the top-down step's claims
 into the worker's claim scratch (dtype ``claim_dtype``, the vertex-id
 width of N, which the single-process warm-up never uses), serial or
@@ -33,8 +33,8 @@ import numpy as np
 
 from dbfs.bfs.cpu import bitmap_to_queue, queue_to_bitmap, td_step
 from dbfs.bfs.cpu.topdown import _TD_SERIAL_EDGES
-from dbfs.bfs.dask.exchange import _absorb, _bucket_pairs, _chunks, _or_into, _or_slice
-from dbfs.bfs.dask.shm import _fix_boundaries, _publish_words, _take_front
+from dbfs.bfs.dask.layout.exchange import _absorb, _bucket_pairs, _chunks, _or_into, _or_slice
+from dbfs.bfs.dask.mesh.shm import _fix_boundaries, _publish_words, _take_front
 from dbfs.partition import owner_local
 
 __all__ = ["warm_level_kernels"]
@@ -102,7 +102,7 @@ def warm_level_kernels(p, claim_dtype) -> None:
 
     Parameters
     ----------
-    p : dbfs.bfs.dask.worker._Part
+    p : dbfs.bfs.dask.layout.worker._Part
         A partition held on this worker (its array types and ownership scalars are used).
     claim_dtype : numpy.dtype
         The dtype of the worker's claim scratch (:func:`dbfs.graph.id_dtype` of N).

@@ -18,7 +18,7 @@ device memory:
   only where its pairs lie (a PULL frame); the peer's ``absorb`` kernel
   reads them in place through its mapping (:meth:`_DevMesh.peer_pairs`).
 
-The GPU-worker twin of :mod:`dbfs.bfs.dask.shm` (the CPU workers' ``/dev/shm``
+The GPU-worker twin of :mod:`dbfs.bfs.dask.mesh.shm` (the CPU workers' ``/dev/shm``
 frontier); a mesh with CPU workers in it stages through the host.
 
 Method: ``cudaIpcGetMemHandle`` on plain ``cudaMalloc`` allocations (not
@@ -36,7 +36,7 @@ level) only after every worker is done reading it.
 Encoding: bitmaps are uint32 words, two buffers of ``total`` words each
 (k alternates per publication); rank ``rk``'s local bitmap (``2 * words``
 uint32 words, bit-identical to the CPU layout, see
-:mod:`dbfs.bfs.dask.gpu_part`) at ``roff[rk]``, ranks in order without
+:mod:`dbfs.bfs.dask.layout.gpu_part`) at ``roff[rk]``, ranks in order without
 overlap, so no word has two writers. Pair buffers: N elements of the claim
 dtype each (owner-local index, global parent), grouped by destination
 rank. CUDA Runtime API, "Interprocess Communication" (CUDA C++ Programming
@@ -49,7 +49,7 @@ import threading
 
 import numpy as np
 
-from dbfs.bfs.dask.transport import _PeerLost
+from dbfs.bfs.dask.mesh.transport import _PeerLost
 
 __all__ = ["_DevMesh", "_front_sizes"]
 
@@ -59,7 +59,7 @@ _MEMCPY_DEFAULT = 4              # cudaMemcpyDefault: the driver finds where eac
 def _front_sizes(starts) -> np.ndarray:
     """uint32 words of each block partition's local bitmap, from the P + 1 block
     starts: rows padded at the front to a multiple of 64, at least one word
-    (as :class:`dbfs.bfs.dask.gpu_part._GpuPart` allocates them)."""
+    (as :class:`dbfs.bfs.dask.layout.gpu_part._GpuPart` allocates them)."""
     s = np.asarray(starts, np.int64)
     base = (s[:-1] >> 6) << 6
     return np.maximum(2 * ((s[1:] - base + 63) >> 6), 1)

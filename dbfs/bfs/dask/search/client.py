@@ -13,7 +13,7 @@ variant in zarr: a CSR larger than the disk, split over GPU workers).
 
 ``search(dgraph, root, algorithm="do") -> (DistributedResult, seconds,
 level_stats)``. ``root`` is an ORIGINAL vertex id (a degree-ordered ``-deg``
-variant searches in its own ids; :mod:`dbfs.bfs.dask.relabel` maps the root
+variant searches in its own ids; :mod:`dbfs.bfs.dask.layout.relabel` maps the root
 and, for the validation and :func:`gather_parent`, the parents). Parents stay on the workers, one future per
 partition (``result.parents[rank]``): int64 in the partition's LOCAL index
 order (global vertex ``Partitioning.to_global(rank, i)``), holding global
@@ -22,7 +22,7 @@ has the CPU backend's keys (level, direction, frontier, edges, discovered,
 time) plus ``kernel`` (seconds of per-partition compute on the slowest
 worker), ``overhead`` (= time - kernel), ``rounds`` (message rounds in the
 level) and ``exchange`` (seconds inside them). ``seconds`` is Graph500
-Kernel 2 time measured on the workers (:mod:`dbfs.bfs.dask.bsp`), max over
+Kernel 2 time measured on the workers (:mod:`dbfs.bfs.dask.search.bsp`), max over
 workers; the client round trip around it is ``result.wall``.
 
 :func:`gather_parent` brings the whole parent array to the client (small
@@ -30,17 +30,17 @@ graphs, tests); :func:`validate_distributed` validates as Dask tasks over
 edge chunks without bringing any N-sized array to the client.
 
 Method: the client only starts the search and collects counts; one
-long-running task per worker (:func:`dbfs.bfs.dask.bsp._bsp_search`) runs
+long-running task per worker (:func:`dbfs.bfs.dask.search.bsp._bsp_search`) runs
 the whole level loop and exchanges frontier data directly with its peers.
 Failures: every wait is bounded and watches the workers it depends on
-(:mod:`dbfs.bfs.dask.waits`). A worker lost during the load moves its
-partitions to live workers (:func:`dbfs.bfs.dask.recovery.place`); during
+(:mod:`dbfs.bfs.dask.mesh.waits`). A worker lost during the load moves its
+partitions to live workers (:func:`dbfs.bfs.dask.layout.recovery.place`); during
 a search (its peers see the mesh break at once; the client sees the
 worker leave the cluster) the lost partitions are reloaded and the search
 rerun; during a validation or a gather of the parents, whose parents were
 lost with it, the search is rerun (untimed) and the step redone; each at
 most ``retries`` times, recorded in ``result.events`` and ``dgraph.events``
-(:mod:`dbfs.bfs.dask.recovery`), then one DbfsError naming what was lost.
+(:mod:`dbfs.bfs.dask.layout.recovery`), then one DbfsError naming what was lost.
 Any other error in a search task closes that worker's end of the mesh,
 the client gives the graph a fresh mesh and raises the error unchanged,
 without retry.
@@ -54,16 +54,16 @@ from pathlib import Path
 
 import numpy as np
 
-from dbfs.bfs.dask.assign import assign
-from dbfs.bfs.dask.bsp import _bsp_search
-from dbfs.bfs.dask.gpu_part import ranks_device_bytes
+from dbfs.bfs.dask.layout.assign import assign
+from dbfs.bfs.dask.search.bsp import _bsp_search
+from dbfs.bfs.dask.layout.gpu_part import ranks_device_bytes
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _alive, _close_mesh, _open_mesh
-from dbfs.bfs.dask.placement import DistributedGraph, _variant_attrs, gpu_budgets, worker_kinds
-from dbfs.bfs.dask.recovery import _is_peer_loss, _recover, place
-from dbfs.bfs.dask.relabel import _new_ids, internal_root, load_perm_future, original_slices
-from dbfs.bfs.dask.transport import TRANSPORTS, _PeerLost
-from dbfs.bfs.dask.waits import gather_watched, wait_watched
-from dbfs.bfs.dask.worker import _pick_parent, _search_summary
+from dbfs.bfs.dask.layout.placement import DistributedGraph, _variant_attrs, gpu_budgets, worker_kinds
+from dbfs.bfs.dask.layout.recovery import _is_peer_loss, _recover, place
+from dbfs.bfs.dask.layout.relabel import _new_ids, internal_root, load_perm_future, original_slices
+from dbfs.bfs.dask.mesh.transport import TRANSPORTS, _PeerLost
+from dbfs.bfs.dask.mesh.waits import gather_watched, wait_watched
+from dbfs.bfs.dask.layout.worker import _pick_parent, _search_summary
 from dbfs.bfs.policy import GPU_BEAMER_ALPHA, policy_from
 from dbfs.errors import DbfsError
 from dbfs.graph import check_root_id
@@ -137,7 +137,7 @@ def load_distributed(client, dataset_path, variant: str, workers=None, transport
         always go through the mesh. ``dg.shm`` says why it is off ('' when on),
         ``dg.frontier_sharing`` which one is on.
     placement : {"block", "random", "degree", "degree-low"}
-        Which ranks GPU workers (Dask resource ``GPU``) hold: :mod:`dbfs.bfs.dask.assign`.
+        Which ranks GPU workers (Dask resource ``GPU``) hold: :mod:`dbfs.bfs.dask.layout.assign`.
         Without GPU workers rank r goes to worker ``r % W`` (in the policy's order).
     device_memory_limit : int, optional
         Device bytes each GPU worker may give to partitions (default: 85% of its free
@@ -195,10 +195,10 @@ def build_distributed(client, dataset_path, P: int, dedupe: bool = True, workers
     """Build the ``P`` block partitions of a dataset's CSR on the workers that search them and open the mesh.
 
     Kernel 1 of each partition's rows from the dataset's edges, on the worker's GPU for a GPU worker
-    (:func:`dbfs.bfs.dask.worker._build_part`): the graph :func:`load_distributed` gives for variant
+    (:func:`dbfs.bfs.dask.layout.worker._build_part`): the graph :func:`load_distributed` gives for variant
     ``p<P>-block`` (the same bytes per partition), without the variant in zarr. Rank ``r`` goes to worker
     ``r % W`` of the GPU workers, or of all workers when none has a GPU (sorted; ``workers`` to choose them).
-    A lost worker's partitions are rebuilt on live workers (:mod:`dbfs.bfs.dask.recovery`). ``dg.source`` is
+    A lost worker's partitions are rebuilt on live workers (:mod:`dbfs.bfs.dask.layout.recovery`). ``dg.source`` is
     ``"edges"``; ``relabel="degree"`` (GPU workers only) numbers each partition's vertices by descending degree
     within the partition (the searches in those ids, roots and parents mapped on the partitions' workers); the
     other parameters are :func:`load_distributed`'s.

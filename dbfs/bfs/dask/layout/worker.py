@@ -5,7 +5,7 @@ Contract
 :func:`_load_part` reads partition ``rank`` of a Kernel 1 CSR variant
 (:func:`dbfs.kernel1.load_partition`) into a :class:`_Part` (on a GPU
 worker straight into device memory,
-:func:`dbfs.bfs.dask.gpu_part.load_device`), or
+:func:`dbfs.bfs.dask.layout.gpu_part.load_device`), or
 :func:`_build_part` builds it from the dataset's edges on the worker that
 will search it (Kernel 1 over that block of rows only, on the worker's GPU
 when it has one: the stored partition's bytes, nothing written);
@@ -38,8 +38,8 @@ import time
 import numpy as np
 
 from dbfs.bfs.cpu import _fill_parent, _no_edge_bitmap, degree_over_bitmap, hub_by_degree, reused_int64, warm_kernels
-from dbfs.bfs.dask.exchange import _base_of
-from dbfs.bfs.dask.warmup import warm_level_kernels
+from dbfs.bfs.dask.layout.exchange import _base_of
+from dbfs.bfs.dask.layout.warmup import warm_level_kernels
 from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
@@ -92,7 +92,7 @@ class _Part:
 def _geometry(meta: dict) -> dict:
     """Where a partition's rows sit, from its ``meta`` (:func:`dbfs.kernel1.load_partition`'s): the attributes
     :class:`_Part` sets besides its arrays (rank, P, kind, n, code, q, r, count, first, base, pad, nloc, nnz,
-    meta, load_time, prepare_time), for a partition read straight to a GPU (:func:`dbfs.bfs.dask.gpu_part.
+    meta, load_time, prepare_time), for a partition read straight to a GPU (:func:`dbfs.bfs.dask.layout.gpu_part.
     load_device`)."""
     rank, P, kind, n = int(meta["rank"]), int(meta["P"]), meta["partitioning"], int(meta["n_vertices"])
     part = Partitioning(n, P, kind)
@@ -109,11 +109,11 @@ def _geometry(meta: dict) -> dict:
 
 def _load_part(dataset_path, variant, rank, device: bool = False, worker: str = ""):
     """Partition ``rank`` of a stored variant on this worker: a :class:`_Part` (host arrays,
-    :func:`dbfs.kernel1.load_partition`) or with ``device`` a :class:`dbfs.bfs.dask.gpu_part._GpuPart` read
-    straight into device memory (:func:`dbfs.bfs.dask.gpu_part.load_device`: no host copy of the adjacency,
+    :func:`dbfs.kernel1.load_partition`) or with ``device`` a :class:`dbfs.bfs.dask.layout.gpu_part._GpuPart` read
+    straight into device memory (:func:`dbfs.bfs.dask.layout.gpu_part.load_device`: no host copy of the adjacency,
     the hub table left to :func:`_prepare_part`). ``worker`` names this worker in an out-of-memory error."""
     if device:
-        from dbfs.bfs.dask.gpu_part import load_device
+        from dbfs.bfs.dask.layout.gpu_part import load_device
 
         return load_device(dataset_path, variant, rank, worker)
     from dbfs.kernel1 import load_partition
@@ -135,12 +135,12 @@ def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bo
     edges here: :func:`dbfs.kernel1.passes.build_csr_passes` over the partition's rows (in passes within
     :data:`_BUILD_PASS`), or with ``device`` :func:`dbfs.kernel1.passes_gpu.build_csr_gpu_passes` within most
     of this worker's free device memory (stored chunks uploaded, a virtual list regenerated on the device), its
-    rows kept there: a :class:`dbfs.bfs.dask.gpu_part._GpuPart` (``worker`` named if the device runs out of
+    rows kept there: a :class:`dbfs.bfs.dask.layout.gpu_part._GpuPart` (``worker`` named if the device runs out of
     memory). The bytes of partition ``rank`` of variant ``p<P>-block``; nothing is stored. ``relabel="degree"``
     (``device`` only): every partition's vertices renumbered by descending degree WITHIN the partition (each
     keeps its id range, so owners do not change), the same numbering on every rank (the whole degree array is
-    counted on each); the partition maps roots and parents (:meth:`~dbfs.bfs.dask.gpu_part._GpuPart.new_local`,
-    :meth:`~dbfs.bfs.dask.gpu_part._GpuPart.to_original`)."""
+    counted on each); the partition maps roots and parents (:meth:`~dbfs.bfs.dask.layout.gpu_part._GpuPart.new_local`,
+    :meth:`~dbfs.bfs.dask.layout.gpu_part._GpuPart.to_original`)."""
     from pathlib import Path
 
     from dbfs.kernel1 import variant_name
@@ -157,7 +157,7 @@ def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bo
     meta = {"variant": variant_name(int(P), "block", dedupe, "none"), "rank": int(rank), "P": int(P),
             "partitioning": "block", "n_vertices": n, "vertex_range": rg, "load_time": 0.0, "relabel": relabel}
     if device:      # the rows stay in this device's memory: the partition searched here (no host round trip)
-        from dbfs.bfs.dask.gpu_part import from_device_rows
+        from dbfs.bfs.dask.layout.gpu_part import from_device_rows
         from dbfs.kernel1.passes_gpu import build_csr_gpu_passes
         from dbfs.store.gpu import _free_device_bytes, device_chunks
 
@@ -251,13 +251,13 @@ def _prepare_part(p, deg, device: bool = False):
     neighbours of bu_step (built at load time, outside any search); and,
     for a partition a CPU worker searches, every kernel such a search calls,
     loaded now (:func:`dbfs.bfs.cpu.warm_kernels`,
-    :func:`dbfs.bfs.dask.warmup.warm_level_kernels`). A partition already in
+    :func:`dbfs.bfs.dask.layout.warmup.warm_level_kernels`). A partition already in
     device memory gets its hub table built there
-    (:func:`dbfs.bfs.dask.gpu_part.device_hub`); one headed to a GPU
+    (:func:`dbfs.bfs.dask.layout.gpu_part.device_hub`); one headed to a GPU
     (``device``) skips the Numba warm-up: no CPU search runs on it."""
     t0 = time.perf_counter()
     if getattr(p, "on_device", False):
-        from dbfs.bfs.dask.gpu_part import device_hub
+        from dbfs.bfs.dask.layout.gpu_part import device_hub
 
         p.hub = device_hub(p, deg)
     else:
