@@ -23,6 +23,11 @@ valid range (never silently coerced).
 its parent's attribute, so a plain function of the same name would be
 replaced by the module the first time ``dbfs.bfs.cpu`` is imported.
 """
+import importlib as _importlib
+import os as _os
+import sys as _sys
+import tempfile as _tempfile
+
 __version__ = "0.1.0"
 
 
@@ -30,31 +35,25 @@ def _numba_cache_dir() -> None:
     """Numba writes the kernels it compiles (``cache=True``) to ``$NUMBA_CACHE_DIR``, else beside the
     sources, else the user's cache directory, whichever it can write; with none (a read-only install and no
     writable home) loading a cached kernel fails. Then the cache goes to the temporary directory."""
-    import os
-    import sys
-    import tempfile
-
     def writable(d):
         try:
-            os.makedirs(d, exist_ok=True)
-            tempfile.TemporaryFile(dir=d).close()
+            _os.makedirs(d, exist_ok=True)
+            _tempfile.TemporaryFile(dir=d).close()
             return True
         except OSError:
             return False
 
-    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    tries = [os.environ.get("NUMBA_CACHE_DIR"), os.path.join(os.path.dirname(__file__), "__pycache__"),
-             os.path.join(home, "numba")]
+    home = _os.environ.get("XDG_CACHE_HOME") or _os.path.join(_os.path.expanduser("~"), ".cache")
+    tries = [_os.environ.get("NUMBA_CACHE_DIR"), _os.path.join(_os.path.dirname(__file__), "__pycache__"),
+             _os.path.join(home, "numba")]
     if not any(d and writable(d) for d in tries):
-        d = os.path.join(tempfile.gettempdir(), f"dbfs-numba-cache-{os.getuid()}")
-        os.environ["NUMBA_CACHE_DIR"] = d
-        if "numba" in sys.modules:   # its configuration is read once, at its import
-            sys.modules["numba"].config.CACHE_DIR = d
+        d = _os.path.join(_tempfile.gettempdir(), f"dbfs-numba-cache-{_os.getuid()}")
+        _os.environ["NUMBA_CACHE_DIR"] = d
+        if "numba" in _sys.modules:   # its configuration is read once, at its import
+            _sys.modules["numba"].config.CACHE_DIR = d
 
 
 _numba_cache_dir()
-
-import importlib as _importlib
 
 from dbfs.errors import DbfsError  # noqa: E402
 from dbfs.graph import CSRGraph  # noqa: E402

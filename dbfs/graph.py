@@ -14,9 +14,12 @@ backends). Encoding:
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from dbfs.errors import ArgumentError
 
 #: vertex ids fit int32 while there are at most 2**31 vertices (ids 0 .. 2**31 - 1)
 INT32_VERTICES = 2**31
@@ -32,10 +35,6 @@ def check_root_id(root, n) -> int:
     """``root`` as an int, or :class:`~dbfs.errors.ArgumentError` (a DbfsError and a ValueError) unless
     it is an integer (Python or NumPy; no str, float or bool) vertex id in [0, n) (every backend checks
     roots so)."""
-    import operator
-
-    from dbfs.errors import ArgumentError
-
     n = int(n)
     try:
         if isinstance(root, (bool, np.bool_)):
@@ -77,6 +76,6 @@ class CSRGraph:
         """
         if self.perm is None:
             return parent
-        from dbfs.graph_map import parents_to_original   # deferred: Numba, a heavy import
+        from dbfs.graph_map import parents_to_original  # deferred: numba (CLI start)
 
         return parents_to_original(parent, self.perm, self.iperm)

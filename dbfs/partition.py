@@ -35,6 +35,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from dbfs.errors import DbfsError
+
 KINDS = ("block", "cyclic")
 _KIND_CODE = {"block": 0, "cyclic": 1}
 
@@ -64,8 +66,6 @@ def check_partition_count(P: int, n_vertices: int, flag: str = "--partitions") -
     DbfsError
         Naming the largest count the graph allows.
     """
-    from dbfs.errors import DbfsError
-
     top = max_partitions(n_vertices)
     if int(P) > top:
         raise DbfsError(f"{flag} {P} is too many for a graph of {int(n_vertices):,} vertices: each partition must "
@@ -107,8 +107,6 @@ class Partitioning:
     """Ownership of ``n_vertices`` vertices by ``P`` partitions (``kind``: block|cyclic)."""
 
     def __init__(self, n_vertices: int, P: int, kind: str = "block"):
-        from dbfs.errors import DbfsError
-
         if kind not in KINDS:
             raise DbfsError(f"unknown partitioning {kind!r}: use one of {', '.join(KINDS)}")
         if int(P) < 1:

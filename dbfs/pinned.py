@@ -22,7 +22,7 @@ __all__ = ["mapped_host_empty"]
 
 def mapped_host_empty(shape, dtype, keep: list):
     """(host NumPy view, device CuPy view) of one new mapped pinned host allocation (module docstring)."""
-    import cupy as cp
+    import cupy as cp  # deferred: cupy
 
     dtype = np.dtype(dtype)
     nbytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 8)

@@ -33,6 +33,7 @@ same way, before generating).
 from __future__ import annotations
 
 import numpy as np
+import psutil
 
 from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
@@ -51,15 +52,13 @@ def csr_bytes(n: int, m: int) -> tuple[int, int]:
 
 def host_available() -> int:
     """Host memory available to a new allocation (``MemAvailable``), bytes."""
-    import psutil
-
     return int(psutil.virtual_memory().available)
 
 
 def device_total() -> int | None:
     """The current CUDA device's memory, bytes (None without CuPy or a device)."""
     try:
-        import cupy as cp
+        import cupy as cp  # deferred: cupy
 
         return int(cp.cuda.runtime.memGetInfo()[1])
     except Exception:      # no CuPy, driver or device: the GPU backend refuses to run anyway

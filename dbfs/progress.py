@@ -15,6 +15,7 @@ stdout is never written here: it is reserved for results (the Graph500 block).
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import time
 
@@ -58,10 +59,9 @@ def _stage(label: str, quiet: bool):
 def _threaded(tasks):
     """``dask.compute`` on a pool of this call's own, joined before returning
     even when a task failed: no task still writes after the caller cleans up."""
-    import os
-    from multiprocessing.pool import ThreadPool
+    from multiprocessing.pool import ThreadPool  # deferred: multiprocessing (CLI start)
 
-    import dask
+    import dask  # deferred: dask (CLI start)
 
     pool = ThreadPool(os.cpu_count() or 1)
     try:
@@ -74,7 +74,7 @@ def _threaded(tasks):
 def _gathered(client, futures):
     """``client.gather(futures)`` after every future finished (failed ones included),
     so no task still writes when a failure reaches the caller."""
-    from distributed import wait
+    from distributed import wait  # deferred: distributed (CLI start)
 
     wait(futures)
     return client.gather(futures)
@@ -89,7 +89,7 @@ def compute(tasks, client, label: str, quiet: bool = False):
         if is_quiet(quiet) or not _tty():
             with _stage(label, quiet):
                 return _threaded(tasks)
-        from dask.diagnostics import ProgressBar
+        from dask.diagnostics import ProgressBar  # deferred: dask (CLI start)
 
         say(label)
         with ProgressBar(out=sys.stderr, minimum=0.5):
@@ -98,7 +98,7 @@ def compute(tasks, client, label: str, quiet: bool = False):
     if is_quiet(quiet) or not _tty():
         with _stage(label, quiet):
             return _gathered(client, futures)
-    from distributed import progress
+    from distributed import progress  # deferred: distributed (CLI start)
 
     say(label)
     with contextlib.redirect_stdout(sys.stderr):  # stdout is reserved for results
@@ -130,6 +130,6 @@ def bar(total: int, label: str, quiet: bool = False, unit: str = "chunk"):
     """A context manager with ``update(k)``: tqdm on a terminal, else start/end lines."""
     if is_quiet(quiet) or not _tty():
         return _Lines(total, label, quiet)
-    from tqdm import tqdm
+    from tqdm import tqdm  # deferred: tqdm (CLI start)
 
     return tqdm(total=total, desc=f"dbfs: {label}", unit=unit, file=sys.stderr, leave=False)

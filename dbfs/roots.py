@@ -14,10 +14,13 @@ array of any size.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 from numba import njit, prange
 
 from dbfs.arrays import iter_rows
+from dbfs.errors import ArgumentError
 from dbfs.generate import mrg
 
 
@@ -90,10 +93,6 @@ MAX_ROOT_SCALE = 62
 def _int_arg(name: str, value, lo: int, hi: int, valid: str) -> int:
     """``value`` as an int, or ArgumentError naming ``name`` and its range ``valid`` (``lo..hi``; an
     int or NumPy integer, not a bool, str or float)."""
-    import operator
-
-    from dbfs.errors import ArgumentError
-
     try:
         if isinstance(value, (bool, np.bool_)):
             raise TypeError

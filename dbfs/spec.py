@@ -33,6 +33,11 @@ from pathlib import Path
 import numpy as np
 
 from dbfs.errors import DbfsError
+from dbfs.generate.graph500 import GRAPH500_INITIATOR, check_params, kron_core
+from dbfs.generate.grid import grid_counts, grid_edges
+from dbfs.generate.importer import check_ids, compact_ids as compact, file_digest, read_edges
+from dbfs.generate.rmat import initiator_numerators
+from dbfs.generate.uniform import uniform_edges
 
 KINDS = ("kronecker", "rmat", "uniform", "grid2d", "grid3d", "import")
 
@@ -70,8 +75,6 @@ class GraphSpec:
         parameters the user set explicitly; one that the kind does not take
         is refused (a one-line DbfsError naming it). ``compact_ids``: relabel
         an import's ids to 0..n-1 (imports only)."""
-        from dbfs.generate.graph500 import check_params
-
         if kind not in KINDS:
             raise DbfsError(f"unknown graph kind {kind!r}: use one of {', '.join(KINDS)}")
         if input is not None and kind != "import" and "kind" in given:
@@ -94,8 +97,6 @@ class GraphSpec:
         check_params(scale, edgefactor, seed1, seed2, max_scale)
         initiator = None
         if kind == "rmat":
-            from dbfs.generate.rmat import initiator_numerators
-
             initiator = initiator_numerators(0.57 if a is None else a, 0.19 if b is None else b,
                                              0.19 if c is None else c)
         elif a is not None or b is not None or c is not None:
@@ -107,8 +108,6 @@ class GraphSpec:
 
     @classmethod
     def _from_file(cls, path, compact_ids=False) -> "GraphSpec":
-        from dbfs.generate.importer import file_digest
-
         p = Path(path)
         edges, n, ids = _read_import(str(p), compact_ids)
         scale = max(1, int(np.ceil(np.log2(max(n, 2)))))
@@ -153,8 +152,6 @@ class GraphSpec:
         if self.kind in ("kronecker", "rmat", "uniform"):
             return 1 << self.scale, self.edgefactor << self.scale
         if self.kind in ("grid2d", "grid3d"):
-            from dbfs.generate.grid import grid_counts
-
             return tuple(int(x) for x in grid_counts(self.kind, self.scale))
         edges, n = self._load_import()
         return n, int(edges.shape[0])
@@ -174,8 +171,6 @@ class GraphSpec:
 
     def _load_import(self):
         if self._imported is None:
-            from dbfs.generate.importer import file_digest
-
             if not Path(self.input).exists():
                 raise DbfsError(f"input file {self.input} of this imported dataset is gone: pass --input again")
             if file_digest(self.input) != self.input_digest:
@@ -194,20 +189,12 @@ class GraphSpec:
     def edges(self, start: int = 0, stop: int | None = None) -> np.ndarray:
         """int64 (k, 2): edge tuples [start, stop) of this graph."""
         if self.kind == "kronecker":
-            from dbfs.generate.graph500 import GRAPH500_INITIATOR, kron_core
-
             return kron_core(self.scale, self.n_edges, self.seed1, self.seed2, start, stop, GRAPH500_INITIATOR)
         if self.kind == "rmat":
-            from dbfs.generate.graph500 import kron_core
-
             return kron_core(self.scale, self.n_edges, self.seed1, self.seed2, start, stop, self.initiator)
         if self.kind == "uniform":
-            from dbfs.generate.uniform import uniform_edges
-
             return uniform_edges(self.scale, self.edgefactor, self.seed1, self.seed2, start, stop)
         if self.kind in ("grid2d", "grid3d"):
-            from dbfs.generate.grid import grid_edges
-
             return grid_edges(self.kind, self.scale, start, stop)
         edges, _ = self._load_import()
         return np.ascontiguousarray(edges[start:stop], dtype=np.int64)
@@ -215,8 +202,6 @@ class GraphSpec:
 
 def _read_import(path: str, compact_ids: bool):
     """(edges, n_vertices, original_ids or None) of a graph file: sparse ids refused unless compacted."""
-    from dbfs.generate.importer import check_ids, compact_ids as compact, read_edges
-
     edges, n = read_edges(path)
     if not compact_ids:
         check_ids(edges, n, path)

@@ -34,9 +34,13 @@ Reference: distributed's ``Nanny`` (``WorkerProcess._death_message``) and
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import logging
 import threading
 import time
+
+from distributed.comm.core import CommClosedError
+from distributed.scheduler import KilledWorker
 
 __all__ = ["watch", "said_since", "why", "NoWorkers", "NO_WORKERS_S", "lost_work", "lost_work_line"]
 
@@ -143,11 +147,6 @@ class NoWorkers:
 def lost_work() -> tuple:
     """What Dask raises when workers or the scheduler went away for good (a worker lost mid-task, a task
     whose workers kept dying, a closed connection)."""
-    import concurrent.futures
-
-    from distributed.comm.core import CommClosedError
-    from distributed.scheduler import KilledWorker
-
     return ConnectionError, CommClosedError, KilledWorker, concurrent.futures.CancelledError
 
 

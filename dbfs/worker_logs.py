@@ -50,6 +50,7 @@ import atexit
 import logging
 import os
 import time
+import traceback
 from pathlib import Path
 
 __all__ = ["configure", "DaskLog", "current", "dask_setup", "QuietDbfsErrors", "DropDbfsTaskErrors", "NAME",
@@ -129,7 +130,8 @@ class DaskLog:
 
     def __enter__(self):
         global _current
-        import distributed  # noqa: F401  (its import adds a stderr handler to its loggers: first, then replaced)
+        # its import adds a stderr handler to its loggers: first, then replaced
+        import distributed  # deferred: distributed (CLI start)  # noqa: F401
 
         self._stream = open(self.path, "a", encoding="utf-8", errors="replace")
         h = _ToFile(self._stream)
@@ -170,8 +172,6 @@ class DaskLog:
 
     def add_exception(self, exc: BaseException) -> None:
         """The traceback of the error that ends the command, appended to the file (entered only)."""
-        import traceback
-
         self._stream.write("dbfs: the command ended with this error:\n"
                            + "".join(traceback.format_exception(exc)))
         self._stream.flush()
@@ -187,7 +187,7 @@ class DaskLog:
 def _tracker_writes_to(stream) -> None:
     """multiprocessing's resource tracker (a process of its own, started once, which warns on stderr
     about what killed workers leaked) gets the log file as its stderr, if it is not running yet."""
-    from multiprocessing import resource_tracker
+    from multiprocessing import resource_tracker  # deferred: multiprocessing (CLI start)
 
     saved = os.dup(2)
     try:
@@ -207,7 +207,7 @@ def _prune(folder: Path) -> None:
 def dask_setup(worker) -> None:
     """Worker preload: this worker process's stderr (file descriptor 2) becomes the log file that
     :data:`CONFIG_KEY` names in its Dask config (nothing happens without it)."""
-    import dask
+    import dask  # deferred: dask (CLI start)
 
     path = dask.config.get(CONFIG_KEY, None)
     if not path:
@@ -232,7 +232,7 @@ class DropDbfsTaskErrors(logging.Filter):
 
 
 def _plugin_class():
-    from distributed.diagnostics.plugin import WorkerPlugin
+    from distributed.diagnostics.plugin import WorkerPlugin  # deferred: distributed (CLI start)
 
     class QuietDbfsErrors(WorkerPlugin):
         """Adds :class:`DropDbfsTaskErrors` to the worker's ``distributed.worker`` logger (once)."""

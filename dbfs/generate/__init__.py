@@ -9,7 +9,12 @@ an import's parsed rows), which the Dask dashboard shows as the stage's name.
 """
 from __future__ import annotations
 
+import dask.array as da
 import numpy as np
+from dask.base import tokenize
+
+from dbfs.errors import DbfsError
+from dbfs.generate.graph500 import kronecker_edges as _kronecker_edges
 
 DEFAULT_CHUNK_EDGES = 1 << 20
 
@@ -29,13 +34,8 @@ def _block(spec, block_info=None):
 
 def edges_dask(spec, chunk_edges: int = DEFAULT_CHUNK_EDGES):
     """The edge list of ``spec`` as a chunked dask array (int64, (M, 2))."""
-    import dask.array as da
-
-    from dbfs.errors import DbfsError
-
     if chunk_edges < 1:
         raise DbfsError(f"--chunk-edges {chunk_edges} is invalid: use a positive number of edges per chunk")
-    from dask.base import tokenize
 
     chunks = (row_chunks(spec.n_edges, int(chunk_edges)), (2,))
     tok = tokenize(spec.to_dict(), int(chunk_edges))
@@ -48,6 +48,4 @@ def edges_dask(spec, chunk_edges: int = DEFAULT_CHUNK_EDGES):
 
 def kronecker_edges(scale, edgefactor=16, seed1=2, seed2=3, start=0, stop=None):
     """Graph500 3.0.1 edges [start, stop) as int64 (k, 2) (see ``graph500``)."""
-    from dbfs.generate.graph500 import kronecker_edges as _k
-
-    return _k(scale, edgefactor, seed1, seed2, start, stop)
+    return _kronecker_edges(scale, edgefactor, seed1, seed2, start, stop)

@@ -25,6 +25,7 @@ docs/MONITORING.md describes what a user sees.
 from __future__ import annotations
 
 from dbfs.monitor.events import TOPIC, LevelPublisher, Publisher
+from dbfs.monitor.state import MonitorPlugin
 from dbfs.progress import say
 
 __all__ = ["install", "Publisher", "TOPIC", "dashboard_url", "describe_cluster"]
@@ -34,7 +35,6 @@ def install(client, quiet: bool = False) -> Publisher:
     """Register the dbfs plugins on ``client``'s cluster (idempotent); the run's Publisher."""
     if client is None:
         return Publisher(None, quiet)
-    from dbfs.monitor.state import MonitorPlugin
 
     try:
         client.register_plugin(MonitorPlugin())

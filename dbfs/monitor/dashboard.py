@@ -30,10 +30,18 @@ distributed/dashboard/scheduler.py.
 """
 from __future__ import annotations
 
+from html import escape
+
 from bokeh.layouts import column, row
 from bokeh.models import ColumnDataSource, Div
 from bokeh.plotting import figure
 from bokeh.transform import factor_cmap
+from distributed.dashboard.components.scheduler import BOKEH_THEME, env
+from distributed.dashboard.core import BokehApplication
+from distributed.dashboard.scheduler import template_variables
+from tornado.ioloop import IOLoop
+
+from dbfs.monitor.state import NAME, hmean_gteps
 
 __all__ = ["add_page", "dbfs_doc", "REFRESH_MS", "PATH"]
 
@@ -44,11 +52,7 @@ _DIRS = ["td", "bu"]
 
 def add_page(scheduler) -> None:
     """Serve :func:`dbfs_doc` on ``scheduler``'s dashboard (once per scheduler)."""
-    from distributed.dashboard.core import BokehApplication
-    from distributed.dashboard.scheduler import template_variables
-    from tornado.ioloop import IOLoop
-
-    from bokeh.server.tornado import BokehTornado
+    from bokeh.server.tornado import BokehTornado  # deferred: bokeh
 
     http = getattr(scheduler, "http_application", None)
     dask_pages = [a for a in getattr(http, "applications", ()) if isinstance(a, BokehTornado)]
@@ -69,10 +73,6 @@ def add_page(scheduler) -> None:
 
 def dbfs_doc(scheduler, extra, doc):
     """The Bokeh document of the page (module docstring)."""
-    from distributed.dashboard.components.scheduler import BOKEH_THEME, env
-
-    from dbfs.monitor.state import NAME
-
     page = _Page(scheduler.plugins.get(NAME))
     page.update()
     doc.add_periodic_callback(page.update, REFRESH_MS)
@@ -89,8 +89,6 @@ _TABLE_CSS = ("<style>.dbfs-t{border-collapse:collapse;font-size:12px}.dbfs-t td
 
 def _html_table(cols, rows) -> str:
     """An HTML table (a Div's text): ``cols`` = [(title, format)], ``rows`` of values; one ``tr.row`` per row."""
-    from html import escape
-
     head = "".join(f"<th>{escape(t)}</th>" for t, _ in cols)
     body = "".join("<tr class='row'>" + "".join(f"<td>{escape(fmt.format(v))}</td>" for (_, fmt), v in zip(cols, r))
                    + "</tr>" for r in rows)
@@ -165,10 +163,6 @@ class _Page:
 
 
 def _header(p) -> str:
-    from html import escape
-
-    from dbfs.monitor.state import hmean_gteps
-
     r = p.run
     what = (f"{escape(r['dataset'])} (SCALE {r['scale']}, {r['n_vertices']:,} vertices, {r['n_edges']:,} edges), "
             f"backend {escape(r['backend'])}, algorithm {escape(r['algorithm'])}, {r['n_roots']} roots"

@@ -44,6 +44,7 @@ from __future__ import annotations
 import collections
 
 from distributed.diagnostics.plugin import WorkerPlugin
+from tornado.ioloop import PeriodicCallback
 
 from dbfs.progress import say
 
@@ -122,8 +123,6 @@ class LevelPublisher(WorkerPlugin):
     idempotent = True
 
     def setup(self, worker):
-        from tornado.ioloop import PeriodicCallback
-
         self.worker = worker
         self.buffer = collections.deque()
         self.flusher = PeriodicCallback(self.flush, FLUSH_MS)

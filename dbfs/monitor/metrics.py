@@ -38,6 +38,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from dbfs.monitor.events import STAGES
+from dbfs.monitor.state import hmean_gteps
 
 __all__ = ["register", "DbfsCollector"]
 
@@ -55,7 +56,6 @@ class DbfsCollector:
         p = self.plugin
         if p is None:
             return
-        from dbfs.monitor.state import hmean_gteps
 
         t = p.totals
         for name, key, doc in (("runs", "runs", "dbfs runs announced to this scheduler"),

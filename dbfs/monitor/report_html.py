@@ -35,6 +35,9 @@ import tempfile
 from html import escape
 from pathlib import Path
 
+from dbfs.report import machine, plot_run
+from dbfs.report.record import TOP, slowest_levels
+
 __all__ = ["write_report", "levels_svg"]
 
 _CSS = """body{font-family:sans-serif;margin:1.5em;max-width:1300px}pre{background:#f4f4f4;padding:.6em}
@@ -87,8 +90,6 @@ def _kv_table(rows) -> str:
 
 def _overview_png(res) -> str:
     """The run's plot_run PNG (first root's levels, TEPS histogram) as a data URI."""
-    from dbfs.report import plot_run
-
     with tempfile.TemporaryDirectory() as d:
         p = plot_run(Path(d) / "run.png", res,
                      {f"{res.config['algorithm']} ({res.config['backend']})": res.levels[0] if res.levels else []})
@@ -111,8 +112,6 @@ def _searches(res) -> str:
 
 def _slow_levels(res) -> str:
     """The slowest levels' per-worker tables (section ``slow-levels``), or "" without a breakdown."""
-    from dbfs.report.record import TOP, slowest_levels
-
     slow = slowest_levels(res.roots, res.levels, TOP)
     if not slow:
         return ""
@@ -165,8 +164,6 @@ def write_report(path, res, graph500_text: str | None, perf_html: str | None = N
     ``graph500_text``: the Graph500 block as printed (None for an invalid run: its failures are shown);
     ``perf_html``: Dask's performance report (HTML text) or None.
     """
-    from dbfs.report import machine
-
     if graph500_text is not None:
         block = f'<pre id="graph500">{escape(graph500_text)}</pre>'
     else:

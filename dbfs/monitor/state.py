@@ -116,13 +116,13 @@ class MonitorPlugin(SchedulerPlugin):
     async def start(self, scheduler):
         self.scheduler = scheduler
         try:
-            from dbfs.monitor.dashboard import add_page
+            from dbfs.monitor.dashboard import add_page  # deferred: bokeh
 
             add_page(scheduler)
         except Exception as e:  # no dashboard (disabled, or bokeh missing): events and metrics still work
             log.warning("dbfs: no dbfs dashboard page: %s: %s", type(e).__name__, e)
         try:
-            from dbfs.monitor.metrics import register
+            from dbfs.monitor.metrics import register  # deferred: prometheus_client
 
             register(self)
         except ImportError:

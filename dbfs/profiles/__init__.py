@@ -26,9 +26,17 @@ a suffix is a file path.
 """
 from __future__ import annotations
 
+import difflib
 import os
+import socket
+from importlib.resources import files
+from pathlib import Path
+
+import yaml
+from dask.utils import parse_bytes
 
 from dbfs.errors import DbfsError
+from dbfs.units import slurm_seconds
 
 __all__ = ["PROFILES_ENV", "SCHEMA", "profile_dirs", "profile_names", "load_profile", "address_problem",
            "check_cluster_args", "check_port"]
@@ -41,9 +49,6 @@ def profile_dirs() -> list:
     ``$DBFS_PROFILES`` (os.pathsep-separated, a user's own profiles), then the
     profiles shipped inside the package (importlib.resources, so they resolve
     after a non-editable install)."""
-    from importlib.resources import files
-    from pathlib import Path
-
     own = [Path(d).expanduser() for d in os.environ.get(PROFILES_ENV, "").split(os.pathsep) if d]
     return own + [files("dbfs") / "profiles"]
 
@@ -59,8 +64,6 @@ def profile_names() -> list:
 
 def _profile_text(name_or_path: str):
     """(text, where) of a profile: a YAML path, or a NAME from :func:`profile_dirs`."""
-    from pathlib import Path
-
     p = Path(name_or_path)
     if p.suffix:
         try:
@@ -83,8 +86,6 @@ def load_profile(name_or_path: str) -> dict:
     A ``type: slurm`` profile gets its defaults filled (processes and jobs 1,
     wait 600 s).
     """
-    import yaml
-
     text, p = _profile_text(name_or_path)
     try:
         prof = yaml.safe_load(text)
@@ -109,8 +110,6 @@ def load_profile(name_or_path: str) -> dict:
 
 def _bytes(v) -> int | None:
     """Dask's reading of a size (what the workers will be given), None when it cannot read it."""
-    from dask.utils import parse_bytes
-
     if isinstance(v, bool) or not isinstance(v, (str, int)):
         return None
     try:
@@ -120,8 +119,6 @@ def _bytes(v) -> int | None:
 
 
 def _slurm_time(v) -> bool:
-    from dbfs.units import slurm_seconds
-
     return isinstance(v, str) and (v.strip().lower() in ("infinite", "unlimited") or bool(slurm_seconds(v)))
 
 
@@ -155,8 +152,6 @@ SCHEMA = {
 
 def _check_schema(prof: dict, p) -> None:
     """Unknown keys (with the closest known one), wrong types and out-of-range values are one-line errors."""
-    import difflib
-
     kind = prof.get("type")
     if kind not in SCHEMA:
         raise DbfsError(f"cluster profile {p}: type is {kind!r}: use type: local, local-gpu, slurm or scheduler")
@@ -214,8 +209,6 @@ def check_cluster_args(scheduler: str | None = None, n_workers: int | None = Non
 
 def check_port(port: int, what: str) -> None:
     """A one-line error when ``port`` of 127.0.0.1 is taken (0: any free port, never taken)."""
-    import socket
-
     if not port:
         return
     with socket.socket() as s:

@@ -40,7 +40,7 @@ def plot_run(path, res, per_level: dict[str, list]) -> Path:
     pathlib.Path
         ``path``.
     """
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: matplotlib
 
     fig = _figure(res, per_level)
     path = Path(path)
@@ -52,11 +52,11 @@ def plot_run(path, res, per_level: dict[str, list]) -> Path:
 
 def _figure(res, per_level: dict[str, list]):
     """The matplotlib figure of :func:`plot_run` (its level axes ticked at whole levels only)."""
-    import matplotlib
+    import matplotlib  # deferred: matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
+    import matplotlib.pyplot as plt  # deferred: matplotlib
+    from matplotlib.ticker import MaxNLocator  # deferred: matplotlib
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     ax_f, ax_e, ax_t = axes
