@@ -51,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 from numba import njit
+from numcodecs import blosc, zstd
 
 from dbfs.checksum import _value_term
 from dbfs.store.crc import crc32c
@@ -102,8 +103,6 @@ def _fast_chain(raw) -> list | None:
 def _undo(chain: list, data: bytes, dest: np.ndarray) -> None:
     """Decode one chunk file's bytes through ``chain`` into ``dest`` (uint8, the chunk's full size);
     ValueError for any mismatch (the caller then asks zarr)."""
-    from numcodecs import blosc, zstd
-
     buf = memoryview(data)
     for k, name in enumerate(chain):
         if name == "crc32c":

@@ -23,16 +23,18 @@ from __future__ import annotations
 
 import asyncio
 
+import google_crc32c
 import numpy as np
+import zarr
+from llvmlite import binding
 from zarr.codecs import Crc32cCodec as _ZarrCrc32c
+from zarr.registry import register_codec
 
 __all__ = ["Crc32cCodec", "crc32c", "HARDWARE"]
 
 
 def _host_has_sse42() -> bool:
     try:
-        from llvmlite import binding
-
         return bool(binding.get_host_cpu_features().get("sse4.2", False))
     except Exception:  # noqa: BLE001 - no llvmlite feature query: use the portable path
         return False
@@ -106,7 +108,6 @@ def crc32c(buf) -> int:
         np.ascontiguousarray(buf).view(np.uint8).ravel()
     if HARDWARE:
         return int(_crc_hw(a))
-    import google_crc32c
 
     return int(google_crc32c.value(a))
 
@@ -142,9 +143,6 @@ class Crc32cCodec(_ZarrCrc32c):
 
 def _register() -> None:
     """Make :class:`Crc32cCodec` zarr's ``crc32c`` in this process."""
-    import zarr
-    from zarr.registry import register_codec
-
     register_codec("crc32c", Crc32cCodec)
     zarr.config.set({"codecs.crc32c": f"{Crc32cCodec.__module__}.{Crc32cCodec.__qualname__}"})
 

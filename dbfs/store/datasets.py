@@ -40,7 +40,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import dask.array as da
 import numpy as np
+import zarr
 
 from dbfs.errors import DbfsError
 from dbfs.spec import GraphSpec
@@ -262,8 +264,6 @@ def open_edges(path, attrs: dict | None = None, verify_sum: bool = True) -> Chec
         verifies ``edges_checksum``. A virtual dataset's rows are
         regenerated (:mod:`.virtual`); its attributes are checked first.
     """
-    import zarr
-
     path = Path(path)
     if attrs is None:
         attrs = _read_attrs(path)
@@ -320,16 +320,12 @@ class Dataset:
 
     def edges_dask(self):
         """The edge list as an int64 dask array, one block per (stored or virtual) chunk, checked reads."""
-        import dask.array as da
-
         arr = self.edges()
         return da.from_array(arr, chunks=arr.chunks, asarray=False, lock=False,
                              name=f"dbfs-edges-{self.path}").astype(np.int64)
 
     def original_ids(self) -> np.ndarray | None:
         """int64 ``original_ids[v]``: the input file's id of vertex ``v`` (id-compacted imports), else None."""
-        import zarr
-
         if not self.attrs.get("original_ids"):
             return None
         arr = zarr.open_array(str(self.path / "original_ids"), mode="r")
@@ -391,8 +387,6 @@ def damage_text(rec) -> str:
 def _array_problem(path: Path, key: str, shape: tuple, dtype) -> str | None:
     """What is wrong with a stored array's metadata and chunk count, or None."""
     try:
-        import zarr
-
         arr = zarr.open_array(str(path), mode="r")
     except Exception as e:  # noqa: BLE001 - any failure to open means damage
         return f"{key} array unreadable ({type(e).__name__}: {e})"

@@ -1,7 +1,7 @@
 """GPU generation into the dataset store and the edges on the device (``--backend gpu``).
 
-Imported on demand only (``dbfs.store`` never imports it): it needs CuPy,
-which is imported inside the functions that use the device.
+Importing it needs no CuPy: CuPy is imported inside the functions that use
+the device.
 
 Contracts (same stored bytes as the CPU paths; only the time differs):
 
@@ -32,8 +32,13 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import zarr
 
+from dbfs.checksum import combine, partial_checksum
 from dbfs.progress import bar
+from dbfs.store.datasets import open_edges
+from dbfs.store.integrity import record_digests
+from dbfs.store.virtual import device_rows
 
 _MIX = None
 
@@ -42,7 +47,7 @@ def _mix_kernel():
     """Per-row checksum term of :mod:`dbfs.checksum` as a CuPy ElementwiseKernel."""
     global _MIX
     if _MIX is None:
-        import cupy as cp
+        import cupy as cp  # deferred: cupy
 
         _MIX = cp.ElementwiseKernel(
             "int64 u, int64 v, uint64 row", "uint64 h",
@@ -74,7 +79,7 @@ def checksum_gpu(block, start: int) -> int:
     int
         The block's checksum part (mod 2**64).
     """
-    import cupy as cp
+    import cupy as cp  # deferred: cupy
 
     k = int(block.shape[0])
     if k == 0:
@@ -85,7 +90,7 @@ def checksum_gpu(block, start: int) -> int:
 
 
 def _free_device_bytes() -> int:
-    import cupy as cp
+    import cupy as cp  # deferred: cupy
 
     free, _ = cp.cuda.runtime.memGetInfo()
     return int(free + cp.get_default_memory_pool().free_bytes())
@@ -114,11 +119,9 @@ def write_edges_gpu(spec, edges_path: str | None, chunk: int, quiet: bool = Fals
         The chunk checksum parts, and a memo holding ``device_edges`` when
         the whole list fits a quarter of the free device memory.
     """
-    import cupy as cp
-    import zarr
+    import cupy as cp  # deferred: cupy
 
-    from dbfs.generate.gpu import kronecker_edges_gpu
-    from dbfs.store.integrity import record_digests
+    from dbfs.generate.gpu import kronecker_edges_gpu  # deferred: cupy
 
     m = int(spec.n_edges)
     dtype = np.dtype(spec.stored_dtype)
@@ -177,9 +180,6 @@ def read_edges(ds, threads: int | None = None) -> np.ndarray:
     DbfsError
         A damaged chunk, or rows that fail ``edges_checksum`` (naming the fix).
     """
-    from dbfs.checksum import combine, partial_checksum
-    from dbfs.store.datasets import open_edges
-
     arr = open_edges(ds.path, ds.attrs, verify_sum=False)
     out = np.empty(arr.shape, arr.dtype)
     step = int(arr.chunks[0]) * 4
@@ -211,7 +211,7 @@ def device_edges(ds):
     cupy.ndarray
         (M, 2) in the stored dtype.
     """
-    import cupy as cp
+    import cupy as cp  # deferred: cupy
 
     e = ds.memo.get("device_edges")
     if e is None:
@@ -235,11 +235,7 @@ def regenerate_device(ds, chunk: int | None = None):
     cupy.ndarray
         (M, 2) in the stored dtype; the same bytes as the CPU's regeneration.
     """
-    import cupy as cp
-
-    from dbfs.checksum import combine
-    from dbfs.store.datasets import open_edges
-    from dbfs.store.virtual import device_rows
+    import cupy as cp  # deferred: cupy
 
     arr = open_edges(ds.path, ds.attrs, verify_sum=False)  # checks the attributes
     m = int(arr.shape[0])
@@ -307,14 +303,10 @@ class DeviceRows:
     """
 
     def __init__(self, ds):
-        from dbfs.store.datasets import open_edges
-
         self.arr = open_edges(ds.path, ds.attrs, verify_sum=False)
         self.shape, self.dtype, self.chunks = self.arr.shape, self.arr.dtype, self.arr.chunks
 
     def __getitem__(self, key):
-        from dbfs.store.virtual import device_rows
-
         if not isinstance(key, slice) or key.step not in (None, 1):
             raise TypeError("DeviceRows reads row slices a[lo:hi] only")
         a, b, _ = key.indices(int(self.shape[0]))
@@ -334,8 +326,6 @@ class _DeviceChunks:
     """
 
     def __init__(self, ds, step: int | None = None):
-        from dbfs.store.datasets import open_edges
-
         self.arr = open_edges(ds.path, ds.attrs, verify_sum=False)
         self.memo = ds.memo.get("device_edges")
         self.regen = self.memo is None and ds.spec.kind == "kronecker"
@@ -346,9 +336,7 @@ class _DeviceChunks:
         self.parts = [] if self.want else None
 
     def read(self, a: int, b: int):
-        import cupy as cp
-
-        from dbfs.store.virtual import device_rows
+        import cupy as cp  # deferred: cupy
 
         if self.memo is not None:
             e = self.memo[a:b]
@@ -361,8 +349,6 @@ class _DeviceChunks:
         return e
 
     def done(self) -> None:
-        from dbfs.checksum import combine
-
         if self.parts is not None:
             parts, self.parts = self.parts, None
             if combine(parts) != self.want:
@@ -402,7 +388,7 @@ def eligible_gpu(edges, cands: np.ndarray, rows: int = 1 << 26) -> np.ndarray:
         Whether each candidate (in ``cands`` order) has an incident
         non-self-loop edge.
     """
-    import cupy as cp
+    import cupy as cp  # deferred: cupy
 
     cands = np.asarray(cands, dtype=np.int64)
     uniq_h = np.unique(cands)

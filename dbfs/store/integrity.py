@@ -55,7 +55,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
+import zarr
+from zarr.codecs import BloscCodec, ZstdCodec
 
+from dbfs.checksum import DIGEST_RULE, chunk_digests, combine, partial_checksum
 from dbfs.errors import DbfsError
 from dbfs.store.crc import Crc32cCodec, crc32c
 
@@ -89,8 +92,6 @@ def compressors(level: int = _ZSTD_LEVEL) -> list:
     list
         ``[ZstdCodec(level), Crc32cCodec()]`` (pass as ``compressors=``).
     """
-    from zarr.codecs import ZstdCodec
-
     return [ZstdCodec(level=level), Crc32cCodec()]
 
 
@@ -98,8 +99,6 @@ def adjacency_compressors(level: int = _ZSTD_LEVEL) -> list:
     """The bytes-to-bytes codecs of a CSR's ``indices`` (ids ascending within each row):
     blosc's zstd over byte-shuffled ids, then crc32c; the measured choice among the
     encodings of sorted adjacency (docs/BENCHMARKS.md, "Compressed encodings")."""
-    from zarr.codecs import BloscCodec
-
     return [BloscCodec(cname="zstd", clevel=level, shuffle="shuffle"), Crc32cCodec()]
 
 
@@ -201,8 +200,6 @@ def mark_corrupt(node_path, array: str, chunk, reason: str) -> None:
     reason : str
         What was seen.
     """
-    import zarr
-
     rec = {"array": array, "chunk": chunk, "reason": reason,
            "seen_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     try:
@@ -252,10 +249,6 @@ def read_digests(arr) -> np.ndarray | None:
 def set_digests(arr_path, digests) -> None:
     """Record one digest per stored chunk in the attributes of the array at ``arr_path``
     (its writer computed them with :func:`dbfs.checksum.chunk_digests`)."""
-    import zarr
-
-    from dbfs.checksum import DIGEST_RULE
-
     z = zarr.open_array(str(arr_path), mode="r+")
     d = np.asarray(digests, np.uint64)
     if d.shape != (int(z.nchunks),):
@@ -308,8 +301,6 @@ def write_rows(z, arr_path, lo: int, values) -> np.ndarray:
         The digest parts per chunk touched (for an edge list their sum is the rows'
         :func:`dbfs.checksum.partial_checksum`).
     """
-    from dbfs.checksum import chunk_digests
-
     values = np.asarray(values).astype(z.dtype, copy=False)
     hi = lo + values.shape[0]
     z[lo:hi] = values
@@ -336,10 +327,6 @@ def seal_digests(arr_path) -> int:
     int
         Chunks whose digest was computed from the stored contents (0 when every write recorded).
     """
-    import zarr
-
-    from dbfs.checksum import chunk_digests
-
     z = zarr.open_array(str(arr_path), mode="r")
     step, n, nch = int(z.chunks[0]), int(z.shape[0]), int(z.nchunks)
     got = np.zeros(nch, np.uint64)
@@ -460,8 +447,6 @@ class CheckedArray(RowArray):
 
     def check_digests(self, lo: int, out) -> None:
         """Check the digest of every whole chunk among positions [lo, lo + len(out)) that ``out`` holds."""
-        from dbfs.checksum import chunk_digests
-
         dig = self.digests()
         hi, n, step = lo + int(out.shape[0]), self.shape[0], int(self.chunks[0])
         if dig is None or hi <= lo or not step:
@@ -498,8 +483,6 @@ class CheckedArray(RowArray):
         if span is not None:
             self.check_digests(span[0], out)
         if self.checksum is not None and n and _row_span(key, n) == (0, n) and np.ndim(out) == 2:
-            from dbfs.checksum import combine, partial_checksum
-
             if combine([partial_checksum(out, 0)]) != self.checksum:
                 raise self.error(None, "rows differ from the edges_checksum recorded at generation")
         return out

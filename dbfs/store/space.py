@@ -29,7 +29,7 @@ import shutil
 from pathlib import Path
 
 from dbfs.errors import DbfsError
-from dbfs.units import human
+from dbfs.units import human, parse_size
 
 __all__ = ["check_room", "is_no_space", "no_space", "free_bytes", "choose_edges", "ENV_BUDGET"]
 
@@ -39,8 +39,6 @@ ENV_BUDGET = "DBFS_DISK_BUDGET"
 
 def _budget() -> int | None:
     """``$DBFS_DISK_BUDGET`` in bytes, or None when unset (a bad value is a one-line DbfsError)."""
-    from dbfs.units import parse_size
-
     text = os.environ.get(ENV_BUDGET, "").strip()
     return parse_size(text, f"${ENV_BUDGET}") if text else None
 

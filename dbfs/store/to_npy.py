@@ -22,8 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
+from dbfs.arrays import iter_rows
+from dbfs.checksum import combine, partial_checksum
 from dbfs.errors import DbfsError
 from dbfs.store.datasets import edges_fix, open_dataset
+from dbfs.store.integrity import mark_corrupt
 from dbfs.store.space import is_no_space, no_space
 
 __all__ = ["export"]
@@ -36,9 +39,6 @@ def _header(fh, n_rows: int) -> None:
 
 def _stream(ds, fh, ids) -> str:
     """Write every row (mapped through ``ids`` when given); returns their checksum."""
-    from dbfs.arrays import iter_rows
-    from dbfs.checksum import combine, partial_checksum
-
     parts = []
     for lo, block in iter_rows(ds.edges()):
         parts.append(partial_checksum(block, lo))
@@ -94,8 +94,6 @@ def export(name: str, out, root=None) -> Path:
                                "free space or pass --out on a larger disk") from None
             raise
         if got != ds.attrs.get("edges_checksum"):
-            from dbfs.store.integrity import mark_corrupt
-
             mark_corrupt(ds.path, "edges", None, "rows differ from the edges_checksum recorded at generation")
             raise DbfsError(f"dataset {name} fails its checksum (stored data damaged): {edges_fix(ds.path, ds.attrs)}")
         os.replace(tmp, out)

@@ -39,12 +39,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import zarr
 
+from dbfs.checksum import chunk_digests, combine, partial_checksum
 from dbfs.errors import DbfsError
+from dbfs.partition import Partitioning
 from dbfs.progress import bar
-from dbfs.store.datasets import _read_attrs, check_name, datasets_root, edges_fix, generate_command
+from dbfs.store.datasets import _read_attrs, check_name, datasets_root, edges_fix, generate_command, open_edges
 from dbfs.store.integrity import (DECODE_ERRORS, DIGEST_MISMATCH, chunk_file, decode_reason, has_crc, mark_corrupt,
                                   read_digests)
+from dbfs.store.variants import _rebuild_hint
+from dbfs.store.virtual import VIRTUAL, storage_of, virtual_problem
 
 __all__ = ["verify", "Verification"]
 
@@ -104,8 +109,6 @@ class Verification:
 
 
 def _open(path: Path):
-    import zarr
-
     return zarr.open_array(str(path), mode="r")
 
 
@@ -114,8 +117,6 @@ def _scan(arr, label: str, unit: str, visit, quiet: bool, res: Verification) -> 
     call ``visit(i, lo, block, digest)`` on each good one (it returns a reason or None; ``digest`` is the
     chunk's :func:`dbfs.checksum.chunk_digests` entry, for an edge list its checksum part); (problems as
     (array, chunk, line), chunks read). The array's name goes to ``res.digested`` or ``res.undigested``."""
-    from dbfs.checksum import chunk_digests
-
     step = int(arr.chunks[0])
     n = int(arr.nchunks)
     try:
@@ -151,10 +152,6 @@ def _scan(arr, label: str, unit: str, visit, quiet: bool, res: Verification) -> 
 
 def _check_virtual(path: Path, attrs: dict, res: Verification, quiet: bool) -> list:
     """Problems of virtual edges: defining attributes, then every chunk regenerated (id range, checksum)."""
-    from dbfs.checksum import combine, partial_checksum
-    from dbfs.store.datasets import open_edges
-    from dbfs.store.virtual import virtual_problem
-
     why = virtual_problem(attrs)
     if why:
         return [("edges", None, f"edges: {why}")]
@@ -180,9 +177,6 @@ def _check_virtual(path: Path, attrs: dict, res: Verification, quiet: bool) -> l
 
 def _check_edges(path: Path, attrs: dict, res: Verification, quiet: bool) -> list:
     """Problems of ``edges``: chunks, shape, id range, ``edges_checksum``."""
-    from dbfs.checksum import combine
-    from dbfs.store.virtual import VIRTUAL, storage_of
-
     if storage_of(attrs) == VIRTUAL:
         return _check_virtual(path, attrs, res, quiet)
     arr = _open(path / "edges")
@@ -214,8 +208,6 @@ def _wrap(block) -> int:
 
 def _check_part(vpath: Path, j: int, attrs: dict, res: Verification, quiet: bool) -> list:
     """Problems of one CSR partition: chunks, nnz, both value sums."""
-    from dbfs.partition import Partitioning
-
     pre = f"csr/{vpath.name}/part-{j:04d}"
     found = []
     sums = {}
@@ -264,8 +256,6 @@ def _record(node: Path, found: list, attrs: dict) -> None:
         mark_corrupt(node, array.split("/", 2)[-1] if array.startswith("csr/") else array, chunk,
                      line.split(": ", 1)[-1])
     elif attrs.get("corrupt"):
-        import zarr
-
         try:
             del zarr.open_group(str(node), mode="r+").attrs["corrupt"]
         except Exception:  # noqa: BLE001 - read-only store: the stale mark stays
@@ -273,8 +263,6 @@ def _record(node: Path, found: list, attrs: dict) -> None:
 
 
 def _variants(path: Path, res: Verification, quiet: bool) -> None:
-    from dbfs.store.variants import _rebuild_hint
-
     csr = path / "csr"
     for v in sorted(csr.iterdir()) if csr.is_dir() else []:
         if v.name.startswith(".") or not v.is_dir():

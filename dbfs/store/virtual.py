@@ -42,8 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
+from dbfs.checksum import combine, partial_checksum
 from dbfs.errors import DbfsError
-from dbfs.store.integrity import RowArray
+from dbfs.spec import GraphSpec
+from dbfs.store.integrity import RowArray, corrupt_message, mark_corrupt
 
 __all__ = ["STORED", "VIRTUAL", "storage_of", "digest", "virtual_problem", "VirtualEdges", "device_rows"]
 
@@ -75,8 +77,6 @@ def virtual_problem(attrs: dict) -> str | None:
     str or None
         E.g. ``"virtual dataset attributes were edited (virtual_digest mismatch)"``.
     """
-    from dbfs.spec import GraphSpec
-
     try:
         spec = GraphSpec.from_dict(attrs["spec"])
     except (KeyError, TypeError, ValueError) as e:
@@ -143,8 +143,6 @@ class VirtualEdges(RowArray):
     virtual = True
 
     def __init__(self, node_path, attrs: dict, label: str, fix: str, checksum: str | None = None):
-        from dbfs.spec import GraphSpec
-
         self.node_path, self.label, self.fix, self.checksum = Path(node_path), label, fix, checksum
         self.spec = GraphSpec.from_dict(attrs["spec"])
         m = int(attrs["n_edges"])
@@ -162,8 +160,6 @@ class VirtualEdges(RowArray):
 
     def error(self, chunk, reason: str, rows=None) -> DbfsError:
         """Mark the dataset corrupt and return the one-line error (same as a stored array's)."""
-        from dbfs.store.integrity import corrupt_message, mark_corrupt
-
         mark_corrupt(self.node_path, self.array, chunk, reason)
         return DbfsError(corrupt_message(self.label, "virtual edges", chunk, rows, reason, self.fix, self.unit))
 
@@ -177,8 +173,6 @@ class VirtualEdges(RowArray):
         block = self.spec.edges(lo, hi).astype(self.dtype, copy=False)
         whole = (lo, hi) == (0, n) and n > 0
         if whole and self.checksum is not None:
-            from dbfs.checksum import combine, partial_checksum
-
             if combine([partial_checksum(block, 0)]) != self.checksum:
                 raise self.error(None, "regenerated rows differ from the edges_checksum recorded at generation "
                                        "(the generator changed since)")
@@ -207,7 +201,7 @@ def device_rows(spec, start: int, stop: int, dtype):
     if spec.kind != "kronecker":
         raise DbfsError(f"GPU regeneration makes Graph500 Kronecker graphs only, not {spec.kind}: "
                         f"read these virtual edges on the CPU")
-    from dbfs.generate.gpu import kronecker_edges_gpu
+    from dbfs.generate.gpu import kronecker_edges_gpu  # deferred: cupy
 
     return kronecker_edges_gpu(spec.scale, spec.edgefactor, spec.seed1, spec.seed2, start, stop).astype(dtype,
                                                                                                      copy=False)

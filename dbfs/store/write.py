@@ -56,15 +56,23 @@ import shutil
 import time
 import uuid
 from datetime import datetime, timezone
+from multiprocessing.pool import ThreadPool
 from pathlib import Path
 
+import dask
 import numpy as np
+import zarr
+from dask.base import tokenize
+from distributed import as_completed, wait
 
 from dbfs import __version__
+from dbfs.checksum import chunk_digests, combine, partial_checksum
 from dbfs.errors import DbfsError
+from dbfs.generate import DEFAULT_CHUNK_EDGES
 from dbfs.progress import bar, say
 from dbfs.spec import GraphSpec
 from dbfs.store.datasets import Dataset, _read_attrs, datasets_root, not_a_dataset, status
+from dbfs.store.gpu import write_edges_gpu
 from dbfs.store.integrity import compressors, crc_scan, mark_corrupt, seal_digests, set_digests, write_rows
 from dbfs.store.locks import dataset_lock, writer_lock
 from dbfs.store.space import MARGIN, check_room, choose_edges, is_no_space, no_space
@@ -155,8 +163,6 @@ def check_room_for(spec: GraphSpec, root, storage: str) -> None:
 def _gen_block(spec, edges_path: str | None, start: int, stop: int) -> int:
     """Generate rows [start, stop), store them unless ``edges_path`` is None (virtual), return their
     checksum part."""
-    from dbfs.checksum import partial_checksum
-
     block = spec.edges(start, stop)
     if edges_path is None:
         return partial_checksum(block, start)
@@ -167,8 +173,6 @@ def _write_block(edges_path: str, block: np.ndarray, start: int) -> int:
     """Store rows [start, start+len), leave their chunk digests beside the array
     (:func:`.integrity.write_rows`; sealed by :func:`_write_tmp`) and return their checksum contribution
     (the digests' sum: one pass over the rows)."""
-    import zarr
-
     arr = zarr.open_array(edges_path, mode="r+").with_config(_WRITE_CONFIG)  # open_array ignores config=
     return int(write_rows(arr, edges_path, start, block).sum(dtype=np.uint64))
 
@@ -185,8 +189,6 @@ def generation_calls(spec, edges_path: str | None, chunk: int):
     exists only while it is submitted, so planning is O(1) whatever the number of chunks); keys
     ``generate-chunk-<token>-<i>``, each call returning the chunk's checksum part (``edges_path``
     None: virtual, nothing written)."""
-    from dask.base import tokenize
-
     m = int(spec.n_edges)
     tok = tokenize(spec.to_dict(), chunk, edges_path)
     if spec.kind == "import":  # parsed in memory already: ship the rows, not the parser
@@ -211,9 +213,6 @@ def _window(client) -> int:
 def _sum_threaded(calls, window: int, progress) -> int:
     """The calls on dask's threaded scheduler, ``window`` at a time; the sum of their results mod 2**64.
     Every task has finished when this returns or raises (the pool is joined)."""
-    import dask
-    from multiprocessing.pool import ThreadPool
-
     acc = 0
     pool = ThreadPool(os.cpu_count() or 1)
     try:
@@ -232,8 +231,6 @@ def _sum_distributed(calls, client, window: int, progress) -> int:
     results gathered in the background); the sum of their results mod 2**64. On a failure the tasks
     in flight are waited for before it is raised, so none still writes when the caller removes its
     temporary directory."""
-    from distributed import as_completed, wait
-
     inflight = set()
 
     def submit(batch):
@@ -281,8 +278,6 @@ def _write_edges_dask(spec, edges_path: str | None, chunk: int, client, quiet: b
 def _reusable(final: Path, spec: GraphSpec, strict: bool = True, edges: str = "auto") -> Dataset | None:
     """The complete dataset at ``final`` when it holds ``spec`` in the storage asked (``auto``: either)
     and its chunk files pass their CRCs (another spec under the name: a DbfsError when ``strict``, else None)."""
-    import zarr
-
     if status(final)[0] != "complete":
         return None
     ds = Dataset(final, _read_attrs(final))
@@ -305,10 +300,6 @@ def _reusable(final: Path, spec: GraphSpec, strict: bool = True, edges: str = "a
 
 def _write_tmp(spec, tmp: Path, chunk: int, client, quiet: bool, backend: str, storage: str = STORED):
     """Create the dataset group in ``tmp`` and write its arrays (none when virtual); (attributes, memo)."""
-    import zarr
-
-    from dbfs.checksum import chunk_digests, combine
-
     n_vertices, n_edges = spec.counts()
     group = zarr.open_group(tmp, mode="w")
     dtype = spec.stored_dtype
@@ -319,8 +310,6 @@ def _write_tmp(spec, tmp: Path, chunk: int, client, quiet: bool, backend: str, s
                            compressors=compressors(), fill_value=0, config=_WRITE_CONFIG)
     t0 = time.perf_counter()
     if backend == "gpu":
-        from dbfs.store.gpu import write_edges_gpu
-
         parts, memo = write_edges_gpu(spec, edges_path, chunk, quiet)
     else:
         parts, memo = _write_edges_dask(spec, edges_path, chunk, client, quiet)
@@ -416,8 +405,6 @@ def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: 
     (Dataset, str)
         The dataset and ``'reused'``, ``'generated'`` or ``'rebuilt'``.
     """
-    from dbfs.generate import DEFAULT_CHUNK_EDGES
-
     if backend not in ("cpu", "gpu"):
         raise DbfsError(f"generation backend {backend!r} is unknown: use cpu or gpu")
     if backend == "gpu" and spec.kind != "kronecker":
