@@ -18,8 +18,8 @@ Kronecker datasets); the CSR is assembled on the host, same bytes.
 :func:`kernel1_fits` says whether the one-pass build fits the device
 (:func:`kernel1_device_bytes`, an upper bound).
 
-Imported on demand only: it needs CuPy, imported inside the functions that
-use the device. Reference: Graph 500 Benchmark 1 specification 3.0.1,
+Importing it needs no CuPy: CuPy is imported inside the functions that use
+the device. Reference: Graph 500 Benchmark 1 specification 3.0.1,
 Kernel 1, https://graph500.org/?page_id=12.
 """
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 
 from dbfs.errors import DbfsError
+from dbfs.kernel1.csr_store import reusable, store_csr
 from dbfs.progress import say
 from dbfs.store.gpu import _free_device_bytes, device_chunks, device_edges
 
@@ -71,8 +72,7 @@ def kernel1_fits(ds, free: int | None = None) -> bool:
 
 def _build_passes(ds, dedupe: bool, device_budget: int, quiet: bool) -> dict:
     """GPU Kernel 1 in passes within ``device_budget`` (:mod:`dbfs.kernel1.passes_gpu`), stored as ``p1-block``."""
-    from dbfs.kernel1.csr_store import store_csr
-    from dbfs.kernel1.passes_gpu import build_csr_gpu_passes
+    from dbfs.kernel1.passes_gpu import build_csr_gpu_passes  # deferred: cupy
 
     t0 = time.perf_counter()
     g = build_csr_gpu_passes(device_chunks(ds), ds.n_vertices, dedupe=dedupe, memory_budget=device_budget,
@@ -112,8 +112,7 @@ def build_gpu(ds, dedupe: bool = True, relabel: str = "none", quiet: bool = Fals
         The variant's attributes (``reused=True`` when already stored and
         not recorded as damaged; ``passes`` when built in passes).
     """
-    from dbfs.kernel1.csr_store import reusable, store_csr
-    from dbfs.kernel1.gpu import build_csr_gpu
+    from dbfs.kernel1.gpu import build_csr_gpu  # deferred: cupy
 
     if relabel != "none":
         raise DbfsError("GPU Kernel 1 builds the CSR without relabelling: drop --relabel or use --backend cpu")

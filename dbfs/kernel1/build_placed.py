@@ -1,6 +1,6 @@
 """The GPU backend's Kernel 1 for a CSR that is never stored: built in passes into the searches'
 device/host split and kept for the run (``--backend gpu`` when the CSR fits neither the device nor the
-disk; imported on demand).
+disk; importing it needs no CuPy).
 
 Contract: :func:`build_placed` builds a dataset's CSR with
 :func:`dbfs.kernel1.placed_gpu.build_csr_placed` (edge chunks from
@@ -17,13 +17,18 @@ Kernel 1 (any data structure, its construction timed).
 """
 from __future__ import annotations
 
+import resource
 import time
 
 import numpy as np
 
+from dbfs import preflight
+from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
+from dbfs.kernel1 import variant_name
 from dbfs.progress import say
 from dbfs.store.gpu import _free_device_bytes, device_chunks
+from dbfs.units import human
 
 __all__ = ["build_placed", "placed_budgets", "host_need", "reserve_per_vertex", "SEARCH_PER_VERTEX", "VALIDATE_BATCH",
            "PLACED_STEP"]
@@ -87,12 +92,8 @@ def host_need(n: int, adjacency: int, piece: int, vid_bytes: int) -> int:
 def _fit_host(ds, item: int, free: int, device_limit, batch: int) -> tuple:
     """(validation batch, piece, pass budget): the largest batch (down to 1) whose placement leaves the
     pinned piece room in host memory; none: a one-line DbfsError naming what is short (never the OOM killer)."""
-    from dbfs.errors import DbfsError
-    from dbfs.preflight import host_available
-    from dbfs.units import human
-
     n, adj = int(ds.n_vertices), 2 * int(ds.n_edges) * item
-    have = int(0.88 * host_available())
+    have = int(0.88 * preflight.host_available())  # looked up at call time (tests replace it)
     for k in range(max(1, batch), 0, -1):
         piece, passes = placed_budgets(n, adj, free, device_limit, reserve_per_vertex(k))
         need = host_need(n, adj, piece, item)
@@ -131,9 +132,7 @@ def build_placed(ds, dedupe: bool = True, device_limit: int | None = None, quiet
         ``construction_time``, ``in_memory``, ``note`` (said on stderr too),
         ``nnz``, ``passes``, ``placement``.
     """
-    from dbfs.kernel1 import variant_name
-    from dbfs.kernel1.placed_gpu import build_csr_placed
-    from dbfs.units import human
+    from dbfs.kernel1.placed_gpu import build_csr_placed  # deferred: cupy
 
     t0 = time.perf_counter()
     free = int(0.94 * _free_device_bytes())
@@ -154,9 +153,8 @@ def build_placed(ds, dedupe: bool = True, device_limit: int | None = None, quiet
             f"entries on the device)")
     say(note, quiet or not tell)
     seconds = time.perf_counter() - t0
-    import resource
 
-    import cupy as cp
+    import cupy as cp  # deferred: cupy
 
     free_now, total = cp.cuda.runtime.memGetInfo()
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

@@ -48,19 +48,23 @@ import os
 import shutil
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numba
 import numpy as np
+import zarr
 
+from dbfs import __version__
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph, id_dtype
 from dbfs.kernel1.kernels import _gather_rows, _invert, _numba_threads, _wrapsum
+from dbfs.store.chunk_read import ChunkReader
 from dbfs.store.variants import _variant_attrs, reusable_variant, variant_name
 from dbfs.partition import Partitioning
 from dbfs.progress import say
-from dbfs.store.integrity import (DECODE_ERRORS, CheckedArray, adjacency_compressors, compressors, seal_digests,
-                                  write_rows)
+from dbfs.store.integrity import (DECODE_ERRORS, CheckedArray, adjacency_compressors, compressors, mark_corrupt,
+                                  seal_digests, write_rows)
 from dbfs.store.locks import dataset_lock, variant_lock, writer_lock
 from dbfs.store.space import is_no_space, no_space
 
@@ -86,15 +90,11 @@ def _fix(hint: str) -> str:
 
 def _open_checked(vpath: Path, key: str, label: str, hint: str) -> CheckedArray:
     """Array ``key`` of a variant, opened for checked reads (a one-line DbfsError naming a bad chunk)."""
-    import zarr
-
     return CheckedArray(zarr.open_array(str(vpath / key), mode="r"), vpath, key, label, _fix(hint), unit="entries")
 
 
 def _read_checked(vpath: Path, key: str, label: str, hint: str) -> np.ndarray:
     """All of array ``key`` of a variant, every chunk checked (:class:`dbfs.store.chunk_read.ChunkReader`)."""
-    from dbfs.store.chunk_read import ChunkReader
-
     arr = _open_checked(vpath, key, label, hint)
     with ChunkReader() as reader:
         return reader.read(arr)[0]
@@ -154,8 +154,6 @@ def _publish(vg, attrs: dict, t_start: float, tmp: Path, final: Path) -> None:
     """Finish a variant built in ``tmp``: ``construction_time`` (from
     ``t_start``), the attributes, the complete marker LAST, then the rename
     into ``final`` (an incomplete or stale one there is moved aside first)."""
-    from dbfs import __version__
-
     attrs["checksum_rule"] = "indices_sum / indptr_sum: sum of the array's values mod 2**64"
     attrs["dbfs_version"] = __version__
     attrs["construction_time"] = time.perf_counter() - t_start
@@ -213,8 +211,6 @@ class StoredPart:
 
     def bad(self, what: str) -> DbfsError:
         """Record the partition as corrupt; the one-line error naming ``what`` and the rebuild command."""
-        from dbfs.store.integrity import mark_corrupt
-
         mark_corrupt(self.vpath, f"part-{self.rank:04d}", None, what)
         return DbfsError(f"CSR variant {self.variant} of {self.dname} is corrupt (part {self.rank}: {what}): "
                          f"{_fix(self.hint)}")
@@ -279,8 +275,6 @@ def load_partition(dataset_path, variant: str, rank: int, threads: int | None = 
         Missing or incomplete variant, bad shapes, nnz or checksums (the
         message names the rebuild command).
     """
-    from dbfs.store.chunk_read import ChunkReader
-
     t0 = time.perf_counter()
     sp = open_partition(dataset_path, variant, rank)
     with ChunkReader(threads) as reader:
@@ -400,7 +394,6 @@ def store_csr(dataset_path, indptr: np.ndarray, indices: np.ndarray, n_edges: in
     name = variant_name(1, "block", dedupe, "none")
     csr_root = dataset_path / "csr"
     need = int(indptr.nbytes) + int(indices.nbytes)
-    import zarr
 
     try:
         with build_lock(dataset_path, name):
@@ -416,10 +409,6 @@ def store_csr(dataset_path, indptr: np.ndarray, indices: np.ndarray, n_edges: in
 
 def _store_whole(dataset_path: Path, name: str, indptr, indices, n_edges, dedupe, t_start, builder, threads) -> dict:
     """The body of :func:`store_csr` (under its lock): temp dir, arrays, attributes, publish."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    import zarr
-
     N = int(indptr.shape[0] - 1)
     nnz = int(indptr[-1])
     csr_root = dataset_path / "csr"

@@ -57,6 +57,8 @@ construction), https://graph500.org/?page_id=12.
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numba
 import numpy as np
 
@@ -95,8 +97,6 @@ def _sort_emit(keys, eoff, vlo, vhi, dbits, dedupe, deg, out, nthreads):
         for bk in order:
             one(bk)
     else:
-        from concurrent.futures import ThreadPoolExecutor
-
         with ThreadPoolExecutor(nthreads) as ex:
             for f in [ex.submit(one, bk) for bk in order]:
                 f.result()

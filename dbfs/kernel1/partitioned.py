@@ -70,10 +70,12 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import dask
 import numba
 import numpy as np
+import zarr
 
-from dbfs.checksum import chunk_digests
+from dbfs.checksum import chunk_digests, combine, partial_checksum
 from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
 from dbfs.kernel1.csr_store import _ZSTD_LEVEL, _publish, _writable, build_lock, reusable
@@ -81,10 +83,12 @@ from dbfs.kernel1.inmemory import _SERIAL_BELOW, _build_rows, degree_permutation
 from dbfs.kernel1.kernels import _count_keys, _numba_threads, _scatter_keys, _wrapsum
 from dbfs.kernel1.plan import (_default_budget, _edge_slices, _fine_blocks, _row_plan, _total_threads,
                                _write_chunking)
+from dbfs.store.datasets import damage_text, edges_fix, open_edges
 from dbfs.store.variants import variant_name
 from dbfs.partition import Partitioning
 from dbfs.progress import compute
-from dbfs.store.integrity import adjacency_compressors, seal_digests, set_digests, write_rows
+from dbfs.store.integrity import (adjacency_compressors, corrupt_message, mark_corrupt, seal_digests, set_digests,
+                                  write_rows)
 from dbfs.store.integrity import compressors as codecs
 from dbfs.store.space import is_no_space, no_space
 from dbfs.zattrs import read_attrs
@@ -94,8 +98,6 @@ __all__ = ["build_partitioned", "scratch_bytes", "disk_need", "check_scratch"]
 
 def _open_dataset(dataset_path):
     """(edges array, attributes) of a complete dataset, stored or virtual, else a DbfsError naming the fix."""
-    from dbfs.store.datasets import open_edges
-
     path = Path(dataset_path)
     name = path.name
     attrs = read_attrs(path, missing=f"dataset {name} not found at {path}: generate it first with `dbfs generate`",
@@ -103,8 +105,6 @@ def _open_dataset(dataset_path):
     if not attrs.get("complete", False):
         raise DbfsError(f"dataset {name} is incomplete (no complete marker): regenerate it with `dbfs generate`")
     if attrs.get("corrupt"):
-        from dbfs.store.datasets import damage_text, edges_fix
-
         raise DbfsError(f"dataset {name} is corrupt ({damage_text(attrs['corrupt'])}): {edges_fix(path, attrs)}")
     for k in ("n_vertices", "n_edges"):
         if k not in attrs:
@@ -130,8 +130,6 @@ def _run(tasks, client, progress: bool, label: str = "Kernel 1"):
 
 def _share(obj, client, name):
     """One graph key (or one scattered future) for a large array shared by many tasks."""
-    import dask
-
     if client is not None:
         return client.scatter(obj, broadcast=True, hash=False)
     return dask.delayed(obj, name=f"{name}-{uuid.uuid4().hex}")
@@ -171,8 +169,6 @@ def _task_add(x, y):
 # ---- phase 1: bucket --------------------------------------------------
 def _edges(edges_path):
     """The dataset's edges, every chunk read through its crc32c (a damaged one: a one-line DbfsError)."""
-    from dbfs.store.datasets import open_edges
-
     return open_edges(Path(edges_path).parent, verify_sum=False)
 
 
@@ -186,8 +182,6 @@ def _out_of_range(z, e, r0, n):
 
 def _task_bucket(edges_path, r0, r1, spec, iperm, out_prefix, nt):
     """Bucket files of edge rows [r0, r1) -> (key counts, the rows' :mod:`dbfs.checksum` part)."""
-    from dbfs.checksum import partial_checksum
-
     z = _edges(edges_path)
     e = z[r0:r1]
     a, b = e[:, 0], e[:, 1]
@@ -246,8 +240,6 @@ def _task_rows(pieces, n_entries, l0, n_rows, spec, dedupe, out_prefix, nt):
 # ---- phase 3: write -----------------------------------------------------
 def _task_write(arr_path, a, b, pieces, dtype, lead_zero, nt):
     """Write positions [a, b) of a zarr array from pieces (path, entry offset, count, add)."""
-    import zarr
-
     out = np.empty(b - a, dtype)
     o = 0
     if lead_zero:
@@ -273,8 +265,6 @@ def _fresh_tmp(csr_root: Path, name: str, scratch_root: Path | None = None):
     The scratch dir is ``<temp dir>/scratch``, or ``<scratch_root>/.dbfs-kernel1-<variant>-<id>`` (a faster or
     larger file system, e.g. node-local disk or ``/dev/shm``). Stale temps of this variant are removed first
     (left by a killed build; the caller holds the variant's lock, :func:`.csr_store.build_lock`)."""
-    import zarr
-
     zarr.open_group(str(csr_root), mode="a")
     for stale in [*csr_root.glob(f".{name}.tmp-*"), *csr_root.glob(f".{name}.old-*")]:
         shutil.rmtree(stale, ignore_errors=True)   # left by a killed build (we hold the variant's lock)
@@ -304,8 +294,6 @@ def check_scratch(scratch) -> Path | None:
 
 def _phase_degree(edges_path, slices, N, budget, threads, client, progress, run):
     """Phase R: raw degrees summed over all slices -> (perm, iperm, degree in new ids)."""
-    import dask
-
     if 24 * N > budget:
         raise DbfsError(f"degree relabelling of {N} vertices needs {24 * N} B per task, over the memory "
                         f"budget {budget} B: raise memory_budget or build without relabel")
@@ -332,8 +320,6 @@ def _phase_degree(edges_path, slices, N, budget, threads, client, progress, run)
 
 def _phase_bucket(edges_path, slices, spec, iperm, scratch, threads, client, progress, run):
     """Phase 1: bucket files per edge slice -> (their path prefixes, key counts per slice, checksum parts)."""
-    import dask
-
     ip = _share(iperm, client, "kernel1-iperm") if iperm is not None else None
     nt = max(1, threads // max(1, len(slices)))
     prefixes = [str(scratch / f"e{i:06d}") for i in range(len(slices))]
@@ -346,8 +332,6 @@ def _phase_bucket(edges_path, slices, spec, iperm, scratch, threads, client, pro
 
 def _phase_rows(plan, spec, dedupe, scratch, threads, client, progress, run):
     """Phase 2: rows of every (partition, sub-range) unit -> per-unit nnz and degree stats."""
-    import dask
-
     nt = max(1, threads // max(1, len(plan)))
     tasks = [dask.delayed(_task_rows, pure=False)(pieces, ne, l0, l1 - l0, spec, bool(dedupe),
                                                    str(scratch / f"r{j:04d}-{s:05d}"), nt,
@@ -358,9 +342,6 @@ def _phase_rows(plan, spec, dedupe, scratch, threads, client, progress, run):
 
 def _phase_write(tmp, scratch, part, plan, row_res, idt, out_chunk, per_task, compressors, client, progress, run):
     """Phase 3: create each partition's arrays and write every chunk once -> (nnz per part, checksums, tasks)."""
-    import dask
-    import zarr
-
     P = part.P
     wtasks, wkeys = [], []
     nnz_parts = []
@@ -506,8 +487,6 @@ def scratch_bytes(M: int, N: int, e_s: int, e_d: int) -> tuple:
 
 def disk_need(n_vertices: int, n_edges: int, P: int) -> int:
     """Upper bound of the disk a block variant's build holds at once beside its dataset (scratch there)."""
-    from dbfs.partition import Partitioning
-
     idt = id_dtype(int(n_vertices))
     sdt = id_dtype(int(Partitioning(int(n_vertices), int(P), "block").counts().max()) if P else 0)
     return _need_bytes(int(n_edges), int(n_vertices), int(P), sdt.itemsize, idt.itemsize)
@@ -523,10 +502,6 @@ def _need_bytes(M: int, N: int, P: int, e_s: int, e_d: int, separate: bool = Fal
 
 def _check_sum(dataset_path: Path, dattrs: dict, parts: list) -> None:
     """Kernel 1 read every edge: their checksum must be the one recorded at generation."""
-    from dbfs.checksum import combine
-    from dbfs.store.datasets import edges_fix
-    from dbfs.store.integrity import corrupt_message, mark_corrupt
-
     want = dattrs.get("edges_checksum")
     if want and combine(parts) != want:
         why = "rows differ from the edges_checksum recorded at generation"

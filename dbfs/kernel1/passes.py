@@ -74,6 +74,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from dbfs.checksum import combine, partial_checksum
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph, id_dtype
 from dbfs.kernel1.inmemory import check_edge_shape
@@ -275,8 +276,6 @@ def _read(edges, a, b):
 
 def _degrees(edges, spans, n, checksum):
     """Step 0: raw_ptr (int64 N + 1, prefix sums of raw degrees), chunks checked against ``checksum``."""
-    from dbfs.checksum import combine, partial_checksum
-
     raw_ptr = np.zeros(n + 1, np.int64)
     parts = []
     bad = 0

@@ -68,6 +68,7 @@ import numba
 import numpy as np
 from numba import njit
 
+from dbfs.checksum import combine, partial_checksum
 from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
 from dbfs.kernel1.inmemory import _build_rows
@@ -229,8 +230,6 @@ def read_buckets(edges, r0: int, r1: int, plan: ShufflePlan, ranks=None):
         "checksum": the rows' :mod:`dbfs.checksum` part, "entries": entries kept,
         "seconds": wall seconds}``.
     """
-    from dbfs.checksum import partial_checksum
-
     t0 = time.perf_counter()
     keep = list(range(plan.P)) if ranks is None else sorted({int(r) for r in ranks})
     step = _chunk_rows(edges)
@@ -266,8 +265,6 @@ def read_buckets(edges, r0: int, r1: int, plan: ShufflePlan, ranks=None):
 def check_sum(edges, infos) -> None:
     """Check that the readers' ``infos`` cover every row of ``edges`` once and, when the reader carries
     ``checksum``, that their parts add up to it (else the reader's one-line error)."""
-    from dbfs.checksum import combine
-
     spans = sorted(tuple(i["span"]) for i in infos if i["span"][1] > i["span"][0])
     m, at = int(edges.shape[0]), 0
     for a, b in spans:
