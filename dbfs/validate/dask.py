@@ -49,6 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from dbfs.partition import Partitioning
+from dbfs.store import open_edges  # stored (crc32c-checked) or virtual (regenerated) rows, same bytes
 from dbfs.validate.cpu import (_EDGE_RULES, MAX_EXAMPLES, RULES, ValidationResult, _edge_examples, _edge_pass, _fail,
                                _levels_from_chains, check_chains, check_tree_edges)
 
@@ -99,8 +100,6 @@ def _chain_failures(pl):
 
 def _edge_range(edges_path, r0, r1, pl):
     """Edge rules over input rows [r0, r1): counts, examples, nedge, tree-edge marks (packed bits)."""
-    from dbfs.store import open_edges  # stored (crc32c-checked) or virtual (regenerated) rows, same bytes
-
     chunk = np.ascontiguousarray(np.asarray(open_edges(Path(edges_path).parent, verify_sum=False)[r0:r1]),
                                  dtype=np.int64)
     parent, lev = pl["parent"], pl["lev"]
@@ -171,8 +170,6 @@ def validate_partitioned(client, dataset_path, parent_slices, partitioning: Part
     ValidationResult
         As :func:`dbfs.validate.validate`'s, with ``levels`` None.
     """
-    from dbfs.store import open_edges
-
     part = partitioning
     n = part.n_vertices
     root = int(root)

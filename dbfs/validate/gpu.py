@@ -183,7 +183,7 @@ _KERNELS: dict = {}
 def _fused_counts(chunk, parent, lev, n, found):
     """(bad, span, diff, nedge) of a CuPy (k, 2) chunk in one kernel launch,
     setting ``found`` as the array path does (one pass, no temporaries)."""
-    import cupy as cp
+    import cupy as cp  # deferred: cupy
 
     et = {np.dtype(np.uint32): "unsigned int", np.dtype(np.int64): "long long",
           np.dtype(np.int32): "int", np.dtype(np.uint64): "unsigned long long"}.get(np.dtype(chunk.dtype))
@@ -275,7 +275,7 @@ def _pick_xp(xp, parent, edges):
     if xp is not None:
         return xp
     if _is_cupy(parent) or _is_cupy(edges):
-        import cupy
+        import cupy  # deferred: cupy
 
         return cupy
     return np

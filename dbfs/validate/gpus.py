@@ -45,7 +45,11 @@ from pathlib import Path
 import numpy as np
 
 from dbfs.partition import Partitioning
+from dbfs.store import open_edges
+from dbfs.store.datasets import open_dataset
+from dbfs.store.virtual import device_rows
 from dbfs.validate.cpu import _EDGE_RULES, MAX_EXAMPLES, RULES, ValidationResult, _fail
+from dbfs.validate.gpu import _check_prefix, _EdgeCheck, _levels, _sweep, _width
 
 __all__ = ["validate_on_gpus", "edge_rows_on_device", "device_free"]
 
@@ -67,10 +71,6 @@ def edge_rows_on_device(dataset_path, device: bool = True):
     """``read(a, b)`` -> input rows ``[a, b)`` for a GPU task, and M: regenerated on the device for a
     Kronecker dataset (stored or virtual), else (or with ``device=False``) read from the stored array or
     regenerated on the host (host rows; the validator uploads them chunk by chunk)."""
-    from dbfs.store import open_edges
-    from dbfs.store.datasets import open_dataset
-    from dbfs.store.virtual import device_rows
-
     path = Path(dataset_path)
     ds = open_dataset(path.name, path.parent)
     arr = open_edges(path, ds.attrs, verify_sum=False)
@@ -89,11 +89,9 @@ def _share(dataset_path, g: int, G: int, device: bool, part: Partitioning, roots
     worker's share of the input rows (``device=False``: the same with NumPy, on any worker). Returns one
     dict per search (module docstring)."""
     if device:
-        import cupy as cp
+        import cupy as cp  # deferred: cupy
     else:
         cp = np
-
-    from dbfs.validate.gpu import _check_prefix, _EdgeCheck, _levels, _sweep, _width
 
     n, P = part.n_vertices, part.P
     out, checks = [], []
@@ -138,7 +136,7 @@ def _share(dataset_path, g: int, G: int, device: bool, part: Partitioning, roots
 
 def _device_free() -> int:
     """(on a GPU worker) free device bytes, counting CuPy's cached free blocks."""
-    import cupy as cp
+    import cupy as cp  # deferred: cupy
 
     pool = cp.get_default_memory_pool()
     return int(cp.cuda.runtime.memGetInfo()[0]) + int(pool.total_bytes() - pool.used_bytes())
