@@ -65,14 +65,20 @@ import logging
 import os
 import shutil
 import signal
+import threading
 import time
 
-from dbfs import worker_logs
+import dask
+from distributed import Client, LocalCluster
+
+from dbfs import worker_deaths, worker_logs
 from dbfs.cluster import slurm
 from dbfs.errors import DbfsError
 from dbfs.profiles import (PROFILES_ENV, SCHEMA, check_cluster_args, check_port, load_profile,  # noqa: F401
                            profile_dirs, profile_names)
 from dbfs.progress import say
+from dbfs.worker_deaths import NoWorkers, lost_work, lost_work_line
+from dbfs.worker_logs import NAME as QUIET, QuietDbfsErrors
 
 
 @contextlib.contextmanager
@@ -81,9 +87,6 @@ def _workers_ignore_sigint():
     signal stays ignored in a spawned Python), so a terminal's Ctrl-C, which reaches the
     whole process group, stops the run through this process alone and the workers print
     no tracebacks of their own; this process's handler is restored after."""
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -136,13 +139,10 @@ def slurm_cluster(prof: dict, job_name: str | None = None):
         ``processes`` worker processes of ``cores // processes`` threads, with
         :func:`worker_env` exported before ``job_script_prologue``.
     """
-    import signal
-    import threading
-
     main = threading.current_thread() is threading.main_thread()
     before = signal.getsignal(signal.SIGINT) if main else None
     try:
-        from dask_jobqueue import SLURMCluster
+        from dask_jobqueue import SLURMCluster  # deferred: dask_jobqueue
     except ImportError:
         raise DbfsError("cluster profile type slurm needs dask-jobqueue: pip install -e '.[slurm]'") from None
     finally:
@@ -154,7 +154,7 @@ def slurm_cluster(prof: dict, job_name: str | None = None):
     g = int(prof.get("gpus_per_job") or 0)
     kw = {}
     if g:       # a GPU job: dbfs.cluster.slurm_job starts `dask cuda worker` (one per GPU) and the CPU workers
-        from dbfs.cluster.gpu import NO_SPILL_ENV
+        from dbfs.cluster.gpu import NO_SPILL_ENV  # deferred: cycle dbfs.cluster <-> dbfs.cluster.gpu
 
         processes = 1
         prologue += [f"export {k}={v}" for k, v in NO_SPILL_ENV.items()]
@@ -265,8 +265,6 @@ class SlurmJobs:
             One line, the jobs cancelled: sbatch refused a job, SLURM will
             never start one, one ended early, or ``wait`` seconds passed.
         """
-        from distributed import Client
-
         prof, self.quiet = self.prof, quiet
         self._guarded = slurm.guard_signals()
         with _captured_logs() as logs:
@@ -441,7 +439,6 @@ def client_for(scheduler: str | None = None, n_workers: int | None = None,
         with log if log is not None else contextlib.nullcontext():
             client = _connect(scheduler, prof, profile, n_workers, threads_per_worker, memory_limit, quiet, ports,
                               log)
-            from dbfs.worker_deaths import NoWorkers, lost_work, lost_work_line
 
             local = _STARTED.get(id(client), ("",))[0].startswith("Local")
             watchdog = NoWorkers(client) if local else None    # no wait hangs on a cluster left without workers
@@ -468,8 +465,6 @@ def client_for(scheduler: str | None = None, n_workers: int | None = None,
 
 def _connect(scheduler, prof, profile, n_workers, threads_per_worker, memory_limit, quiet, ports, log):
     """The client of :func:`client_for`: joined to ``scheduler``, or of the cluster it starts (in ``_STARTED``)."""
-    from distributed import Client
-
     if scheduler:
         try:
             client = Client(scheduler, timeout="10s")
@@ -479,14 +474,13 @@ def _connect(scheduler, prof, profile, n_workers, threads_per_worker, memory_lim
         if not quiet:
             say(f"joined Dask cluster {scheduler}; dashboard: {client.dashboard_link}")
         return client
-    from dbfs import worker_deaths
 
     worker_deaths.watch()     # a local cluster's nannies say here why a worker ended (one-line errors)
     if prof.get("type") == "slurm":
         client, jobs = _start_slurm(prof, quiet)
         _STARTED[id(client)] = ("SLURMCluster", jobs.close)
     elif prof.get("type") == "local-gpu":
-        from dbfs.cluster.gpu import start_local_gpu
+        from dbfs.cluster.gpu import start_local_gpu  # deferred: cycle dbfs.cluster <-> dbfs.cluster.gpu
 
         check_port(ports[0], "scheduler port")
         check_port(ports[1], "dashboard port")
@@ -497,17 +491,12 @@ def _connect(scheduler, prof, profile, n_workers, threads_per_worker, memory_lim
                               threads_per_worker or prof.get("threads_per_worker") or 1,
                               prof.get("memory_limit") or memory_limit, quiet, ports, log)
     if log is None:         # worker output on the terminal: a task's DbfsError is said once, by the client
-        from dbfs.worker_logs import NAME as QUIET, QuietDbfsErrors
-
         client.register_plugin(QuietDbfsErrors(), name=QUIET)
     return client
 
 
 def _start_local(n: int, threads: int, memory_limit, quiet: bool, ports: tuple, log):
     """The client of a LocalCluster of ``n`` worker processes x ``threads``, every worker registered."""
-    import dask
-    from distributed import Client, LocalCluster
-
     check_port(ports[0], "scheduler port")
     check_port(ports[1], "dashboard port")
     with _workers_ignore_sigint(), dask.config.set(log.local_cluster_config() if log else {}):

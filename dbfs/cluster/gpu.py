@@ -25,6 +25,10 @@ Reference: dask-cuda ``LocalCUDACluster`` (docs.rapids.ai/api/dask-cuda).
 """
 from __future__ import annotations
 
+import dask
+from distributed import Client, Nanny
+
+from dbfs.cluster import _workers_ignore_sigint, worker_env
 from dbfs.errors import DbfsError
 from dbfs.progress import say
 
@@ -44,7 +48,7 @@ NO_SPILL_ENV = {"DASK_" + k.upper().replace(".", "__"): str(v) for k, v in NO_SP
 def gpu_count() -> int:
     """CUDA devices this process sees (0 without CuPy or a driver)."""
     try:
-        import cupy as cp
+        import cupy as cp  # deferred: cupy
 
         return int(cp.cuda.runtime.getDeviceCount())
     except Exception:       # no CuPy, no driver, no device: all mean "no GPU here"
@@ -54,7 +58,7 @@ def gpu_count() -> int:
 def _need(prof_name: str) -> None:
     n = gpu_count()
     try:
-        import dask_cuda  # noqa: F401
+        import dask_cuda  # deferred: dask_cuda  # noqa: F401
         has_cuda = True
     except ImportError:
         has_cuda = False
@@ -77,17 +81,13 @@ def start_local_gpu(prof: dict, quiet: bool = False, name: str = "local-gpu", po
     """(client, close) of a LocalCUDACluster with ``prof["cpu_workers"]`` CPU workers added (module docstring):
     its scheduler and dashboard on ``ports`` of 127.0.0.1 (0: any free port), its nannies created under the
     Dask ``config`` given (e.g. :meth:`dbfs.worker_logs.DaskLog.local_cluster_config`)."""
-    from dbfs.cluster import _workers_ignore_sigint, worker_env
-
     _need(name)
-    from dask_cuda import LocalCUDACluster
-    from distributed import Client, Nanny
+    from dask_cuda import LocalCUDACluster  # deferred: dask_cuda
 
     t_gpu = int(prof.get("threads_per_gpu_worker") or 1)
     n_cpu = int(prof.get("cpu_workers") or 0)
     t_cpu = int(prof.get("cpu_threads") or 1)
     mem = prof.get("memory_limit") or "auto"
-    import dask
 
     with _workers_ignore_sigint(), dask.config.set({"distributed.worker.profile.enabled": False, **NO_SPILL,
                                                     **(config or {})}):

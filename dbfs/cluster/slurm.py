@@ -46,12 +46,15 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import pwd
 import re
 import secrets
 import signal
 import subprocess
 import threading
 from typing import NamedTuple
+
+from dask.utils import parse_bytes
 
 from dbfs.errors import DbfsError
 from dbfs.progress import say
@@ -279,8 +282,6 @@ def request_mib(memory) -> int:
     memory : str or int
         The profile's ``memory`` (Dask units: ``4GB`` is 4e9 bytes).
     """
-    from dask.utils import parse_bytes
-
     n = parse_bytes(memory)
     if n >= 1024 ** 3:
         return math.ceil(n / 1024 ** 3) * 1024
@@ -491,8 +492,6 @@ def held_signals():
 
 
 def _user() -> str:
-    import pwd
-
     try:
         return pwd.getpwuid(os.getuid()).pw_name
     except KeyError:

@@ -32,6 +32,8 @@ import signal
 import subprocess
 import sys
 
+from dask.utils import format_bytes, parse_bytes
+
 __all__ = ["commands", "main"]
 
 _PASS = ("--memory-limit", "--death-timeout", "--interface", "--local-directory", "--protocol")
@@ -59,8 +61,6 @@ def commands(argv, env=None) -> list:
     k = int(env.get("DBFS_JOB_CPU_WORKERS", "0"))
     g = max(1, int(env.get("DBFS_JOB_GPUS", "1")))
     if "--memory-limit" in opts:        # the job's memory, shared by all its workers
-        from dask.utils import format_bytes, parse_bytes
-
         lim = opts["--memory-limit"]
         if lim not in ("auto", "0"):
             opts["--memory-limit"] = format_bytes(parse_bytes(lim) // (g + max(k, 0))).replace(" ", "")
