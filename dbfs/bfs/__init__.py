@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dbfs.bfs.cpu import levels_from_parent
 from dbfs.bfs.timing import collector_paused
 from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph, check_root_id
@@ -158,8 +159,6 @@ def bfs(graph: CSRGraph, root: int, algorithm: str = "do", backend: str = "cpu",
     parent = graph.to_original(parent_int)
     lev = None
     if levels:
-        from dbfs.bfs.cpu import levels_from_parent
-
         lev = levels_from_parent(np.asarray(parent), r)
     return BFSResult(parent=parent, levels=lev, level_stats=rec if stats else None, root=r,
                      algorithm=algorithm, backend=backend, opts=dict(opts))

@@ -52,10 +52,22 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+from distributed import get_worker
 
 from dbfs.bfs.dask.layout.gpu_part import _GpuPart
+from dbfs.bfs.dask.layout.placement import DistributedGraph, worker_kinds
+from dbfs.bfs.dask.layout.recovery import _recover
+from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _open_mesh, ensure_plugin
+from dbfs.bfs.dask.mesh.plugin import NAME
+from dbfs.bfs.dask.mesh.waits import WorkerLost, gather_watched
+from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
+from dbfs.kernel1.build_placed import build_placed
 from dbfs.partition import Partitioning
+from dbfs.store import generate, open_dataset
+from dbfs.store.gpu import search_edges
+from dbfs.units import human
+from dbfs.validate.gpu import validate_many_gpu
 
 __all__ = ["generate_on_worker", "forget", "build_on_worker", "adopt", "new_root", "eligible", "validate", "nedge",
            "host_parents", "peaks", "validate_batch", "BUILD_TIMEOUT"]
@@ -92,7 +104,7 @@ class _BuiltPart(_GpuPart):
     keep_parents = True
 
     def __init__(self, ds, graph, k1: dict):
-        from dbfs.bfs.gpu import device_graph
+        from dbfs.bfs.gpu import device_graph  # deferred: cupy
 
         t0 = time.perf_counter()
         dev = device_graph(graph)             # the placed pieces, the hub table on the device
@@ -120,7 +132,7 @@ class _BuiltPart(_GpuPart):
 
     def _batch(self, most: int) -> int:
         """:func:`validate_batch` for the device memory left after the load."""
-        import cupy as cp
+        import cupy as cp  # deferred: cupy
 
         cp.get_default_memory_pool().free_all_blocks()
         return validate_batch(int(cp.cuda.runtime.memGetInfo()[0]), self.n, most)
@@ -132,9 +144,9 @@ class _BuiltPart(_GpuPart):
     def original(self, parent):
         """The search's parents in original ids, in their own cudaMalloc: held until validated, they never pin
         a chunk of CuPy's pool (whose free remainder could then not go back to the driver)."""
-        import cupy as cp
+        import cupy as cp  # deferred: cupy
 
-        from dbfs.bfs.gpu import original_parent
+        from dbfs.bfs.gpu import original_parent  # deferred: cupy
 
         try:
             mem = cp.cuda.Memory(parent.nbytes)
@@ -145,7 +157,7 @@ class _BuiltPart(_GpuPart):
         return original_parent(self.graph, parent, out=own)
 
     def sample(self) -> None:
-        from dbfs.bfs.gpu import device_in_use
+        from dbfs.bfs.gpu import device_in_use  # deferred: cupy
 
         self.peak_device = max(self.peak_device, device_in_use())
 
@@ -159,12 +171,7 @@ class _BuiltPart(_GpuPart):
 
 def _build(dataset_path, dedupe, relabel, order, device_limit, quiet):
     """(task pinned to a GPU worker) Kernel 1 of the dataset at ``dataset_path`` into a :class:`_BuiltPart`."""
-    import cupy as cp
-
-    from dbfs.errors import DbfsError
-    from dbfs.store import open_dataset
-    from dbfs.kernel1.build_placed import build_placed
-    from dbfs.units import human
+    import cupy as cp  # deferred: cupy
 
     path = Path(dataset_path)
     ds = _kept().pop(str(path), None) or open_dataset(path.name, path.parent)
@@ -181,8 +188,6 @@ def _build(dataset_path, dedupe, relabel, order, device_limit, quiet):
 
 def _generate(spec, root, quiet):
     """(task pinned to a GPU worker) the dataset of ``spec`` generated with the GPU generator; its path."""
-    from dbfs.store import generate
-
     ds, _ = generate(spec, root, quiet=quiet, backend="gpu", edges="auto")
     if ds.memo.get("device_edges") is not None:     # the device copy of the edges, for Kernel 1 here
         _kept()[str(ds.path)] = ds
@@ -194,11 +199,7 @@ def _kept(dask_worker=None) -> dict:
     the edges in ``memo`` (what Kernel 1 and validation read instead of the zarr chunks), until :func:`_build`
     or :func:`forget`. Kept in the worker plugin's ``scratch`` (gone when that is cleared); a worker without the
     plugin keeps none (Kernel 1 then reads the stored or regenerated edges: the same bytes)."""
-    from dbfs.bfs.dask.mesh.plugin import NAME
-
     if dask_worker is None:
-        from distributed import get_worker
-
         dask_worker = get_worker()
     plugin = dask_worker.plugins.get(NAME)
     return {} if plugin is None else plugin.scratch.setdefault(_SCRATCH_KEY, {})
@@ -210,7 +211,7 @@ _SCRATCH_KEY = "built-datasets"
 
 def _forget(path, dask_worker=None):
     """(client.run on a GPU worker) drop a kept dataset's device copy of its edges."""
-    import cupy as cp
+    import cupy as cp  # deferred: cupy
 
     if _kept(dask_worker).pop(str(path), None) is not None:
         cp.get_default_memory_pool().free_all_blocks()
@@ -226,10 +227,6 @@ def forget(client, ds) -> None:
 def generate_on_worker(client, spec, root, worker: str, quiet: bool = False, timeout: float = BUILD_TIMEOUT):
     """The dataset of Kronecker ``spec`` under ``root``, generated on GPU worker ``worker`` (its device copy of
     the edges kept there, in the worker plugin, for Kernel 1)."""
-    from dbfs.bfs.dask.mesh import ensure_plugin
-    from dbfs.bfs.dask.mesh.waits import gather_watched
-    from dbfs.store import open_dataset
-
     ensure_plugin(client)
     fut = client.submit(_generate, spec, str(root), quiet, workers=[worker], **_PIN)
     path = Path(gather_watched(client, [fut], {worker}, f"generating {spec.name} on GPU worker {worker}",
@@ -246,8 +243,6 @@ def _info(bp):
 def build_on_worker(client, ds, worker: str, dedupe: bool = True, relabel: str = "none", order: str = "prefix",
                     device_limit: int | None = None, quiet: bool = False, timeout: float = BUILD_TIMEOUT):
     """Kernel 1 of ``ds`` on GPU worker ``worker`` (module docstring): (future of the partition, its info)."""
-    from dbfs.bfs.dask.mesh.waits import gather_watched
-
     fut = client.submit(_build, str(ds.path), dedupe, relabel, order, device_limit, quiet, workers=[worker],
                         key=f"dbfs-built-{uuid.uuid4().hex[:12]}", **_PIN)
     info = gather_watched(client, [client.submit(_info, fut, workers=[worker], **_PIN)], {worker},
@@ -258,9 +253,6 @@ def build_on_worker(client, ds, worker: str, dedupe: bool = True, relabel: str =
 def adopt(client, dataset_path, fut, worker: str, info: dict, transport: str = "tcp", timeout: float | None = None):
     """The :class:`~dbfs.bfs.dask.layout.placement.DistributedGraph` of a partition :func:`build_on_worker` made,
     its (one-worker) mesh open."""
-    from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _open_mesh
-    from dbfs.bfs.dask.layout.placement import DistributedGraph, worker_kinds
-
     t0 = time.perf_counter()
     n, nnz = int(info["n_vertices"]), int(info["nnz"])
     attrs = {"n_vertices": n, "P": 1, "partitioning": "block", "nnz": [nnz], "nnz_total": nnz,
@@ -281,9 +273,6 @@ def adopt(client, dataset_path, fut, worker: str, info: dict, transport: str = "
 
 def _ask(dg, fn, *args, what: str):
     """``fn(partition, *args)`` on the worker holding it; a lost worker is one DbfsError (nothing to reload)."""
-    from dbfs.bfs.dask.layout.recovery import _recover
-    from dbfs.bfs.dask.mesh.waits import WorkerLost, gather_watched
-
     w = dg.rank_worker[0]
     try:
         return gather_watched(dg.client, [dg.client.submit(fn, dg.part_futures[0], *args, workers=[w], **_PIN)],
@@ -317,19 +306,14 @@ def eligible(dg, cands) -> np.ndarray:
 
 def _edges(bp):
     if bp.edges is None:
-        from dbfs.store.gpu import search_edges
-
         bp.edges = search_edges(bp.ds)
     return bp.edges
 
 
 def _validate(bp, roots, *parents):
-    import cupy as cp
+    import cupy as cp  # deferred: cupy
 
-    from dbfs.bfs.gpu import device_in_use
-    from dbfs.errors import DbfsError
-    from dbfs.units import human
-    from dbfs.validate.gpu import validate_many_gpu
+    from dbfs.bfs.gpu import device_in_use  # deferred: cupy
 
     gc.collect()            # what the searches left in reference cycles, then their cached blocks
     pool = cp.get_default_memory_pool()
@@ -357,7 +341,7 @@ def validate(dg, results) -> list:
 
 
 def _nedge(bp, parent):
-    from dbfs.bfs.gpu import count_nedge
+    from dbfs.bfs.gpu import count_nedge  # deferred: cupy
 
     return int(count_nedge(_edges(bp), parent))
 

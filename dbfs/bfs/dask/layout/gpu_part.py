@@ -52,14 +52,18 @@ slice per device, neighbour ids kept global.
 from __future__ import annotations
 
 import ctypes
+import os
 import time
 from functools import lru_cache
 
 import numpy as np
 
+from dbfs.bfs.dask.layout.exchange import _base_of
 from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
+from dbfs.kernel1.csr_store import open_partition
 from dbfs.partition import Partitioning
+from dbfs.store.chunk_read import ChunkReader
 from dbfs.units import human
 
 __all__ = ["_GpuPart", "load_device", "from_device_rows", "device_hub", "device_bytes",
@@ -83,8 +87,6 @@ def device_bytes(nloc: int, nnz: int, n: int) -> int:
 def ranks_device_bytes(part: Partitioning, nnz: list) -> list:
     """:func:`device_bytes` of every rank of a block partitioning (its padded rows from :func:`_base_of`)
     holding ``nnz[rank]`` entries: what placement offers a GPU worker's budget."""
-    from dbfs.bfs.dask.layout.exchange import _base_of
-
     return [device_bytes(part.vertex_range(rk).stop - _base_of(part, rk), int(nnz[rk]), part.n_vertices)
             for rk in range(part.P)]
 
@@ -101,7 +103,7 @@ def worker_bytes(n: int) -> int:
 
 def _device_info():
     """(client.run on a GPU worker) this worker's device: id, name, total and free bytes."""
-    import cupy as cp
+    import cupy as cp  # deferred: cupy
 
     free, total = cp.cuda.runtime.memGetInfo()
     dev = cp.cuda.Device()
@@ -116,9 +118,9 @@ def warm_device(gp) -> None:
     search meets (a claim pass from up to 65536 of the partition's own rows takes the
     multi-block scan path, then the bucketing kernels), so no search pays a compile (cf.
     :mod:`dbfs.bfs.dask.layout.warmup` for the Numba kernels)."""
-    import cupy as cp
+    import cupy as cp  # deferred: cupy
 
-    from dbfs.bfs.gpu import _BLOCK, _grid, _kernels, expand
+    from dbfs.bfs.gpu import _BLOCK, _grid, _kernels, expand  # deferred: cupy
 
     k = _kernels(gp.vid)
     dt = cp.int32 if gp.vid == "int" else cp.int64
@@ -161,9 +163,9 @@ class _GpuPart:
     iperm_loc = None
 
     def __init__(self, p):
-        import cupy as cp
+        import cupy as cp  # deferred: cupy
 
-        from dbfs.bfs.gpu import whole
+        from dbfs.bfs.gpu import whole  # deferred: cupy
 
         if p.code != 0:
             raise DbfsError(f"partition {p.rank} is cyclic: GPU workers hold block partitions only; build the "
@@ -182,9 +184,9 @@ class _GpuPart:
     def _finish(self):
         """What every GPU partition derives on the device: its local base bitmap, the block starts, the
         kernels compiled (``rank``, ``P``, ``n``, ``nloc``, ``indptr`` and ``adj`` set)."""
-        import cupy as cp
+        import cupy as cp  # deferred: cupy
 
-        from dbfs.bfs.gpu import _BLOCK, _VID, _grid, _i64, _kernels
+        from dbfs.bfs.gpu import _BLOCK, _VID, _grid, _i64, _kernels  # deferred: cupy
 
         self.vid = _VID[np.dtype(id_dtype(self.n))]
         self.words = (self.nloc + 63) >> 6              # int64 words of a local bitmap (the CPU layout)
@@ -205,7 +207,7 @@ class _GpuPart:
         """A search's parent slice (device, new local order, new ids) in original local order and ids."""
         if self.perm is None:
             return parent
-        import cupy as cp
+        import cupy as cp  # deferred: cupy
 
         first = int(self.starts_host[self.rank])
         out = cp.full(parent.shape, -1, parent.dtype)
@@ -214,8 +216,6 @@ class _GpuPart:
         return out
 
     def info(self):
-        import os
-
         return {**self.meta, "load_time": self.load_time, "prepare_time": self.prepare_time, "count": self.count,
                 "pid": os.getpid(), "kind": "gpu", "device_bytes": int(self.device_bytes),
                 "host_bytes": int(self.indptr_host.nbytes)}
@@ -230,8 +230,8 @@ def _oom(worker: str, rank: int, need: int) -> DbfsError:
 def _upload(reader, src, vdt, slab_bytes: int):
     """Stored array ``src`` (a CheckedArray) as a new device array of dtype ``vdt``, through two pinned
     host slabs (module docstring); (device array, sum of its values mod 2**64)."""
-    import cupy as cp
-    import cupyx
+    import cupy as cp  # deferred: cupy
+    import cupyx  # deferred: cupyx
 
     n, sdt, step = int(src.shape[0]), np.dtype(src.dtype), int(src.chunks[0])
     out = cp.empty(n, vdt)
@@ -292,10 +292,7 @@ def load_device(dataset_path, variant: str, rank: int, worker: str = "", slab_by
         A damaged or missing variant (as :func:`dbfs.kernel1.load_partition`), a cyclic one, or too little
         device memory.
     """
-    import cupy as cp
-
-    from dbfs.kernel1.csr_store import open_partition
-    from dbfs.store.chunk_read import ChunkReader
+    import cupy as cp  # deferred: cupy
 
     t0 = time.perf_counter()
     sp = open_partition(dataset_path, variant, rank)
@@ -318,7 +315,7 @@ def load_device(dataset_path, variant: str, rank: int, worker: str = "", slab_by
 
 def _bare(meta: dict):
     """A :class:`_GpuPart` with its geometry from ``meta`` (:func:`dbfs.bfs.dask.layout.worker._geometry`), no arrays."""
-    from dbfs.bfs.dask.layout.worker import _geometry
+    from dbfs.bfs.dask.layout.worker import _geometry  # deferred: cycle layout.gpu_part <-> layout.worker
 
     gp = _GpuPart.__new__(_GpuPart)
     for k, v in _geometry(meta).items():
@@ -330,7 +327,7 @@ def _bare(meta: dict):
 def _place(gp, indptr_host, indptr, indices) -> None:
     """Give ``gp`` its rows (``indptr`` padded in front, on the host and the device) and neighbour ids
     (device, the id width); its hub table is left to :func:`device_hub`."""
-    from dbfs.bfs.gpu import whole
+    from dbfs.bfs.gpu import whole  # deferred: cupy
 
     gp.indptr_host, gp.indptr, gp.indices = indptr_host, indptr, indices
     gp.adj = whole(indices)
@@ -344,7 +341,7 @@ def from_device_rows(indptr, indices, meta: dict, worker: str = "", perm=None):
     as a :class:`_GpuPart`, without a host copy of the adjacency; its hub table is left to
     :func:`device_hub`. ``perm`` (device, all N): the rows and ids are relabelled within each block
     (:func:`dbfs.kernel1.passes_gpu.degree_order` with the block bounds), ``perm[new] = original``."""
-    import cupy as cp
+    import cupy as cp  # deferred: cupy
 
     gp = _bare(meta)
     try:
@@ -389,7 +386,7 @@ extern "C" __global__ void hub_by_degree(const long long* indptr, const VID* adj
 
 @lru_cache(maxsize=None)
 def _hub_kernel(vid: str):
-    import cupy as cp
+    import cupy as cp  # deferred: cupy
 
     return cp.RawKernel(_HUB_SOURCE.replace("VID", vid), "hub_by_degree")
 
@@ -410,9 +407,9 @@ def device_hub(gp, deg):
     cupy.ndarray
         (nloc,) of the vertex-id width.
     """
-    import cupy as cp
+    import cupy as cp  # deferred: cupy
 
-    from dbfs.bfs.gpu import _BLOCK, _grid, _i64
+    from dbfs.bfs.gpu import _BLOCK, _grid, _i64  # deferred: cupy
 
     vdt = np.dtype(id_dtype(gp.n))
     hub = cp.empty(gp.nloc, vdt)

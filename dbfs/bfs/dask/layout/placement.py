@@ -23,8 +23,9 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _close_mesh
-from dbfs.bfs.dask.mesh.waits import gather_watched
+from dbfs.bfs.dask.layout.gpu_part import _device_info, worker_bytes
+from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, RUN_TIMEOUT, _close_mesh, _raise_lost
+from dbfs.bfs.dask.mesh.waits import alive_workers, gather_watched, run_within
 from dbfs.bfs.dask.layout.worker import _build_part, _global_degrees, _load_part, _local_degrees, _part_info, _prepare_part
 from dbfs.bfs.dask.layout.worker import _shuffle_build, _shuffle_piece, _shuffle_read
 from dbfs.errors import DbfsError
@@ -154,18 +155,12 @@ def worker_kinds(client, workers) -> dict:
 
 def gpu_workers(client) -> list:
     """The live workers that declare the Dask resource ``GPU``, sorted."""
-    from dbfs.bfs.dask.mesh.waits import alive_workers
-
     return sorted(w for w, k in worker_kinds(client, sorted(alive_workers(client))).items() if k == "gpu")
 
 
 def gpu_budgets(client, kinds: dict, n: int, limit=None) -> dict:
     """GPU worker -> device bytes its partitions may take: ``limit`` (or DEVICE_SHARE of the
     free device memory, asked on the worker) less what the worker needs once per graph."""
-    from dbfs.bfs.dask.layout.gpu_part import _device_info, worker_bytes
-    from dbfs.bfs.dask.mesh import RUN_TIMEOUT, _raise_lost
-    from dbfs.bfs.dask.mesh.waits import run_within
-
     gpus = sorted(w for w, k in kinds.items() if k == "gpu")
     if not gpus:
         return {}

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from dbfs.kernel1 import load_perm
 from dbfs.partition import Partitioning
 
 __all__ = ["load_perm_future", "internal_root", "original_slices"]
 
 
 def _load_perm(dataset_path, variant):
-    from dbfs.kernel1 import load_perm
-
     return load_perm(dataset_path, variant)
 
 

@@ -34,15 +34,22 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 
 from dbfs.bfs.cpu import _fill_parent, _no_edge_bitmap, degree_over_bitmap, hub_by_degree, reused_int64, warm_kernels
 from dbfs.bfs.dask.layout.exchange import _base_of
+from dbfs.bfs.dask.layout.gpu_part import device_hub, from_device_rows, load_device
 from dbfs.bfs.dask.layout.warmup import warm_level_kernels
 from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
+from dbfs.kernel1 import load_partition, variant_name
+from dbfs.kernel1.passes import build_csr_passes, chunk_cost
+from dbfs.kernel1.shuffle import ShufflePlan, build_rank, check_sum, read_buckets, reader_spans
 from dbfs.partition import Partitioning
+from dbfs.store import open_dataset
+from dbfs.store.gpu import _free_device_bytes, device_chunks
 
 __all__ = ["_Part", "_State", "_geometry", "_load_part", "_build_part", "_local_degrees", "_global_degrees",
            "_prepare_part", "_part_info", "_pick_parent", "_scratch", "_grown", "_zeroed", "_search_summary", "_noop"]
@@ -113,10 +120,7 @@ def _load_part(dataset_path, variant, rank, device: bool = False, worker: str = 
     straight into device memory (:func:`dbfs.bfs.dask.layout.gpu_part.load_device`: no host copy of the adjacency,
     the hub table left to :func:`_prepare_part`). ``worker`` names this worker in an out-of-memory error."""
     if device:
-        from dbfs.bfs.dask.layout.gpu_part import load_device
-
         return load_device(dataset_path, variant, rank, worker)
-    from dbfs.kernel1 import load_partition
 
     t0 = time.perf_counter()
     indptr, indices, meta = load_partition(dataset_path, variant, rank)
@@ -141,11 +145,6 @@ def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bo
     keeps its id range, so owners do not change), the same numbering on every rank (the whole degree array is
     counted on each); the partition maps roots and parents (:meth:`~dbfs.bfs.dask.layout.gpu_part._GpuPart.new_local`,
     :meth:`~dbfs.bfs.dask.layout.gpu_part._GpuPart.to_original`)."""
-    from pathlib import Path
-
-    from dbfs.kernel1 import variant_name
-    from dbfs.store import open_dataset
-
     t0 = time.perf_counter()
     if relabel not in ("none", "degree") or (relabel == "degree" and not device):
         raise DbfsError(f"relabel {relabel!r} of partitions built on workers: use 'none', or 'degree' on GPU workers")
@@ -157,9 +156,7 @@ def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bo
     meta = {"variant": variant_name(int(P), "block", dedupe, "none"), "rank": int(rank), "P": int(P),
             "partitioning": "block", "n_vertices": n, "vertex_range": rg, "load_time": 0.0, "relabel": relabel}
     if device:      # the rows stay in this device's memory: the partition searched here (no host round trip)
-        from dbfs.bfs.dask.layout.gpu_part import from_device_rows
-        from dbfs.kernel1.passes_gpu import build_csr_gpu_passes
-        from dbfs.store.gpu import _free_device_bytes, device_chunks
+        from dbfs.kernel1.passes_gpu import build_csr_gpu_passes  # deferred: cupy
 
         bounds = [part.vertex_range(r).start for r in range(part.P)] + [n] if relabel == "degree" else None
         g = build_csr_gpu_passes(device_chunks(ds), n, dedupe=dedupe, memory_budget=int(0.8 * _free_device_bytes()),
@@ -167,8 +164,6 @@ def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bo
         p = from_device_rows(g.indptr, g.indices, {**meta, "nnz": int(g.indptr[-1])}, worker,
                              perm=g.meta.get("perm"))
     else:
-        from dbfs.kernel1.passes import build_csr_passes, chunk_cost
-
         edges = ds.edges()
         fixed = 8 * (n + 1) + chunk_cost(int(edges.chunks[0]), edges.dtype.itemsize)
         g = build_csr_passes(edges, n, dedupe=dedupe, memory_budget=fixed + _BUILD_PASS, rows=(rg.start, rg.stop))
@@ -179,10 +174,6 @@ def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bo
 
 
 def _dataset(dataset_path):
-    from pathlib import Path
-
-    from dbfs.store import open_dataset
-
     path = Path(dataset_path)
     return open_dataset(path.name, path.parent)
 
@@ -192,8 +183,6 @@ def _shuffle_read(dataset_path, P: int, ranks, g: int, G: int):
     edge chunks (:func:`dbfs.kernel1.shuffle.reader_spans`; a virtual list's regenerated) read once, both
     directions of every tuple bucketed by owner rank of the block partitioning in ``P``, the pieces of ``ranks``
     kept: ``(rank -> piece, read info)`` (:func:`dbfs.kernel1.shuffle.read_buckets`)."""
-    from dbfs.kernel1.shuffle import ShufflePlan, read_buckets, reader_spans
-
     ds = _dataset(dataset_path)
     edges = ds.edges()
     r0, r1 = reader_spans(edges.shape[0], edges.chunks[0], G)[g]
@@ -212,9 +201,6 @@ def _shuffle_build(dataset_path, P: int, rank: int, dedupe: bool, credit: int, *
     ``edges_checksum``, the rows built (:func:`dbfs.kernel1.shuffle.build_rank`, in ranges within
     :data:`_BUILD_PASS`): the bytes of partition ``rank`` of variant ``p<P>-block``. The partition's info reports
     the edge rows and seconds of reader ``credit`` (-1: none), so a shuffle's ranks add up to its reads."""
-    from dbfs.kernel1 import variant_name
-    from dbfs.kernel1.shuffle import ShufflePlan, build_rank, check_sum
-
     t0 = time.perf_counter()
     ds = _dataset(dataset_path)
     infos = [info for _, info in got]
@@ -257,8 +243,6 @@ def _prepare_part(p, deg, device: bool = False):
     (``device``) skips the Numba warm-up: no CPU search runs on it."""
     t0 = time.perf_counter()
     if getattr(p, "on_device", False):
-        from dbfs.bfs.dask.layout.gpu_part import device_hub
-
         p.hub = device_hub(p, deg)
     else:
         if not device:

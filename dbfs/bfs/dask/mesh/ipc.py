@@ -75,7 +75,7 @@ class _DevMesh:
     """
 
     def __init__(self, sizes, n: int, dtype, owner: bool):
-        import cupy as cp
+        import cupy as cp  # deferred: cupy
 
         self.cp = cp
         rt = cp.cuda.runtime

@@ -44,7 +44,9 @@ import threading
 
 import numpy as np
 
+from dbfs.bfs.dask.mesh.plugin import get_plugin
 from dbfs.bfs.dask.mesh.transport import _PeerLost
+from dbfs.bfs.dask.mesh.waits import gather_watched, run_within
 
 __all__ = ["_Comm", "_Timeline", "open_nccl", "nccl_switch"]
 
@@ -70,8 +72,8 @@ class _Comm:
     kind = "nccl"
 
     def __init__(self, uid, widx: int, W: int):
-        import cupy as cp
-        from cupy.cuda import nccl
+        import cupy as cp  # deferred: cupy
+        from cupy.cuda import nccl  # deferred: cupy
 
         _setenv()
         self.cp, self.nccl = cp, nccl
@@ -182,7 +184,7 @@ class _Timeline:
     events counts for the kind of the later one, host gaps included."""
 
     def __init__(self, n: int = 16):
-        import cupy as cp
+        import cupy as cp  # deferred: cupy
 
         self.rt = cp.cuda.runtime
         self.events = [cp.cuda.Event() for _ in range(n)]
@@ -196,7 +198,7 @@ class _Timeline:
 
     def begin(self) -> None:
         if not self.marks:
-            import cupy as cp
+            import cupy as cp  # deferred: cupy
 
             self.stream = cp.cuda.get_current_stream().ptr
             self._record(None)
@@ -220,8 +222,8 @@ class _Timeline:
 def _nccl_probe(dask_worker=None) -> dict:
     """(client.run) this worker's device and whether NCCL loads: {"pci", "ok"} or {"why"}."""
     try:
-        import cupy as cp
-        from cupy.cuda import nccl
+        import cupy as cp  # deferred: cupy
+        from cupy.cuda import nccl  # deferred: cupy
 
         nccl.get_version()
         return {"pci": str(cp.cuda.Device().pci_bus_id)}
@@ -231,7 +233,7 @@ def _nccl_probe(dask_worker=None) -> dict:
 
 def _nccl_uid(dask_worker=None):
     """(client.run on the mesh's worker 0) a fresh NCCL unique id (its bootstrap bound to loopback)."""
-    from cupy.cuda import nccl
+    from cupy.cuda import nccl  # deferred: cupy
 
     _setenv()
     uid = nccl.get_unique_id()                    # bytes (a tuple of ints in older CuPy): passed on as made
@@ -240,8 +242,6 @@ def _nccl_uid(dask_worker=None):
 
 def _nccl_join(mesh_id: str, uid, widx: int, W: int):
     """(task pinned to mesh worker ``widx``) join the communicator; keep it with the mesh."""
-    from dbfs.bfs.dask.mesh.plugin import get_plugin
-
     plugin = get_plugin()
     comm = _Comm(uid, widx, W)
     comm.warm()
@@ -254,8 +254,6 @@ def _nccl_join(mesh_id: str, uid, widx: int, W: int):
 def open_nccl(dg, run_timeout: float) -> str:
     """One NCCL communicator over ``dg``'s mesh workers (GPU workers, one host, checked by the
     caller); returns '' or why not (nothing is left behind then)."""
-    from dbfs.bfs.dask.mesh.waits import gather_watched, run_within
-
     off = nccl_switch()
     if off:
         return off

@@ -31,9 +31,11 @@ import hmac
 import logging
 import threading
 
+from distributed import get_worker
 from distributed.diagnostics.plugin import WorkerPlugin
 
 from dbfs.bfs.dask.mesh.frames import Limits
+from dbfs.bfs.dask.mesh.ipc import _DevMesh
 from dbfs.bfs.dask.mesh.listener import Listener, connect_peers
 from dbfs.bfs.dask.mesh.shm import _ShmFront
 from dbfs.bfs.dask.mesh.transport import _DaskMesh, _host_of, _PeerLost, _SelectMesh, _ThreadedTcpMesh
@@ -168,8 +170,6 @@ class MeshPlugin(WorkerPlugin):
         """Allocate this worker's share of the mesh's shared device memory
         (:class:`dbfs.bfs.dask.mesh.ipc._DevMesh`); returns its IPC handles or the error text."""
         try:
-            from dbfs.bfs.dask.mesh.ipc import _DevMesh
-
             sh = _DevMesh(sizes, n, dtype, owner)
         except Exception as exc:           # no CuPy, out of memory, a driver refusing IPC: stage through the host
             return f"{type(exc).__name__}: {exc}"
@@ -219,8 +219,6 @@ def _close_front(sh) -> None:
 def get_plugin(dask_worker=None) -> MeshPlugin:
     """This worker's :class:`MeshPlugin` (inside a task when ``dask_worker`` is None)."""
     if dask_worker is None:
-        from distributed import get_worker
-
         dask_worker = get_worker()
     try:
         return dask_worker.plugins[NAME]

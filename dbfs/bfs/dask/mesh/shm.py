@@ -17,6 +17,7 @@ when a lower rank owns it, goes into that rank's boundary word instead
 """
 from __future__ import annotations
 
+import mmap
 import os
 
 import numpy as np
@@ -43,8 +44,6 @@ class _ShmFront:
     """
 
     def __init__(self, path, gwords, P, create):
-        import mmap
-
         size = 2 * (gwords + P) * 8
         fd = os.open(path, (os.O_CREAT | os.O_EXCL | os.O_RDWR) if create else os.O_RDWR, 0o600)
         try:

@@ -30,12 +30,15 @@ from __future__ import annotations
 import asyncio
 import hmac
 import queue as _queue
+import selectors
 import socket
 import threading
 import time
 from urllib.parse import urlparse
 
 import numpy as np
+from distributed.comm import connect
+from distributed.protocol import to_serialize
 
 from dbfs.bfs.dask.mesh.frames import Expect, FrameError, FrameReader, Limits, decode_parts, encode, read_frame
 
@@ -162,8 +165,6 @@ class _SelectMesh:
     poll."""
 
     def __init__(self, mesh_id, widx, W, socks, timeout, limits: Limits):
-        import selectors
-
         self.mesh_id, self.widx, self.W, self.timeout, self.limits = mesh_id, widx, W, timeout, limits
         self.socks = socks
         self.closed = False
@@ -316,9 +317,6 @@ class _DaskMesh:
         return ""
 
     async def _send_async(self, j, parts):
-        from distributed.comm import connect
-        from distributed.protocol import to_serialize
-
         lock = self.locks.get(j)
         if lock is None:
             lock = self.locks[j] = asyncio.Lock()

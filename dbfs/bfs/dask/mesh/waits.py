@@ -34,6 +34,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+from distributed import wait
+
 from dbfs.bfs.dask.mesh.transport import _PeerLost
 from dbfs.errors import DbfsError
 from dbfs.worker_deaths import why
@@ -109,8 +111,6 @@ def wait_watched(client, futs, watch, what: str, timeout: float, stop_on_error: 
     stop_on_error : bool
         Return as soon as a future failed (its error stays on the future).
     """
-    from distributed import wait
-
     futs = list(futs)
     pending = [f for f in futs if f.status == "pending"]
     start = progress = checked = time.monotonic()

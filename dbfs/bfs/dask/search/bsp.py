@@ -510,11 +510,11 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
     worker, or the mesh's NCCL communicator, :class:`dbfs.bfs.dask.mesh.nccl._Comm`), or None (frontier
     slices go by the mesh)."""
     if getattr(shm, "kind", "") == "nccl":         # GPU workers of one host: the exchanges are NCCL collectives
-        from dbfs.bfs.dask.search.gpu_nccl import _NcclSearch
+        from dbfs.bfs.dask.search.gpu_nccl import _NcclSearch  # deferred: cupy
 
         s = _NcclSearch(mesh, widx, ranks_of, parts, plugin, shm)
     elif getattr(parts[0], "on_device", False):     # a GPU worker: the same steps on the device
-        from dbfs.bfs.dask.search.gpu_search import _GpuSearch
+        from dbfs.bfs.dask.search.gpu_search import _GpuSearch  # deferred: cupy
 
         s = _GpuSearch(mesh, widx, ranks_of, parts, plugin, shm)
     else:

@@ -67,7 +67,11 @@ from dbfs.bfs.dask.layout.worker import _pick_parent, _search_summary
 from dbfs.bfs.policy import GPU_BEAMER_ALPHA, policy_from
 from dbfs.errors import DbfsError
 from dbfs.graph import check_root_id
+from dbfs.kernel1 import variant_name
 from dbfs.partition import Partitioning
+from dbfs.store import open_dataset
+from dbfs.validate.dask import validate_partitioned
+from dbfs.validate.gpus import validate_on_gpus
 
 __all__ = ["DistributedResult", "load_distributed", "build_distributed", "eligible_distributed", "search",
            "gather_parent", "validate_distributed", "validate_many_distributed", "ALGORITHMS"]
@@ -203,9 +207,6 @@ def build_distributed(client, dataset_path, P: int, dedupe: bool = True, workers
     within the partition (the searches in those ids, roots and parents mapped on the partitions' workers); the
     other parameters are :func:`load_distributed`'s.
     """
-    from dbfs.kernel1 import variant_name
-    from dbfs.store import open_dataset
-
     _check_client(client, transport)
     if int(P) < 1:
         raise DbfsError(f"--partitions {P} is invalid: use 1 or more")
@@ -516,8 +517,6 @@ def validate_distributed(client, dataset_path, dgraph: DistributedGraph, result:
     dbfs.validate.ValidationResult
         With ``levels`` None.
     """
-    from dbfs.validate.dask import validate_partitioned
-
     def step():
         watch = set(result.rank_worker.values())
 
@@ -543,8 +542,6 @@ def validate_many_distributed(client, dataset_path, dgraph: DistributedGraph, re
     list of dbfs.validate.ValidationResult
         In the order of ``results``; ``levels`` None.
     """
-    from dbfs.validate.gpus import validate_on_gpus
-
     roots = [r.root for r in results]
 
     def step():

@@ -80,7 +80,7 @@ class _GpuState:
 def _to_host(a):
     """A device array's host copy in pinned memory (CuPy's pinned pool: the block goes back to the
     pool when the mesh has sent it and dropped it), for what goes to a peer through the host."""
-    import cupyx
+    import cupyx  # deferred: cupyx
 
     return a.get(out=cupyx.empty_pinned(a.shape, a.dtype))
 

@@ -67,6 +67,7 @@ from dbfs.bfs.dask.search.client import eligible_distributed, gather_parent, loa
     validate_many_distributed
 from dbfs.bfs.dask.layout.placement import gpu_workers
 from dbfs.errors import DbfsError
+from dbfs.validate.gpus import device_free
 
 __all__ = ["Stored", "OnWorkers", "Resident", "PartitionedGraph", "DistributedPartitions", "ResidentGraph",
            "open_graph"]
@@ -210,8 +211,6 @@ class DistributedPartitions(PartitionedGraph):
             self.gpus = gpu_workers(client)
             self.batched = bool(self.gpus)
             if self.gpus:           # every search validated on the GPU workers, a batch per pass
-                from dbfs.validate.gpus import device_free
-
                 self.validate_batch = on_worker.validate_batch(device_free(client, self.gpus), dg.n_vertices,
                                                                validate_most)
         except BaseException:
