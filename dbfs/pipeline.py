@@ -30,11 +30,19 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from distributed import performance_report
 
+from dbfs import kernel1, preflight, store
 from dbfs.backends import RunConfig, get_backend, resolve_relabel
+from dbfs.bfs import algorithm_names, bfs
+from dbfs.cluster import release_local_cluster
 from dbfs.errors import DbfsError
 from dbfs.monitor import Publisher, describe_cluster, install
 from dbfs.progress import say
+from dbfs.report import graph500_fields, teps_stats
+from dbfs.roots import eligible
+from dbfs.spec import GraphSpec
+from dbfs.store import open_dataset
 
 __all__ = ["RunConfig", "RunResult", "run_graph500", "stored_for_run", "open_backend", "check_fits", "check_root",
            "load_parent_file", "run_fields", "per_level_comparison"]
@@ -76,9 +84,6 @@ def stored_for_run(target, root, cfg: RunConfig) -> bool:
     variant ``cfg`` searches, so a run has no generation or Kernel 1 left
     for a Dask cluster to do. Never raises: a missing, half-written or
     different dataset is False, and the run itself then reports it."""
-    from dbfs import kernel1, store
-    from dbfs.spec import GraphSpec
-
     try:
         ds = store.stored(target, root) if isinstance(target, GraphSpec) else store.open_dataset(target, root)
         if ds is None:
@@ -92,9 +97,6 @@ def stored_for_run(target, root, cfg: RunConfig) -> bool:
 def check_fits(target, root, cfg: RunConfig) -> dict:
     """Refuse in one line, before any work, a run whose searches cannot fit this machine
     (:func:`dbfs.preflight.check_run`); the estimate otherwise."""
-    from dbfs import preflight, store
-    from dbfs.spec import GraphSpec
-
     if isinstance(target, GraphSpec):
         n, m, scale = target.n_vertices, target.n_edges, target.scale
     else:
@@ -147,8 +149,6 @@ def open_backend(target, root_dir, cfg: RunConfig, client=None, given=(), pub: P
 def check_root(ds, root: int) -> None:
     """Raise DbfsError for a root that is out of range or has no non-self-loop
     edge in the dataset's INPUT edge list (one streamed pass)."""
-    from dbfs.roots import eligible
-
     n = ds.n_vertices
     if not 0 <= root < n:
         raise DbfsError(f"root {root} is out of range for a graph of {n:,} vertices: pass 0 <= --root < {n}")
@@ -238,7 +238,6 @@ def _performance_report(client, path):
     """Dask's performance report of what ``client``'s cluster does inside (inline BokehJS: opens offline)."""
     if client is None or not path:
         return contextlib.nullcontext()
-    from distributed import performance_report
 
     return performance_report(filename=str(path), mode="inline")
 
@@ -249,8 +248,6 @@ def run_graph500(target, root_dir=None, cfg: RunConfig | None = None, client=Non
 
     ``perf_report``: a path for Dask's performance report of the cluster's part of the run (None: none).
     """
-    from dbfs.cluster import release_local_cluster
-
     cfg = cfg or RunConfig()
     pub = install(client, cfg.quiet)
     stages = {}
@@ -309,8 +306,6 @@ def run_fields(res: RunResult) -> list:
     ``validation: unvalidated`` is appended, so the output cannot pass for a
     validated run.
     """
-    from dbfs.report import graph500_fields, teps_stats
-
     te = teps_stats(res.times, res.nedges)
     extra = [("bfs  mean_TEPS", te["mean"]), ("load_time", res.load_time),
              ("algorithm", res.config["algorithm"]), ("backend", res.config["backend"])]
@@ -329,10 +324,6 @@ def run_fields(res: RunResult) -> list:
 def per_level_comparison(res: RunResult, root_dir, cfg: RunConfig) -> dict:
     """Per-level records of td, bu and the run's algorithm on the run's first
     root (untimed), with the in-memory kernels of the run's backend."""
-    from dbfs import kernel1
-    from dbfs.bfs import algorithm_names, bfs
-    from dbfs.store import open_dataset
-
     kernels = get_backend(cfg.backend).kernels
     ds = open_dataset(res.dataset, root_dir)
     graph = kernel1.load_csr(ds.path, res.config["variant"])

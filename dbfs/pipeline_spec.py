@@ -26,7 +26,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
+from dbfs import kernel1, store
+from dbfs.backends import RunConfig, get_backend
 from dbfs.errors import DbfsError
+from dbfs.pipeline import run_graph500, stored_for_run
+from dbfs.profiles import address_problem, load_profile
+from dbfs.spec import GraphSpec
+from dbfs.units import parse_size
 
 __all__ = ["load_spec", "run_spec", "scheduler_for", "STAGE_KEYS"]
 
@@ -46,8 +54,6 @@ def _bad(path, what: str):
 def load_spec(path) -> dict:
     """The checked spec of the YAML file ``path``: ``{"stages": [(name, options)], "cluster", "scheduler",
     "run_config"}``."""
-    import yaml
-
     p = Path(path)
     try:
         doc = yaml.safe_load(p.read_text())
@@ -91,8 +97,6 @@ def load_spec(path) -> dict:
 
 def _check_cluster(spec) -> None:
     """The spec's ``cluster`` profile loaded and checked, its ``scheduler`` an address (nothing started)."""
-    from dbfs.profiles import address_problem, load_profile
-
     for key in ("cluster", "scheduler"):
         if spec[key] is not None and not isinstance(spec[key], str):
             raise _bad(spec["path"], f"{key} is {spec[key]!r}: use a "
@@ -107,8 +111,6 @@ def _check_cluster(spec) -> None:
 
 def _graph_spec(opts: dict):
     """The GraphSpec of a generate stage's options."""
-    from dbfs.spec import GraphSpec
-
     return GraphSpec.make(**{k: v for k, v in opts.items() if k not in ("chunk_edges", "backend")}, given=set(opts))
 
 
@@ -116,9 +118,6 @@ def scheduler_for(spec: dict, root_dir, scheduler, profile):
     """``scheduler``, or "threads" (no cluster) when none was asked for (no scheduler, no profile) and the
     stages leave Dask nothing to do: the dataset and the CSR variant stored complete and a run stage, if
     any, on a backend that does not search on Dask workers (the rule of ``dbfs run``)."""
-    from dbfs.backends import get_backend
-    from dbfs.pipeline import stored_for_run
-
     if scheduler or profile:
         return scheduler
     names = [n for n, _ in spec["stages"]]
@@ -126,8 +125,6 @@ def scheduler_for(spec: dict, root_dir, scheduler, profile):
         return scheduler
     g = _graph_spec(spec["stages"][0][1])
     if names == ["generate"]:
-        from dbfs import store
-
         try:
             done = store.stored(g, root_dir) is not None
         except DbfsError:
@@ -139,9 +136,6 @@ def scheduler_for(spec: dict, root_dir, scheduler, profile):
 
 def _run_config(spec):
     """The RunConfig the run stage uses (the build stage names the variant), checked against its backend."""
-    from dbfs.backends import RunConfig, get_backend
-    from dbfs.units import parse_size
-
     b = dict(next((o for n, o in spec["stages"] if n == "build"), {}))
     r = dict(next((o for n, o in spec["stages"] if n == "run"), {}))
     try:
@@ -162,10 +156,6 @@ def _run_config(spec):
 
 def run_spec(spec: dict, root_dir=None, client=None):
     """Run the checked ``spec``'s stages in order; yields (stage, result)."""
-    from dbfs import kernel1, store
-    from dbfs.pipeline import run_graph500
-    from dbfs.units import parse_size
-
     cfg = spec["run_config"]
     ds = None
     for name, o in spec["stages"]:

@@ -56,10 +56,15 @@ common ones) and :meth:`Backend.unavailable` (why it cannot run here).
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, field
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field, replace
 
 from dbfs.errors import DbfsError
 from dbfs.progress import say
+from dbfs.split import PLACEMENT_ORDER
+from dbfs.units import human
 
 __all__ = ["BACKENDS", "COMMON_OPTIONS", "Backend", "RunConfig", "backend_table",
            "check_degree_placement", "check_split_placement", "get_backend", "resolve_relabel", "say_relabel",
@@ -169,8 +174,8 @@ class Backend:
     @classmethod
     def dataset(cls, target, root_dir, client=None, quiet=False):
         """A complete dataset: ``target`` a GraphSpec (generated if needed) or a stored name."""
-        from dbfs import store
-        from dbfs.spec import GraphSpec
+        from dbfs import store  # deferred: distributed (CLI start)
+        from dbfs.spec import GraphSpec  # deferred: dask (CLI start)
 
         if isinstance(target, GraphSpec):
             seconds = 0.0
@@ -189,15 +194,15 @@ class Backend:
     def csr(cls, ds, cfg: RunConfig, client=None) -> tuple:
         """(variant name, its attributes): the CSR variant ``cfg`` searches, built if not stored
         (kept in memory for this run, :meth:`csr_in_memory`, where the disk has no room for it)."""
-        from dbfs import kernel1
-        from dbfs.spec import GraphSpec
+        from dbfs import kernel1  # deferred: distributed (CLI start)
+        from dbfs.spec import GraphSpec  # deferred: dask (CLI start)
 
         variant = kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
         if kernel1.reusable_variant(ds.path, cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel) is None:
             in_memory = False
             if cls.in_memory_csr and cfg.partitions == 1 and cfg.relabel == "none":
-                from dbfs.preflight import csr_bytes
-                from dbfs.store.space import MARGIN, free_bytes
+                from dbfs.preflight import csr_bytes  # deferred: psutil (CLI start)
+                from dbfs.store.space import MARGIN, free_bytes  # deferred: distributed (CLI start)
 
                 need = sum(csr_bytes(ds.n_vertices, ds.n_edges)) + MARGIN
                 free = free_bytes(ds.path)
@@ -217,11 +222,8 @@ class Backend:
     def csr_in_memory(cls, ds, cfg: RunConfig, need: int, free: int) -> dict:
         """Kernel 1 in passes (:func:`dbfs.kernel1.build_csr_passes`, half the available host
         memory as its budget) into ``ds.memo["graph"]``, not stored; said on stderr."""
-        import time
-
-        from dbfs.kernel1 import build_csr_passes
-        from dbfs.preflight import host_available
-        from dbfs.units import human
+        from dbfs.kernel1 import build_csr_passes  # deferred: distributed (CLI start)
+        from dbfs.preflight import host_available  # deferred: psutil (CLI start)
 
         why = (f"no room on disk for the CSR of {ds.name} (up to {human(need)}, {human(free)} free): Kernel 1 "
                f"keeps it in memory for this run, not stored")
@@ -244,9 +246,7 @@ class Backend:
     def prepare(self) -> float:
         """Build the per-graph search structures of an in-memory graph (``self.graph``) with the
         backend's kernel module; returns (and keeps as ``prepare_time``) the seconds it took."""
-        import time
-
-        from dbfs.bfs import prepare
+        from dbfs.bfs import prepare  # deferred: numba (CLI start)
 
         graph = getattr(self, "graph", None)
         if graph is None:
@@ -258,7 +258,7 @@ class Backend:
 
     def roots(self, n: int):
         """The Graph500 search keys (section 6), eligibility tested by :meth:`eligible`."""
-        from dbfs.roots import select_roots
+        from dbfs.roots import select_roots  # deferred: dask (CLI start)
 
         spec = self.ds.attrs["spec"]
         return select_roots(self.ds.n_vertices, spec.get("seed1", 2), spec.get("seed2", 3), n, self.eligible())
@@ -266,7 +266,7 @@ class Backend:
     def eligible(self):
         """``test(candidates) -> bool mask``: which candidate roots have a non-self-loop input edge
         (here streamed over the stored edges; a backend holding them closer overrides this)."""
-        from dbfs.roots import eligible
+        from dbfs.roots import eligible  # deferred: dask (CLI start)
 
         edges = self.ds.edges()
         return lambda cands: eligible(edges, cands)
@@ -304,9 +304,6 @@ def warm(what: str, client, quiet: bool, fn, *args) -> float:
     writable); the workers, started from the same environment, then read that cache rather than compile in
     parallel. Says both ends on stderr; returns the wall seconds (the run's ``compile_time``).
     """
-    import time
-    import uuid
-
     t0 = time.perf_counter()
     say(f"loading the Numba kernels of {what} (compiled on a first run, cached for later ones; not timed) ...",
         quiet)
@@ -333,9 +330,7 @@ def warm(what: str, client, quiet: bool, fn, *args) -> float:
 def tiny_spec(spec, partitions: int = 1):
     """A graph of ``spec``'s kind small enough to generate and build in milliseconds (a 2-D grid for an
     imported graph, whose generation is a write), with at least ``2 * partitions`` vertices."""
-    from dataclasses import replace
-
-    from dbfs.spec import GraphSpec
+    from dbfs.spec import GraphSpec  # deferred: dask (CLI start)
 
     scale = max(6, (2 * int(partitions) - 1).bit_length())
     if spec.kind == "import":
@@ -349,9 +344,7 @@ def warm_stages(tiny, build=None) -> None:
     only Kernel 1 in memory (:func:`dbfs.kernel1.build_csr_passes`) on its rows, nothing written (no
     room on disk is why it runs). The same code as the real stages, so every Numba kernel they call is
     loaded here with the argument types they pass. Nothing is said; the root is removed."""
-    import tempfile
-
-    from dbfs import kernel1, store
+    from dbfs import kernel1, store  # deferred: distributed (CLI start)
 
     if build == "passes":
         kernel1.build_csr_passes(tiny.edges().astype(tiny.stored_dtype), n_vertices=tiny.n_vertices,
@@ -369,8 +362,6 @@ def check_split_placement(cfg: RunConfig, name: str, who: str) -> None:
     """Refuse, in one line, a ``--placement`` that a backend splitting one CSR by row order
     (:data:`dbfs.split.PLACEMENT_ORDER`) cannot take: one it has no order for, or ``degree*`` without the
     degree-ordered CSR. ``who`` names what splits (the error's words)."""
-    from dbfs.split import PLACEMENT_ORDER
-
     if cfg.placement not in PLACEMENT_ORDER:
         *first, last = PLACEMENT_ORDER
         raise DbfsError(f"--placement {cfg.placement} does not apply to --backend {name}: {who} splits the "
@@ -395,9 +386,7 @@ def resolve_relabel(cfg: RunConfig, client=None, ds=None, stored: bool = False,
     other one is, the stored one. The choice and why are said in one line on stderr (unless
     ``quiet``, default ``cfg.quiet``; :func:`say_relabel`) and kept in ``relabel_why``.
     """
-    from dataclasses import replace
-
-    from dbfs import kernel1
+    from dbfs import kernel1  # deferred: distributed (CLI start)
 
     if cfg.relabel != "auto":
         return cfg
@@ -422,7 +411,7 @@ def resolve_relabel(cfg: RunConfig, client=None, ds=None, stored: bool = False,
 
 def say_relabel(cfg: RunConfig) -> None:
     """The one stderr line of a resolved ``--relabel auto`` (:func:`resolve_relabel`): the variant and why."""
-    from dbfs import kernel1
+    from dbfs import kernel1  # deferred: distributed (CLI start)
 
     variant = kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
     say(f"CSR variant {variant}, {'degree-relabelled' if cfg.relabel == 'degree' else 'not relabelled'}: "

@@ -28,10 +28,17 @@ import time
 
 import numpy as np
 
+from dbfs import kernel1
+from dbfs.arrays import iter_rows
 from dbfs.backends import Backend, check_split_placement, warm
+from dbfs.bfs import algorithm_names, bfs, collector_paused
+from dbfs.bfs.cpu import SPLIT_ALGORITHMS, split_graph, warm_kernels
 from dbfs.errors import DbfsError
 from dbfs.progress import say
-from dbfs.split import PLACEMENT_ORDER
+from dbfs.roots import eligible
+from dbfs.split import PLACEMENT_ORDER, plan_split
+from dbfs.units import human
+from dbfs.validate import validate
 
 __all__ = ["CpuBackend", "edges_for_validation", "nedge_only", "warm_search_side", "warm_validation"]
 
@@ -52,9 +59,6 @@ def edges_for_validation(ds, budget_bytes: int | None = None):
 def warm_validation(edge_dtype) -> None:
     """Load the Numba kernels of the validation and of the root selection: both run on a three-vertex
     triangle with ``edge_dtype`` ids."""
-    from dbfs.roots import eligible
-    from dbfs.validate import validate
-
     triangle = np.array([[0, 1], [0, 2], [1, 2]], dtype=edge_dtype)
     validate(triangle, 0, np.zeros(3, np.int64))
     eligible(triangle, np.arange(3, dtype=np.int64))
@@ -63,8 +67,6 @@ def warm_validation(edge_dtype) -> None:
 def warm_search_side(indptr, indices, edge_dtype) -> None:
     """Load the Numba kernels of the searches (:func:`dbfs.bfs.cpu.warm_kernels` for these CSR arrays) and
     :func:`warm_validation`'s."""
-    from dbfs.bfs.cpu import warm_kernels
-
     warm_kernels(indptr, indices)
     warm_validation(edge_dtype)
 
@@ -72,8 +74,6 @@ def warm_search_side(indptr, indices, edge_dtype) -> None:
 def nedge_only(edges, parent, n) -> int:
     """Graph500 3.0.1 nedge (non-self-loop tuples with both ends reached), for
     --no-validate runs, streamed over the edge list."""
-    from dbfs.arrays import iter_rows
-
     reached = np.asarray(parent) >= 0
     total = 0
     for _, block in iter_rows(edges):
@@ -95,8 +95,6 @@ class CpuBackend(Backend):
 
     @classmethod
     def algorithms(cls) -> list:
-        from dbfs.bfs import algorithm_names
-
         return algorithm_names("cpu")
 
     @classmethod
@@ -117,15 +115,12 @@ class CpuBackend(Backend):
                 raise DbfsError(f"--placement {cfg.placement} needs --device-memory-limit with --backend cpu: it "
                                 f"picks the rows of a simulated device/host split, which only a budget makes")
             return
-        from dbfs.bfs.cpu import SPLIT_ALGORITHMS
 
         if cfg.algorithm not in SPLIT_ALGORITHMS:
             raise DbfsError(f"--algorithm {cfg.algorithm} cannot search a split adjacency (--device-memory-limit "
                             f"with --backend cpu): use {', '.join(SPLIT_ALGORITHMS)} or drop --device-memory-limit")
 
     def load(self, ds, variant):
-        from dbfs import kernel1
-
         self.ds, self.n = ds, ds.n_vertices
         t0 = time.perf_counter()
         mem = ds.memo.get("graph")          # Kernel 1 kept it in memory (no room on disk)
@@ -148,10 +143,6 @@ class CpuBackend(Backend):
     def _split(self, graph):
         """``graph`` with its adjacency in the two pieces the GPU backend would hold under
         ``--device-memory-limit`` (the budget less the row offsets; ``--placement``'s order), said on stderr."""
-        from dbfs.bfs.cpu import split_graph
-        from dbfs.split import plan_split
-        from dbfs.units import human
-
         limit, item = int(self.cfg.device_memory_limit), graph.indices.dtype.itemsize
         order = PLACEMENT_ORDER[self.cfg.placement]
         sp = plan_split(graph.indptr, (limit - int(graph.indptr.nbytes)) // item, order, item)
@@ -168,13 +159,9 @@ class CpuBackend(Backend):
         return {} if sp is None else {"placement": {**sp.report(), "simulated": "host memory"}}
 
     def eligible(self):
-        from dbfs.roots import eligible
-
         return lambda cands: eligible(self.edges, cands)   # the edges already in memory for validation
 
     def search(self, root):
-        from dbfs.bfs import bfs, collector_paused
-
         self.parent = self.level_stats = None   # the previous parents go back to the pool before the clock
         cfg = self.cfg
         with collector_paused():
@@ -185,8 +172,6 @@ class CpuBackend(Backend):
         return t
 
     def validate(self, root):
-        from dbfs.validate import validate
-
         return validate(self.edges, root, self.parent, n_vertices=self.n)
 
     def nedge(self, root):

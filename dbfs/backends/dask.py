@@ -48,9 +48,23 @@ search whose parents were lost), each said on stderr and recorded in
 """
 from __future__ import annotations
 
-from dbfs.backends import Backend, check_degree_placement
+import time
+
+from dbfs import kernel1, store
+from dbfs.backends import Backend, check_degree_placement, warm
+from dbfs.backends.cpu import warm_validation
+from dbfs.backends.gpu import GpuBackend
+from dbfs.bfs.dask import ALGORITHMS, build_distributed
+from dbfs.bfs.dask.layout.built import build_on_worker, forget, generate_on_worker
+from dbfs.bfs.dask.layout.placement import gpu_workers
+from dbfs.bfs.dask.search.graphs import OnWorkers, Resident, Stored, open_graph
 from dbfs.errors import DbfsError
+from dbfs.kernel1.partitioned import disk_need
+from dbfs.partition import check_partition_count
 from dbfs.progress import say
+from dbfs.spec import GraphSpec
+from dbfs.split import PLACEMENT_ORDER
+from dbfs.store.space import free_bytes
 from dbfs.units import human
 
 #: most searches a batch validated on the GPU workers holds (their parents wait on the workers till then)
@@ -75,8 +89,6 @@ class DaskBackend(Backend):
 
     @classmethod
     def algorithms(cls) -> list:
-        from dbfs.bfs.dask import ALGORITHMS
-
         return list(ALGORITHMS)
 
     @classmethod
@@ -86,8 +98,6 @@ class DaskBackend(Backend):
         workers from the edges). CPU workers: the degree-ordered CSR, whose partitions they search faster
         (docs/BENCHMARKS.md), unless, at P > 1, neither variant is stored and the disk has no room for
         one (``ds`` known): then the plain partitions, built on the workers."""
-        from dbfs import kernel1
-
         if cls._gpu_workers(client):
             if cfg.partitions > 1:
                 return "none", "at P > 1 the GPU workers build the plain partitions from the edges themselves"
@@ -104,7 +114,6 @@ class DaskBackend(Backend):
     def _gpu_workers(client) -> list:
         if client is None:
             return []
-        from dbfs.bfs.dask.layout.placement import gpu_workers
 
         return gpu_workers(client)
 
@@ -112,21 +121,15 @@ class DaskBackend(Backend):
     def _forget_generated(ds, client) -> None:
         """Drop the device copy of the edges a GPU worker kept for a Kernel 1 that will not run there."""
         if "generated_on" in ds.memo:
-            from dbfs.bfs.dask.layout.built import forget
-
             forget(client, ds)
 
     @classmethod
     def dataset(cls, target, root_dir, client=None, quiet=False):
         """As the base class; a Kronecker graph not yet stored is generated on a GPU worker when the
         cluster has one (the GPU generator: same bytes, and a virtual list's checksum in seconds)."""
-        from dbfs import store
-        from dbfs.spec import GraphSpec
-
         gpus = cls._gpu_workers(client) if isinstance(target, GraphSpec) and target.kind == "kronecker" else []
         if not gpus or store.stored(target, root_dir) is not None:
             return super().dataset(target, root_dir, client, quiet)
-        from dbfs.bfs.dask.layout.built import generate_on_worker
 
         say(f"generating {target.name} on GPU worker {gpus[0]}", quiet)
         return generate_on_worker(client, target, store.datasets_root(root_dir), gpus[0], quiet)
@@ -134,11 +137,6 @@ class DaskBackend(Backend):
     @classmethod
     def _on_workers(cls, ds, cfg, client, why: str):
         """(P > 1) the partitions built from the edges on the workers that search them (module docstring)."""
-        import time
-
-        from dbfs.bfs.dask import build_distributed
-        from dbfs.bfs.dask.search.graphs import OnWorkers
-
         note = f"{why}: Kernel 1 builds its {cfg.partitions} partitions on the workers that search them, not stored" + \
             (", each relabelled by degree within itself" if cfg.relabel == "degree" else "")
         say(note, cfg.quiet)
@@ -151,9 +149,6 @@ class DaskBackend(Backend):
     def _why_on_workers(cls, ds, cfg, client) -> str:
         """Why a P > 1 block variant that is not stored is built on the workers ('' = build it in zarr): the
         cluster has GPU workers (their GPU Kernel 1, no CPU pass over zarr), or the disk has no room for it."""
-        from dbfs.kernel1.partitioned import disk_need
-        from dbfs.store.space import free_bytes
-
         if cls._gpu_workers(client):
             return f"{ds.name} on GPU workers"
         need, free = disk_need(ds.n_vertices, ds.n_edges, cfg.partitions), free_bytes(ds.path)
@@ -166,12 +161,6 @@ class DaskBackend(Backend):
         partitions than the graph's vertices allow are refused first (:func:`dbfs.partition.check_partition_count`).
         Returns Kernel 1's typed result for :meth:`load` (:mod:`dbfs.bfs.dask.search.graphs`: :class:`Stored`,
         :class:`OnWorkers` or :class:`Resident`; ``str()`` of each is the variant's name) and its attributes."""
-        from dbfs import kernel1
-        from dbfs.backends.gpu import GpuBackend
-        from dbfs.bfs.dask.search.graphs import Resident, Stored
-        from dbfs.partition import check_partition_count
-        from dbfs.split import PLACEMENT_ORDER
-
         check_partition_count(cfg.partitions, ds.n_vertices)
         within = cfg.relabel == "degree" and bool(cls._gpu_workers(client))     # each partition relabelled in itself
         why = cls._why_on_workers(ds, cfg, client) if cfg.partitions > 1 and cfg.partitioning == "block" and \
@@ -190,7 +179,6 @@ class DaskBackend(Backend):
             raise DbfsError(f"--placement {cfg.placement} does not apply to a CSR built in a GPU worker's memory "
                             f"(--partitions 1): it splits the rows between device and host memory; use block, "
                             f"degree or degree-low")
-        from dbfs.bfs.dask.layout.built import build_on_worker
 
         say(f"Kernel 1 of {ds.name} runs in GPU worker {gpus[0]}'s memory (not stored: "
             f"{'relabelled on the GPU' if cfg.relabel != 'none' else 'no room on disk or in host memory'})",
@@ -205,8 +193,6 @@ class DaskBackend(Backend):
         """Open what Kernel 1 handed over (:meth:`csr`: a stored variant, partitions on the workers or the CSR
         resident in a GPU worker's memory; a variant name is a stored one) as one
         :class:`~dbfs.bfs.dask.search.graphs.PartitionedGraph`, which every later step calls."""
-        from dbfs.bfs.dask.search.graphs import open_graph
-
         if self.client is None:
             raise DbfsError("--backend dask needs a Dask cluster: drop --scheduler threads")
         self.ds, self.held, self.result = ds, [], None
@@ -232,9 +218,6 @@ class DaskBackend(Backend):
     def warm(self):
         """The validation's kernels loaded on every worker before the first search (the searches' are
         loaded there by the load)."""
-        from dbfs.backends import warm
-        from dbfs.backends.cpu import warm_validation
-
         self.compile_time = warm("validation", self.client, self.cfg.quiet, warm_validation, self.ds.edges().dtype)
         return self.compile_time
 

@@ -24,13 +24,25 @@ adjacency's device/host split and the peak device memory and host RSS
 """
 from __future__ import annotations
 
+import resource
 import time
 
 import numpy as np
 
+from dbfs import kernel1, store
 from dbfs.backends import Backend, check_split_placement
+from dbfs.energy import PowerMeter, mteps_per_watt
+from dbfs.kernel1.build_gpu import build_gpu, kernel1_fits
+from dbfs.kernel1.build_placed import VALIDATE_BATCH, build_placed
+from dbfs.preflight import csr_bytes, host_available
 from dbfs.progress import say
+from dbfs.report.stats import teps_stats
+from dbfs.roots import eligible
+from dbfs.spec import GraphSpec
 from dbfs.split import PLACEMENT_ORDER
+from dbfs.store.gpu import DeviceRows, eligible_gpu, search_edges
+from dbfs.store.space import MARGIN, free_bytes
+from dbfs.validate.gpu import validate_gpu, validate_many_gpu
 
 __all__ = ["GpuBackend", "ENERGY_MIN_SECONDS"]
 
@@ -52,7 +64,7 @@ class GpuBackend(Backend):
     @classmethod
     def unavailable(cls):
         try:
-            import cupy
+            import cupy  # deferred: cupy
 
             if cupy.cuda.runtime.getDeviceCount() < 1:
                 return "no CUDA GPU is visible (pip install -e '.[gpu]' on a machine with one)"
@@ -80,15 +92,10 @@ class GpuBackend(Backend):
         super().check(cfg, given)
         check_split_placement(cfg, "gpu", "one GPU")
         if cfg.energy:   # NVML missing: fail now, not after generation and Kernel 1
-            from dbfs.energy import PowerMeter
-
             PowerMeter().close()
 
     @classmethod
     def dataset(cls, target, root_dir, client=None, quiet=False):
-        from dbfs import store
-        from dbfs.spec import GraphSpec
-
         if isinstance(target, GraphSpec):
             gen = "gpu" if target.kind == "kronecker" else "cpu"
             ds, _ = store.generate(target, root_dir, client=client, quiet=quiet, backend=gen, edges="auto")
@@ -97,11 +104,7 @@ class GpuBackend(Backend):
 
     @classmethod
     def csr(cls, ds, cfg, client=None):
-        from dbfs import kernel1
-
         if cfg.partitions == 1 and cfg.partitioning == "block":
-            from dbfs.kernel1.build_gpu import build_gpu, kernel1_fits
-
             variant = kernel1.variant_name(1, "block", cfg.dedupe, cfg.relabel)
             if kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe, cfg.relabel):
                 return super().csr(ds, cfg, client) if cfg.relabel != "none" else \
@@ -118,9 +121,6 @@ class GpuBackend(Backend):
     @staticmethod
     def _csr_stores(ds) -> bool:
         """Whether the CSR can be assembled in host memory and stored (disk and host have room)."""
-        from dbfs.preflight import csr_bytes, host_available
-        from dbfs.store.space import MARGIN, free_bytes
-
         need = sum(csr_bytes(ds.n_vertices, ds.n_edges))
         return need + MARGIN <= free_bytes(ds.path) and need + (need >> 2) <= host_available()
 
@@ -129,21 +129,13 @@ class GpuBackend(Backend):
         """GPU Kernel 1 in passes straight into the searches' device/host split, kept for this run
         (:func:`dbfs.kernel1.build_placed.build_placed`; ``--relabel degree`` relabels there, on the device);
         said on stderr and in the JSON notes."""
-        from dbfs.kernel1.build_placed import build_placed
-
         return build_placed(ds, dedupe=cfg.dedupe, device_limit=cfg.device_memory_limit, quiet=cfg.quiet,
                             relabel=cfg.relabel, order=PLACEMENT_ORDER[cfg.placement])
 
     def load(self, ds, variant):
-        from dbfs import kernel1
-        from dbfs.store.gpu import DeviceRows, search_edges
-        from dbfs.kernel1.build_placed import VALIDATE_BATCH
-
         self.ds, self.n = ds, ds.n_vertices
         self.meter = None
         if self.cfg.energy:
-            from dbfs.energy import PowerMeter
-
             self.meter = PowerMeter()
         g = ds.memo.get("graph")
         if g is not None and g.meta.get("variant") == variant:
@@ -171,14 +163,12 @@ class GpuBackend(Backend):
 
     def _sample_memory(self):
         """Device memory in use now (CuPy's pool keeps freed blocks, so this tracks the high-water mark)."""
-        from dbfs.bfs.gpu import device_in_use
+        from dbfs.bfs.gpu import device_in_use  # deferred: cupy
 
         self.peak_device = max(getattr(self, "peak_device", 0), device_in_use())
 
     def describe(self) -> dict:
         """The adjacency's device/host split (bytes and entries each side) and the peak memories."""
-        import resource
-
         dg = self.graph.meta.get("gpu")
         self._sample_memory()
         return {"placement": dg.placement if dg is not None else {},
@@ -186,16 +176,13 @@ class GpuBackend(Backend):
                            "peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}}
 
     def eligible(self):
-        from dbfs.roots import eligible
-        from dbfs.store.gpu import DeviceRows, eligible_gpu
-
         edges = self.edges
         if type(edges).__module__.startswith("cupy") or isinstance(edges, DeviceRows):
             return lambda cands: eligible_gpu(edges, cands)   # on the device copy of the edges
         return lambda cands: eligible(edges, cands)
 
     def search(self, root):
-        from dbfs.bfs import gpu
+        from dbfs.bfs import gpu  # deferred: cupy
 
         parent, t, rec = gpu.search_device(self.graph, root, self.cfg.algorithm, stats=True, **self._opts())
         self._sample_memory()
@@ -210,8 +197,6 @@ class GpuBackend(Backend):
     def validate_many(self, roots):
         """The last ``len(roots)`` searches validated over one regeneration of the edge list
         (:func:`dbfs.validate.gpu.validate_many_gpu`)."""
-        from dbfs.validate.gpu import validate_many_gpu
-
         held, self.held = self.held[-len(roots):], []
         assert [r for r, _ in held] == [int(r) for r in roots], "validate_many: not the last searches"
         res = validate_many_gpu(self.edges, held, n_vertices=self.n, levels=False)
@@ -219,24 +204,22 @@ class GpuBackend(Backend):
         return res
 
     def validate(self, root):
-        from dbfs.validate.gpu import validate_gpu
-
         res = validate_gpu(self.edges, root, self.parent_dev, n_vertices=self.n, levels=False)
         self._sample_memory()
         return res
 
     def nedge(self, root):
-        from dbfs.bfs.gpu import count_nedge
+        from dbfs.bfs.gpu import count_nedge  # deferred: cupy
 
         return count_nedge(self.edges, self.parent_dev)
 
     def parents(self):
         """The last search's parents in original ids, copied to one reused pinned host buffer on demand."""
         if self.parent is None:
-            from dbfs.bfs import gpu
+            from dbfs.bfs import gpu  # deferred: cupy
 
             if self._pinned is None:
-                import cupyx
+                import cupyx  # deferred: cupyx
 
                 self._pinned = cupyx.empty_pinned(self.parent_dev.shape, np.int64)
             self.parent = gpu.host_parent(self.parent_dev, out=self._pinned)
@@ -249,9 +232,7 @@ class GpuBackend(Backend):
         counters update far more slowly than one search lasts). Returns joules,
         seconds, searches, mean watts and MTEPS/W = harmonic-mean TEPS of the
         timed searches / 1e6 / mean watts."""
-        from dbfs.bfs import gpu
-        from dbfs.energy import mteps_per_watt
-        from dbfs.report.stats import teps_stats
+        from dbfs.bfs import gpu  # deferred: cupy
 
         say(f"energy: searching back to back for {min_seconds:g} s with NVML sampling", self.cfg.quiet)
         self.meter.start()
