@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import os
 
+import click
+
+from dbfs import worker_logs
 from dbfs.cli import admin, data, search  # noqa: F401  (registers the commands)
 from dbfs.cli.common import cli
 
@@ -26,19 +29,15 @@ LOGS_ENV = "DBFS_LOGS"
 def _log_place():
     """(folder, name) of the running command's Dask log: ``$DBFS_LOGS``, else ``.dbfs-logs`` in the
     command's datasets root (``--datasets``, ``$DBFS_DATASETS``, ``./datasets``)."""
-    import click
-
     ctx = click.get_current_context(silent=True)
     name = "-".join(ctx.command_path.split()[1:]) if ctx is not None else "dbfs"
     if os.environ.get(LOGS_ENV):
         return os.environ[LOGS_ENV], name
-    from dbfs.store import datasets_root
+    from dbfs.store import datasets_root  # deferred: distributed (CLI start)
 
     return datasets_root(ctx.params.get("datasets") if ctx is not None else None) / ".dbfs-logs", name
 
 
 def main(argv=None):  # console-script entry point
-    from dbfs import worker_logs
-
     worker_logs.configure(_log_place, until_exit=True)
     return cli.main(args=argv, prog_name="dbfs")

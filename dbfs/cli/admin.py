@@ -2,8 +2,13 @@
 here, and pipeline spec files."""
 from __future__ import annotations
 
+import signal
+import time
+
 import click
 
+from dbfs import worker_logs
+from dbfs.backends import backend_table
 from dbfs.cli.common import _check_cluster_flags, _given, _Group, cli, datasets_opt, scheduler_opt, workers_opt
 from dbfs.cli.search import _print_run
 from dbfs.errors import DbfsError
@@ -32,11 +37,8 @@ def cluster_cmd(profile, script, check, workers, scheduler_port, dashboard_port)
     jobs that queued once). Ctrl-C (or SIGTERM, SIGHUP) closes it: a SLURM
     profile's jobs are cancelled. --check and --script submit nothing.
     """
-    import signal
-    import time
-
-    from dbfs import worker_logs
-    from dbfs.cluster import check_cluster_args, client_for, load_profile, slurm_cluster
+    from dbfs.cluster import (check_cluster_args, client_for, load_profile,  # deferred: distributed (CLI start)
+                              slurm_cluster)
 
     prof = load_profile(profile)
     check_cluster_args(n_workers=workers)
@@ -51,7 +53,7 @@ def cluster_cmd(profile, script, check, workers, scheduler_port, dashboard_port)
         raise DbfsError(f"--{'script prints a SLURM job script' if script else 'check asks SLURM about a request'}: "
                         f"profile {profile} is type {prof['type']}")
     if check:
-        from dbfs.cluster.slurm import check_request
+        from dbfs.cluster.slurm import check_request  # deferred: distributed (CLI start)
 
         check_request(prof, profile)
         if not script:
@@ -68,7 +70,7 @@ def cluster_cmd(profile, script, check, workers, scheduler_port, dashboard_port)
     signal.signal(signal.SIGTERM, _interrupt)
     with client_for(None, n_workers=workers, profile=profile, scheduler_port=scheduler_port,
                     dashboard_port=dashboard_port) as client:
-        from dbfs.monitor import install
+        from dbfs.monitor import install  # deferred: distributed (CLI start)
 
         install(client)         # the dashboard's dbfs page, for the runs that join this cluster
         log = worker_logs.current()
@@ -84,8 +86,6 @@ def cluster_cmd(profile, script, check, workers, scheduler_port, dashboard_port)
 @cli.command()
 def algorithms():
     """List every backend with its algorithms and whether it runs here."""
-    from dbfs.backends import backend_table
-
     for name, names, reason in backend_table():
         click.echo(f"{name}: {' '.join(names)}  ({'available' if reason is None else 'unavailable: ' + reason})")
 
@@ -102,8 +102,8 @@ def pipeline():
 @workers_opt
 def pipeline_run(spec_file, datasets, scheduler, workers, cluster_profile):
     """Run FILE.yaml's stages in order (generate, build, run), reusing stored outputs."""
-    from dbfs.cluster import client_for
-    from dbfs.pipeline_spec import load_spec, run_spec, scheduler_for
+    from dbfs.cluster import client_for  # deferred: distributed (CLI start)
+    from dbfs.pipeline_spec import load_spec, run_spec, scheduler_for  # deferred: distributed (CLI start)
 
     _check_cluster_flags(_given(), scheduler, cluster_profile)
     spec = load_spec(spec_file)

@@ -6,9 +6,12 @@ exit 2), the common options, and the one rule for flags that do not apply
 from __future__ import annotations
 
 import click
+from click.core import ParameterSource
 
 from dbfs import __version__
+from dbfs.backends import get_backend
 from dbfs.errors import DbfsError
+from dbfs.progress import set_quiet
 
 class _Group(click.Group):
     def invoke(self, ctx):
@@ -24,7 +27,7 @@ def _checked(kind):
     (:func:`dbfs.profiles.check_cluster_args`, :func:`dbfs.profiles.load_profile`)."""
     def check(ctx, param, value):
         if value is not None:
-            from dbfs.profiles import check_cluster_args, load_profile
+            from dbfs.profiles import check_cluster_args, load_profile  # deferred: dask (CLI start)
 
             if kind == "cluster":
                 load_profile(value)
@@ -55,15 +58,11 @@ def workers_opt(f):
 @click.option("--quiet", "-q", is_flag=True, help="No status lines on stderr (errors and results only).")
 def cli(quiet):
     """dbfs: Graph500 breadth-first search as a Dask pipeline."""
-    from dbfs.progress import set_quiet
-
     set_quiet(quiet)
 
 
 def _given(ctx=None) -> set:
     """The parameters the user set on the command line or through the environment."""
-    from click.core import ParameterSource
-
     ctx = ctx or click.get_current_context()
     return {k for k in ctx.params
             if ctx.get_parameter_source(k) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)}
@@ -82,7 +81,7 @@ _CLUSTER_FLAGS = {"scheduler": "--scheduler", "workers": "--workers", "cluster_p
 def _check_cluster_flags(given: set, scheduler, cluster_profile) -> None:
     """--workers sizes a LocalCluster this command starts: refuse it when joining one."""
     if "workers" in given and (scheduler or cluster_profile):
-        from dbfs.cluster import load_profile
+        from dbfs.cluster import load_profile  # deferred: distributed (CLI start)
 
         if scheduler or load_profile(cluster_profile)["type"] != "local":
             raise DbfsError("--workers does not apply when joining a cluster (--scheduler, or a profile that is "
@@ -93,8 +92,6 @@ def _check_cluster_flags(given: set, scheduler, cluster_profile) -> None:
 
 def _need_gpu():
     """Fail early, in one line, when the GPU backend cannot run here (no CuPy or no GPU)."""
-    from dbfs.backends import get_backend
-
     reason = get_backend("gpu").unavailable()
     if reason:
         raise DbfsError(f"--backend gpu cannot run here: {reason}")

@@ -9,6 +9,7 @@ import sys
 import click
 
 from dbfs.errors import DbfsError
+from dbfs.graph import check_root_id
 from dbfs.units import human, parse_size
 
 from dbfs.backends import tiny_spec, warm, warm_stages
@@ -43,9 +44,9 @@ from dbfs.cli.common import (_check_cluster_flags, _CLUSTER_FLAGS, _given, _Grou
 def generate(scale, edgefactor, seed1, seed2, kind, a, b, c, input_, compact_ids, datasets, chunk_edges, force, backend,
              edges, scheduler, workers, cluster_profile):
     """Generate a graph's edge list into the dataset store (zarr)."""
-    from dbfs import store
-    from dbfs.cluster import client_for
-    from dbfs.spec import GraphSpec
+    from dbfs import store  # deferred: distributed (CLI start)
+    from dbfs.cluster import client_for  # deferred: distributed (CLI start)
+    from dbfs.spec import GraphSpec  # deferred: dask (CLI start)
 
     given = _given()
     if backend == "gpu":
@@ -72,7 +73,7 @@ def generate(scale, edgefactor, seed1, seed2, kind, a, b, c, input_, compact_ids
             store.generate(spec, root, chunk_edges=chunk_edges, force=force, backend="gpu", edges=edges)
         else:
             with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
-                from dbfs.monitor import install
+                from dbfs.monitor import install  # deferred: distributed (CLI start)
 
                 install(client).stage("generate")
                 warm("generation", client, False, warm_stages, tiny_spec(spec))   # not in graph_generation
@@ -91,7 +92,7 @@ def datasets():
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def datasets_list(datasets, as_json):
     """Table of datasets: name, kind, SCALE, edges, storage (stored or virtual), size, stages, complete."""
-    from dbfs import store
+    from dbfs import store  # deferred: distributed (CLI start)
 
     rows = store.list_datasets(datasets)
     if as_json:
@@ -114,7 +115,7 @@ def datasets_list(datasets, as_json):
 @datasets_opt
 def datasets_info(name, datasets):
     """Everything stored about dataset NAME (JSON)."""
-    from dbfs import store
+    from dbfs import store  # deferred: distributed (CLI start)
 
     click.echo(json.dumps(store.info(name, datasets), indent=1, default=str))
 
@@ -125,7 +126,7 @@ def datasets_info(name, datasets):
 def datasets_rm(name, datasets):
     """Remove dataset NAME (edges and every derived stage). Only a dataset dbfs wrote is removed: any other
     folder, a file or a symbolic link under the datasets root is refused (exit 2) and left as it is."""
-    from dbfs import store
+    from dbfs import store  # deferred: distributed (CLI start)
 
     path = store.remove(name, datasets)
     click.echo(f"removed {path}")
@@ -137,7 +138,7 @@ def datasets_rm(name, datasets):
 def datasets_verify(name, datasets):
     """Check every chunk of dataset NAME and of its CSR variants: exit 0 intact, 1 damaged (a line per bad
     chunk), 2 bad input."""
-    from dbfs import store
+    from dbfs import store  # deferred: distributed (CLI start)
 
     res = store.verify(name, datasets)
     out, err = res.lines()
@@ -153,7 +154,7 @@ def datasets_verify(name, datasets):
 @datasets_opt
 def export(name, out, datasets):
     """Write dataset NAME's edge list to FILE.npy as int64 (M, 2) in the input's ids, every chunk verified."""
-    from dbfs import store
+    from dbfs import store  # deferred: distributed (CLI start)
 
     path = store.export(name, out, datasets)
     click.echo(str(path))
@@ -183,8 +184,8 @@ def export(name, out, datasets):
 def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budget, backend, device_memory_limit, force,
           scratch, datasets, scheduler, workers, cluster_profile):
     """Kernel 1: build (or reuse) the partitioned CSR of dataset NAME, out of core."""
-    from dbfs import kernel1, store
-    from dbfs.cluster import client_for
+    from dbfs import kernel1, store  # deferred: distributed (CLI start)
+    from dbfs.cluster import client_for  # deferred: distributed (CLI start)
 
     given = _given()
     budget = parse_size(memory_budget)
@@ -203,20 +204,20 @@ def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budge
         raise DbfsError(f"--device-memory-limit {device_memory_limit} is invalid: use a size such as 8GiB")
     _check_cluster_flags(given, scheduler, cluster_profile)
     ds = store.open_dataset(name, datasets)
-    from dbfs.partition import check_partition_count
+    from dbfs.partition import check_partition_count  # deferred: numba (CLI start)
 
     check_partition_count(partitions, ds.n_vertices)
     if backend == "gpu":
         _need_gpu()
-        from dbfs.kernel1.build_gpu import build_gpu
+        from dbfs.kernel1.build_gpu import build_gpu  # deferred: distributed (CLI start)
 
         attrs = build_gpu(ds, dedupe=not keep_duplicates, relabel=relabel, force=force, device_budget=device_budget)
     else:
-        from dbfs.kernel1.partitioned import check_scratch
+        from dbfs.kernel1.partitioned import check_scratch  # deferred: distributed (CLI start)
 
         check_scratch(scratch)                  # before a cluster starts and the kernels load
         with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
-            from dbfs.monitor import install
+            from dbfs.monitor import install  # deferred: distributed (CLI start)
 
             install(client).stage("kernel1")
             if force or kernel1.reusable_variant(ds.path, partitions, partitioning, not keep_duplicates,
@@ -249,11 +250,10 @@ def validate_cmd(name, root, parent_path, seconds, datasets):
     Prints the result and nedge; exit 0 when valid, 1 when not (each failed
     rule with example vertices), 2 for bad input.
     """
-    from dbfs import store
-    from dbfs.graph import check_root_id
-    from dbfs.backends.cpu import edges_for_validation
-    from dbfs.pipeline import load_parent_file
-    from dbfs.validate import validate
+    from dbfs import store  # deferred: distributed (CLI start)
+    from dbfs.backends.cpu import edges_for_validation  # deferred: distributed (CLI start)
+    from dbfs.pipeline import load_parent_file  # deferred: distributed (CLI start)
+    from dbfs.validate import validate  # deferred: distributed (CLI start)
 
     if seconds is not None and not seconds > 0:
         raise DbfsError(f"--seconds {seconds} is invalid: pass the search's time in seconds (> 0)")

@@ -3,13 +3,18 @@ backend contract (:mod:`dbfs.backends`); every flag is translated into a
 RunConfig and refused in one line where it does not apply."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
+from pathlib import Path
 
 import click
+import numpy as np
 
+from dbfs.backends import RunConfig, get_backend, resolve_relabel, say_relabel
 from dbfs.errors import DbfsError
+from dbfs.report import plot_run, render_graph500, write_json
 from dbfs.units import parse_size
 
 from dbfs.cli.common import (_check_cluster_flags, _CLUSTER_FLAGS, _given, _refuse, cli, datasets_opt,
@@ -24,8 +29,6 @@ _SPEC_FLAGS = {"scale": "--scale", "edgefactor": "--edgefactor", "seed1": "--see
 
 def _run_config(name, given: set, scheduler, cluster_profile, **kw):
     """The RunConfig of run/bfs, with every flag that does not apply refused (one line, exit 2)."""
-    from dbfs.backends import RunConfig, get_backend
-
     if name:
         _refuse(given, _SPEC_FLAGS, f"with a dataset NAME ({name}): its spec is stored; drop the flag or NAME")
     cfg = RunConfig(algorithm=kw["algorithm"], backend=kw["backend"], n_roots=kw.get("n_roots", 64),
@@ -42,7 +45,7 @@ def _run_config(name, given: set, scheduler, cluster_profile, **kw):
 
 
 def _spec_or_name(name, scale, edgefactor, seed1, seed2):
-    from dbfs.spec import GraphSpec
+    from dbfs.spec import GraphSpec  # deferred: dask (CLI start)
 
     if name:
         return name
@@ -94,9 +97,9 @@ def _check_partitions(target, datasets, cfg) -> None:
     """Refuse --partitions beyond what the graph's vertex count allows (:func:`dbfs.partition.check_partition_count`)."""
     if cfg.partitions <= 1:
         return
-    from dbfs import store
-    from dbfs.partition import check_partition_count
-    from dbfs.spec import GraphSpec
+    from dbfs import store  # deferred: distributed (CLI start)
+    from dbfs.partition import check_partition_count  # deferred: numba (CLI start)
+    from dbfs.spec import GraphSpec  # deferred: dask (CLI start)
 
     n = target.n_vertices if isinstance(target, GraphSpec) else store.open_dataset(target, datasets).n_vertices
     check_partition_count(cfg.partitions, n)
@@ -107,8 +110,6 @@ def _relabel_before_cluster(cfg, ds=None, quiet=False):
     a backend whose default needs no cluster, or, with a stored dataset ``ds`` (``bfs NAME``), by the
     variants it has; a dask run's is resolved with its client and dataset when the backend is opened
     (:func:`dbfs.backends.resolve_relabel`)."""
-    from dbfs.backends import get_backend, resolve_relabel
-
     if ds is None and get_backend(cfg.backend).cluster == "always":
         return cfg
     return resolve_relabel(cfg, None, ds, stored=ds is not None, quiet=quiet)
@@ -119,10 +120,9 @@ def _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg):
     one, and for one that uses it only for generation and Kernel 1 when the
     dataset and CSR variant are already stored and no scheduler or cluster
     profile was asked for (a LocalCluster would have nothing to do)."""
-    from dbfs.backends import get_backend
-    from dbfs.pipeline import stored_for_run
+    from dbfs.pipeline import stored_for_run  # deferred: distributed (CLI start)
 
-    from dbfs.pipeline import check_fits
+    from dbfs.pipeline import check_fits  # deferred: distributed (CLI start)
 
     # a NAME cannot be generated: missing, half-written or corrupt fails here, and a graph the
     # searches cannot hold (or too small for --partitions) is refused, before any cluster starts or
@@ -159,9 +159,8 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, p
     NAME is a stored dataset; without it a Kronecker graph of --scale is used.
     Graph500 output goes to stdout, progress to stderr.
     """
-    from dbfs.backends import say_relabel
-    from dbfs.cluster import client_for
-    from dbfs.pipeline import run_graph500
+    from dbfs.cluster import client_for  # deferred: distributed (CLI start)
+    from dbfs.pipeline import run_graph500  # deferred: distributed (CLI start)
 
     given = _given()
     cfg = _run_config(name, given, scheduler, cluster_profile, algorithm=algorithm, backend=backend,
@@ -185,7 +184,7 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, p
 
 def _write_report(path, res, block, perf) -> None:
     """``--report``: the HTML report (:mod:`dbfs.monitor.report_html`), Dask's performance report inside."""
-    from dbfs.monitor.report_html import write_report
+    from dbfs.monitor.report_html import write_report  # deferred: distributed (CLI start)
 
     perf_html = None
     if perf and os.path.exists(perf):
@@ -200,9 +199,6 @@ def _write_report(path, res, block, perf) -> None:
 def _check_writable(path, flag, suffixes: tuple = ()) -> None:
     """A one-line error before any work when ``path`` is a folder, lacks one of ``suffixes`` (the
     formats written; any when empty), or its folder cannot take the file."""
-    import os
-    from pathlib import Path
-
     if not path:
         return
     if Path(path).expanduser().is_dir():
@@ -219,8 +215,7 @@ def _check_writable(path, flag, suffixes: tuple = ()) -> None:
 
 def _print_run(res, cfg, datasets, json_path=None, plot_path=None, report_path=None, perf=None) -> None:
     """The Graph500 block on stdout (or the invalid-run line and exit 1), then the JSON, plot and report files."""
-    from dbfs.pipeline import run_fields
-    from dbfs.report import render_graph500
+    from dbfs.pipeline import run_fields  # deferred: distributed (CLI start)
 
     if res.validated and not res.ok:
         for f in res.failures:
@@ -235,12 +230,9 @@ def _print_run(res, cfg, datasets, json_path=None, plot_path=None, report_path=N
     if report_path:
         _write_report(report_path, res, block, perf)
     if json_path:
-        from dbfs.report import write_json
-
         click.echo(f"dbfs: wrote {write_json(json_path, res, {k: v for k, v, _ in fields})}", err=True)
     if plot_path:
-        from dbfs.pipeline import per_level_comparison
-        from dbfs.report import plot_run
+        from dbfs.pipeline import per_level_comparison  # deferred: distributed (CLI start)
 
         click.echo(f"dbfs: wrote {plot_run(plot_path, res, per_level_comparison(res, datasets, cfg))}", err=True)
 
@@ -258,12 +250,9 @@ def bfs_cmd(name, root, out, scale, edgefactor, seed1, seed2, algorithm, backend
     NAME must already have the CSR variant (`dbfs build NAME`); without NAME a
     Kronecker graph of --scale is generated and built if needed.
     """
-    import contextlib
-
-    from dbfs import kernel1, store
-    from dbfs.backends import say_relabel
-    from dbfs.cluster import client_for
-    from dbfs.pipeline import check_root, open_backend
+    from dbfs import kernel1, store  # deferred: distributed (CLI start)
+    from dbfs.cluster import client_for  # deferred: distributed (CLI start)
+    from dbfs.pipeline import check_root, open_backend  # deferred: distributed (CLI start)
 
     given = _given()
     cfg = _run_config(name, given, scheduler, cluster_profile, algorithm=algorithm, backend=backend,
@@ -328,14 +317,10 @@ def _build_command(name, cfg) -> str:
 
 
 def get_backend_cluster(cfg) -> str:
-    from dbfs.backends import get_backend
-
     return get_backend(cfg.backend).cluster
 
 
 def _save_parents(out, parent) -> None:
-    import numpy as np
-
     try:
         np.save(out, np.asarray(parent, dtype=np.int64))
     except OSError as e:
