@@ -235,3 +235,142 @@ def test_every_dbfs_import_resolves():
                     if a.name.split(".")[0] == "dbfs" and _module_path(a.name) is None:
                         bad.append(f"{f.relative_to(REPO)}:{node.lineno}: no module {a.name}")
     assert not bad, "\n".join(bad)
+
+
+#: optional or import-heavy libraries an import inside a function may defer, anywhere in dbfs/
+DEFERRABLE = ("cupy", "cupyx", "dask_cuda", "bokeh", "pynvml", "matplotlib", "dask_jobqueue", "prometheus_client")
+#: libraries deferred only in the modules of the CLI's start (what ``python -m dbfs.cli --help`` loads):
+#: third-party ones besides numpy and click, and multiprocessing (its import costs the CLI's start more
+#: than all the dbfs modules it loads besides numpy)
+CLI_START = ("distributed", "dask", "zarr", "numba", "psutil", "tqdm", "yaml", "multiprocessing")
+
+
+def _modules() -> dict:
+    """dbfs module name -> its parsed source."""
+    out = {}
+    for p in sorted(PKG.rglob("*.py")):
+        if "__pycache__" in p.parts:
+            continue
+        parts = list(p.relative_to(REPO).with_suffix("").parts)
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = ast.parse(p.read_text())
+    return out
+
+
+def _named(node, mods, cur: str) -> list:
+    """What an import statement of module ``cur`` makes Python run: dbfs modules by name, other packages by
+    their top name (``from pkg import sub`` of a dbfs submodule needs the submodule, not the rest of pkg)."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        base = node.module or ""
+        if node.level:      # relative: from the package of cur (cur itself when it is a package)
+            pkg = cur.split(".") if _module_path(cur).name == "__init__.py" else cur.split(".")[:-1]
+            base = ".".join(pkg[:len(pkg) - node.level + 1] + ([base] if base else []))
+        subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in mods]
+        names = ([] if len(subs) == len(node.names) else [base]) + subs
+    return [n if n.split(".")[0] == "dbfs" else n.split(".")[0] for n in names]
+
+
+def _top_imports(tree, mods, cur: str) -> list:
+    """What a module imports when it is imported (its body, inside if/try/with too; not under TYPE_CHECKING)."""
+    out = []
+
+    def walk(body):
+        for n in body:
+            if isinstance(n, (ast.Import, ast.ImportFrom)):
+                out.extend(_named(n, mods, cur))
+            elif isinstance(n, ast.If) and "TYPE_CHECKING" not in ast.unparse(n.test):
+                walk(n.body)
+                walk(n.orelse)
+            elif isinstance(n, ast.Try):
+                for b in [n.body, n.orelse, n.finalbody] + [h.body for h in n.handlers]:
+                    walk(b)
+            elif isinstance(n, (ast.With, ast.ClassDef)):
+                walk(n.body)
+    walk(tree.body)
+    return out
+
+
+def _parents(m: str) -> list:
+    parts = m.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _reach(names, tops, running=()) -> set:
+    """Every module importing ``names`` runs: their top-level imports and parent packages, transitively
+    (a parent in ``running``, already being imported, runs nothing again)."""
+    seen, todo = set(), list(names)
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        if m in tops:
+            todo += tops[m] + [p for p in _parents(m) if p not in running]
+    return seen
+
+
+def _imports_in_functions(tree):
+    def visit(node, inside):
+        for ch in ast.iter_child_nodes(node):
+            if inside and isinstance(ch, (ast.Import, ast.ImportFrom)):
+                yield ch
+            yield from visit(ch, inside or isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+    yield from visit(tree, False)
+
+
+def test_imports_inside_functions_are_marked_deferrals():
+    """An import inside a function defers a dependency, and says which on its line (the first line of a
+    multi-line import) as ``# deferred: <reason>``; everything else is imported at the module's top.
+    A reason is one of:
+
+    - ``<lib>``, one of :data:`DEFERRABLE` (optional extras, or heavy to import): the import names the
+      library, or a dbfs module whose top-level imports reach it (transitively, a package's ``__init__``
+      included);
+    - ``<lib> (CLI start)``, one of :data:`CLI_START`, the same reach, and only in a module that
+      ``python -m dbfs.cli --help`` loads: the CLI starts without them (checked by running it). Outside
+      the CLI's start these are ordinary top-level imports;
+    - ``cycle <a> <-> <b>``: module a imports b inside a function because b's top-level imports reach a
+      (at a's top, importing either would run into the other half-initialised); a and b are module names
+      or their ends from a dot on (``layout.worker``).
+
+    So the standard library, numpy, click and dbfs modules that reach none of these libraries are never
+    imported inside a function."""
+    import re
+
+    code = ("import contextlib, io, runpy, sys\nsys.argv = ['dbfs', '--help']\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try:\n        runpy.run_module('dbfs.cli', run_name='__main__')\n"
+            "    except SystemExit:\n        pass\nprint(' '.join(sorted(sys.modules)))\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    loaded = set(p.stdout.split())
+    assert not {m.split(".")[0] for m in loaded} & set(CLI_START), "the CLI's start imports a CLI_START library"
+    mods = _modules()
+    tops = {m: _top_imports(t, mods, m) for m, t in mods.items()}
+    bad = []
+    for m, tree in mods.items():
+        src = _module_path(m).read_text().splitlines()
+        for node in _imports_in_functions(tree):
+            where = f"{m}:{node.lineno}: {src[node.lineno - 1].strip()}"
+            mark = re.search(r"#\s*deferred:\s*(.*?)\s*(?:#|$)", src[node.lineno - 1])
+            if mark is None:
+                bad.append(f"{where}: no '# deferred: <reason>' (else import it at the module's top)")
+                continue
+            reason, named = mark.group(1), _named(node, mods, m)
+            cyc = re.fullmatch(r"cycle (\S+) <-> (\S+)", reason)
+            lib = re.fullmatch(r"(\w+)( \(CLI start\))?", reason)
+            if cyc:     # a module's name, or its end from a dot on (layout.worker for dbfs.bfs.dask.layout.worker)
+                a, b = cyc.groups()
+                b = next((n for n in named if n == b or n.endswith("." + b)), None)
+                ok = (m == a or m.endswith("." + a)) and b is not None and \
+                    m in _reach(tops.get(b, []), tops, {m, *_parents(m)})
+            elif lib and lib.group(2):
+                ok = lib.group(1) in CLI_START and m in loaded and lib.group(1) in _reach(named, tops)
+            elif lib:
+                ok = lib.group(1) in DEFERRABLE and lib.group(1) in _reach(named, tops)
+            else:
+                ok = False
+            if not ok:
+                bad.append(f"{where}: the reason does not hold (see this test's docstring)")
+    assert not bad, "\n".join(bad)
