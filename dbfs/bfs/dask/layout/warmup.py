@@ -7,8 +7,9 @@ Contract: after :func:`warm_level_kernels` ``(p, claim_dtype)`` (run by
 for a partition of ``p``'s array types: not the top-down step's claims
 into the worker's claim scratch (dtype ``claim_dtype``, the vertex-id
 width of N, which the single-process warm-up never uses), serial or
-parallel, nor the pair bucketing and absorbing, the frontier slice ORs
-(block and cyclic) and the shared-frontier copies (``tests/test_dask_reliability.py``
+parallel, nor the frontier slice ORs (block and cyclic) and the
+shared-frontier copies (the row-table kernels that bucket and absorb a
+worker's claims are :func:`dbfs.bfs.cpu.warm_kernels`'s) (``tests/test_dask_reliability.py``
 checks it on live workers). Numba compiles one specialisation per
 argument type and loads it on first call, from its on-disk cache when it
 holds it, otherwise by compiling it; either inside a timed search would
@@ -33,7 +34,7 @@ import numpy as np
 
 from dbfs.bfs.cpu import bitmap_to_queue, queue_to_bitmap, td_step
 from dbfs.bfs.cpu.topdown import _TD_SERIAL_EDGES
-from dbfs.bfs.dask.layout.exchange import _absorb, _bucket_pairs, _chunks, _or_into, _or_slice
+from dbfs.bfs.dask.layout.exchange import _or_into, _or_slice
 from dbfs.bfs.dask.mesh.shm import _fix_boundaries, _publish_words, _take_front
 from dbfs.partition import owner_local
 
@@ -68,18 +69,9 @@ def _warm_topdown(p, claim_dtype) -> None:
 
 
 def _warm_exchange(p, claim_dtype) -> None:
-    """Bucket one pair, absorb it, OR frontier slices, as the level loop does on this partition."""
+    """OR frontier slices and convert them, as the level loop does on this partition."""
     owner_local(np.int64(0), p.code, p.P, p.q, p.r)      # the root's owner, at the start barrier
-    scratch = np.zeros(1, claim_dtype)
-    L, U, _ = _bucket_pairs(np.zeros(1, np.int64), scratch, p.code, p.P, p.q, p.r, p.rank, 0, _chunks(1))
-    L[:] = 0                                  # absorbed as this partition's local row 0 (whoever owns vertex 0)
-    ip = _like(p.indptr, np.zeros(2))
-    parent = np.full(1, -1, np.int64)
-    visited = np.zeros(1, np.int64)
-    gvis = np.zeros((p.rank >> 6) + 1, np.int64)   # a cyclic rank's row 0 is global vertex ``rank``
-    tmp = np.empty(1, np.int64)
-    out = np.empty(1, np.int64)
-    _absorb(L, U, 0, parent, visited, ip, gvis, p.code, p.P, p.rank, 0, tmp, out, 0, _chunks(1))
+    gvis = np.zeros((p.rank >> 6) + 1, np.int64)
     front = np.zeros(gvis.shape[0], np.int64)
     sl = np.zeros(1, np.int64)
     _or_slice(front, sl, p.code, p.P, p.rank, 0)
