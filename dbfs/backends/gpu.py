@@ -145,11 +145,12 @@ class GpuBackend(Backend):
             self.graph = kernel1.load_csr(ds.path, variant)
             self.load_time = time.perf_counter() - t0
         self.parent = self.parent_dev = self._pinned = None
-        # a regenerated edge list costs one generation per validation: validate a batch of searches per
-        # generation (the placed build kept device memory for their parents and levels)
+        # an edge list not on the device costs one pass (a generation, or a read of every stored chunk) per
+        # validation: validate a batch of searches per pass (the placed build kept device memory for their
+        # parents and levels)
         self.edges = search_edges(ds)   # decided once: device copy, regenerated rows or the stored array
-        regen = isinstance(self.edges, DeviceRows)
-        self.validate_batch = ds.memo.get("validate_batch", VALIDATE_BATCH) if regen else 1
+        streamed = type(self.edges).__module__.split(".")[0] != "cupy"     # not a device copy
+        self.validate_batch = ds.memo.get("validate_batch", VALIDATE_BATCH) if streamed else 1
         self.held = []
         return self.load_time
 

@@ -27,7 +27,7 @@ from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
 from dbfs.kernel1 import variant_name
 from dbfs.progress import say
-from dbfs.store.gpu import _free_device_bytes, device_chunks
+from dbfs.store.gpu import _free_device_bytes, device_chunks, edges_fit
 from dbfs.units import human
 
 __all__ = ["build_placed", "placed_budgets", "host_need", "reserve_per_vertex", "SEARCH_PER_VERTEX", "VALIDATE_BATCH",
@@ -39,8 +39,9 @@ __all__ = ["build_placed", "placed_budgets", "host_need", "reserve_per_vertex", 
 #: search's parents, queues, bitmaps and degree scan (~29 N) or a validation's int32 pointer jumping
 #: beside the kept parents and their original-id copy (~34 N)
 SEARCH_PER_VERTEX = 44
-#: searches the GPU backend validates per regeneration of a virtual edge list (each one more keeps its
-#: parents and levels, 8 B per vertex, on the device: :func:`reserve_per_vertex`)
+#: searches the GPU backend validates per pass over a streamed edge list, regenerated (virtual) or read from
+#: zarr (stored, too large for a device copy); each one more keeps its parents and levels, 8 B per vertex,
+#: on the device (:func:`reserve_per_vertex`)
 VALIDATE_BATCH = 4
 
 
@@ -137,8 +138,10 @@ def build_placed(ds, dedupe: bool = True, device_limit: int | None = None, quiet
     t0 = time.perf_counter()
     free = int(0.94 * _free_device_bytes())
     item = np.dtype(id_dtype(ds.n_vertices)).itemsize
-    regen = ds.storage == "virtual" and ds.spec.kind == "kronecker"      # validated in batches (the backend)
-    batch, piece, passes = _fit_host(ds, item, free, device_limit, VALIDATE_BATCH if regen else 1)
+    # validated in batches (the backend) wherever each validation streams the edges: regenerated, or stored
+    # and too large for a device copy beside the CSR
+    streamed = (ds.storage == "virtual" and ds.spec.kind == "kronecker") or not edges_fit(ds, free)
+    batch, piece, passes = _fit_host(ds, item, free, device_limit, VALIDATE_BATCH if streamed else 1)
     ds.memo["validate_batch"] = batch
     budget_name = "--device-memory-limit" if device_limit is not None else "the free device memory"
     g = build_csr_placed(device_chunks(ds, step=min(PLACED_STEP, max(int(ds.n_edges), 1))), ds.n_vertices,
