@@ -374,3 +374,44 @@ def test_imports_inside_functions_are_marked_deferrals():
             if not ok:
                 bad.append(f"{where}: the reason does not hold (see this test's docstring)")
     assert not bad, "\n".join(bad)
+
+
+_STAND_IN = r'''
+import sys, types, importlib
+class _Any:                      # answers every attribute, call and index: no device behaviour at all
+    def __getattr__(self, n): return _Any()
+    def __call__(self, *a, **k): return _Any()
+    def __getitem__(self, k): return _Any()
+    def __mro_entries__(self, bases): return (object,)
+    def __or__(self, o): return _Any()
+    def __int__(self): return 0
+for n in ["cupy", "cupy.cuda", "cupy.cuda.nccl", "cupy.cuda.runtime", "cupyx", "cupyx.scipy", "dask_cuda", "pynvml"]:
+    m = types.ModuleType(n); m.__path__ = []; m.__getattr__ = lambda a: _Any(); sys.modules[n] = m
+importlib.import_module(sys.argv[1])
+'''
+
+
+def _gpu_only_modules() -> list:
+    out = []
+    for f in sorted(PKG.rglob("*.py")):
+        if "__pycache__" in f.parts:
+            continue
+        tree = ast.parse(f.read_text())
+        for node in tree.body:
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n.split(".")[0] in ("cupy", "cupyx") for n in names):
+                rel = f.relative_to(REPO).with_suffix("")
+                out.append(".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts))
+                break
+    return out
+
+
+@pytest.mark.parametrize("module", _gpu_only_modules())
+def test_gpu_only_module_imports_alone(module):
+    """A module that imports CuPy at its top is never imported by a CPU test: imported alone in a fresh
+    interpreter, against a stand-in for CuPy that only answers names (no device behaviour is checked here),
+    it must load, so a moved module or an import cycle among the GPU modules fails here and not on a GPU."""
+    p = subprocess.run([sys.executable, "-c", _STAND_IN, module], cwd=REPO, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
