@@ -181,6 +181,15 @@ def _slot_of(t, wr, s):
     return s
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _row_degree(t, wr, s):
+    """(slot of worker row ``wr``, its degree); ``s``: the slot guess (:func:`_slot_of`)."""
+    s = _slot_of(t, wr, s)
+    ip = _indptr(t, s)
+    r = wr - t.off[s]
+    return s, ip[r + 1] - ip[r]
+
+
 # --------------------------------------------------------------- top-down
 @njit(nogil=True, cache=True)
 def _rows_edges(t, queue):
@@ -188,10 +197,8 @@ def _rows_edges(t, queue):
     s = 0
     e = 0
     for k in range(queue.shape[0]):
-        s = _slot_of(t, queue[k], s)
-        ip = _indptr(t, s)
-        r = queue[k] - t.off[s]
-        e += ip[r + 1] - ip[r]
+        s, d = _row_degree(t, queue[k], s)
+        e += d
     return e
 
 
@@ -204,10 +211,8 @@ def _rows_degree_offsets(t, queue):
     s = 0
     acc = 0
     for k in range(f):
-        s = _slot_of(t, queue[k], s)
-        ip = _indptr(t, s)
-        r = queue[k] - t.off[s]
-        acc += ip[r + 1] - ip[r]
+        s, d = _row_degree(t, queue[k], s)
+        acc += d
         off[k + 1] = acc
     return off
 
@@ -222,10 +227,8 @@ def _rows_degree_offsets_par(t, queue):
         s = 0
         acc = 0
         for k in range(b * f // nb, (b + 1) * f // nb):
-            s = _slot_of(t, queue[k], s)
-            ip = _indptr(t, s)
-            r = queue[k] - t.off[s]
-            acc += ip[r + 1] - ip[r]
+            s, d = _row_degree(t, queue[k], s)
+            acc += d
         sums[b + 1] = acc
     for b in range(nb):
         sums[b + 1] += sums[b]
@@ -235,10 +238,8 @@ def _rows_degree_offsets_par(t, queue):
         s = 0
         acc = sums[b]
         for k in range(b * f // nb, (b + 1) * f // nb):
-            s = _slot_of(t, queue[k], s)
-            ip = _indptr(t, s)
-            r = queue[k] - t.off[s]
-            acc += ip[r + 1] - ip[r]
+            s, d = _row_degree(t, queue[k], s)
+            acc += d
             off[k + 1] = acc
     return off
 

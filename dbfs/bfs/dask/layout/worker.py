@@ -90,6 +90,11 @@ class _Part:
         self.load_time = float(meta["load_time"])
         self.meta = {k: meta[k] for k in ("variant", "rank", "P", "partitioning", "n_vertices", "nnz")}
 
+    def new_local(self, local):
+        """The local index a search uses for original local index(es) ``local``: the same (a CPU partition is
+        never relabelled within itself; :meth:`dbfs.bfs.dask.layout.gpu_part._GpuPart.new_local`)."""
+        return local
+
     def info(self):
         host = self.indptr.nbytes + self.indices.nbytes + (self.hub.nbytes if self.hub is not None else 0)
         return {**self.meta, "load_time": self.load_time, "prepare_time": self.prepare_time, "count": self.count,

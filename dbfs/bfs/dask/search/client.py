@@ -249,7 +249,7 @@ def _rows_nonempty(p, local):
     """(on a partition's worker) whether its vertices of local index ``local`` have entries in their rows."""
     ip = getattr(p, "indptr_host", p.indptr)
     local = np.asarray(local, np.int64)
-    i = (p.new_local(local) if hasattr(p, "new_local") else local) + p.pad     # relabelled within itself
+    i = p.new_local(local) + p.pad                       # a partition relabelled within itself maps it
     return ip[i + 1] > ip[i]
 
 
