@@ -145,6 +145,67 @@ def test_nccl_on_partitions_built_on_the_workers(nclient, nds):
         dg.close()
 
 
+def _held_rows(p):
+    """(on the partition's worker) its rows, hub table and Kernel 1 report, on the host."""
+    import cupy as cp
+
+    return {"indptr": p.indptr_host[p.pad:].copy(), "indices": cp.asnumpy(p.indices), "hub": cp.asnumpy(p.hub)[p.pad:],
+            "read": p.meta.get("edge_rows_read"), "kernel1": p.meta.get("kernel1")}
+
+
+def test_kernel1_as_one_gpu_shuffle_reads_each_edge_row_once(nclient, nds):
+    """P = 2 built on the two GPU workers: Kernel 1 is one shuffle over NCCL (each GPU reads its half of the
+    edge rows once, no other read) and every partition is byte for byte the stored p2-block's, its hub table
+    the CPU's from the global degrees."""
+    import numpy as np
+
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+    from dbfs.bfs.cpu import hub_by_degree
+    from dbfs.kernel1.shuffle import reader_spans
+    from dbfs.store.gpu import device_chunks
+
+    ds = nds[0]
+    dg = D.build_distributed(nclient, ds.path, 2)
+    try:
+        held = [nclient.submit(_held_rows, dg.part_futures[rk], workers=[dg.rank_worker[rk]]).result()
+                for rk in range(2)]
+        stored = [kernel1.load_partition(ds.path, kernel1.variant_name(2), rk)[:2] for rk in range(2)]
+        deg = np.concatenate([np.diff(ip) for ip, _ in stored])
+        src = device_chunks(ds)
+        spans = reader_spans(src.m, src.step, 2)
+        for rk, (h, (ip, idx)) in enumerate(zip(held, stored)):
+            assert h["kernel1"] == "gpu-shuffle"
+            assert np.array_equal(h["indptr"], ip) and np.array_equal(h["indices"], idx)
+            assert np.array_equal(h["hub"].astype(np.int64), hub_by_degree(ip, idx, deg).astype(np.int64))
+            assert h["read"] == spans[rk][1] - spans[rk][0]
+        assert sum(h["read"] for h in held) == ds.n_edges
+        assert [w["edge_rows_read"] for w in dg.workers_table()] == [h["read"] for h in held]
+    finally:
+        dg.close()
+
+
+def test_kernel1_gpu_shuffle_refuses_a_wrong_checksum_on_every_gpu(nclient, nds, tmp_path):
+    """A dataset whose recorded edges_checksum the rows do not add up to: one line naming it, from the
+    collective check (no GPU left waiting), and the workers build the next graph as before."""
+    import shutil
+
+    import zarr
+
+    import dbfs.bfs.dask as D
+    from dbfs.errors import DbfsError
+
+    ds = nds[0]
+    bad = tmp_path / ds.path.name
+    shutil.copytree(ds.path, bad)
+    zarr.open_group(str(bad), mode="r+").attrs["edges_checksum"] = "0123456789abcdef"
+    with pytest.raises(DbfsError, match="edges_checksum") as err:
+        D.build_distributed(nclient, bad, 2)
+    assert "\n" not in str(err.value)
+    dg = D.build_distributed(nclient, ds.path, 2)
+    dg.close()
+
+
 def test_nccl_on_partitions_relabelled_within_themselves(nclient, nds):
     """--relabel degree on GPU workers at P > 1: each partition numbered by degree within itself; roots,
     parents and root eligibility in original ids, the same levels as the single GPU."""

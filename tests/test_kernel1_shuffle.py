@@ -218,3 +218,93 @@ def test_each_edge_row_is_read_once(client, datasets, how, P):
             assert {rk: _bytes(client, dg, rk) for rk in range(P)} == before
             assert dg.part_info[1]["edge_rows_read"] + dg.part_info[3]["edge_rows_read"] == m
             assert dg.part_info[1]["edge_readers"] == 1              # ranks 1 and 3 share one worker
+
+
+class _Counting:
+    """A chunk source over an in-memory edge list that counts the rows it returns."""
+
+    def __init__(self, e, step):
+        self.e, self.step, self.m, self.rows = e, step, e.shape[0], 0
+
+    def read(self, a, b):
+        self.rows += b - a
+        return self.e[a:b].astype(np.int64)
+
+
+def test_span_reads_read_each_row_once_when_kept():
+    """:class:`SpanReads` (the GPU shuffle's reader): its span read once and kept in 32-bit ids however many
+    sweeps (a degree sweep and a sweep a pass), or read again each sweep when not kept; ids mapped by ``iperm``."""
+    from dbfs.kernel1.shuffle import SpanReads
+
+    e = _edges(500, 1000, seed=3, dtype=np.int64)
+    for keep, reads in ((True, 1), (False, 3)):
+        src = _Counting(e, 64)
+        sr = SpanReads(src, 128, 700, keep=keep, narrow=np.uint32)
+        for _ in range(3):
+            got = list(sr.sweep())
+            assert [(a, b) for a, b, _ in got] == [(a, min(a + 64, 700)) for a in range(128, 700, 64)]
+            assert np.array_equal(np.concatenate([x for _, _, x in got]), e[128:700])
+        assert sr.rows_read == src.rows == reads * 572
+        assert got[0][2].dtype == (np.uint32 if keep else np.int64)
+    sr.iperm = np.arange(500)[::-1].copy()
+    assert np.array_equal(np.concatenate([x for _, _, x in sr.sweep()]), 499 - e[128:700])
+
+
+def test_span_reads_keep_an_id_that_does_not_fit_as_read():
+    from dbfs.kernel1.shuffle import SpanReads
+
+    e = np.array([[0, 1], [2, 1 << 32], [3, -1]], np.int64)
+    sr = SpanReads(_Counting(e, 1), 0, 3, keep=True, narrow=np.uint32)
+    got = [x for _, _, x in sr.sweep()]
+    assert [x.dtype for x in got] == [np.uint32, np.int64, np.int64]
+    assert np.array_equal(np.concatenate(got), e)       # (the build's id check sees 2**32 and -1 as read)
+
+
+@pytest.mark.parametrize("P", [1, 2, 3, 5])
+def test_rank_passes_tile_each_rank_within_the_budget(P):
+    """Every rank gets the same number of passes (the shuffle's collectives run in step), its ranges tile its
+    rows in order, and each range's cost is within the budget."""
+    from dbfs.kernel1.shuffle import rank_passes
+    from dbfs.partition import Partitioning
+
+    rng = np.random.default_rng(P)
+    n = 1000
+    deg = rng.zipf(1.8, n).clip(max=400)
+    raw = np.zeros(n + 1, np.int64)
+    np.cumsum(deg, out=raw[1:])
+    part = Partitioning(n, P, "block")
+    fixed, i_isz, row_cost, budget = 1000, 32, 48, 1000 + 32 * 600 + 48 * 100
+    plans = rank_passes(raw, part, budget, i_isz, fixed, row_cost=row_cost)
+    assert len({len(p) for p in plans}) == 1 and len(plans[0]) > 1
+    for r, p in enumerate(plans):
+        rg = part.vertex_range(r)
+        assert p[0][0] == rg.start and p[-1][1] == rg.stop
+        assert all(a[1] == b[0] for a, b in zip(p, p[1:]))
+        for lo, hi in p:
+            if hi > lo:
+                assert fixed + i_isz * int(raw[hi] - raw[lo]) + row_cost * (hi - lo + 1) <= budget
+    with pytest.raises(DbfsError, match="too small"):
+        rank_passes(raw, part, fixed + 10, i_isz, fixed, row_cost=row_cost)
+
+
+def test_gpu_shuffle_applies_to_a_whole_build_one_rank_a_gpu_worker(monkeypatch):
+    """Which partitions built from the edges go through the GPU shuffle: all ranks at once, one a GPU worker,
+    every worker on one host, NCCL not switched off; else the reason (the ranks are then built one by one)."""
+    from dbfs.bfs.dask.layout.placement import DistributedGraph, _gpu_shuffle_why
+    from dbfs.partition import Partitioning
+
+    def dg(P, workers, kinds, source="edges"):
+        return DistributedGraph(client=None, dataset_path=None, variant="p2-block", partitioning=Partitioning(
+            100, P, "block"), nnz_total=0, rank_worker=dict(enumerate(workers)), part_futures={},
+            rank_kind=dict(enumerate(kinds)), source=source)
+
+    a, b, c = "tcp://10.0.0.1:4000", "tcp://10.0.0.1:4001", "tcp://10.0.0.2:4000"
+    monkeypatch.delenv("DBFS_NCCL", raising=False)
+    assert _gpu_shuffle_why(dg(2, [a, b], ["gpu", "gpu"]), [0, 1]) == ""
+    assert "some partitions" in _gpu_shuffle_why(dg(2, [a, b], ["gpu", "gpu"]), [1])
+    assert "one partition a GPU" in _gpu_shuffle_why(dg(2, [a, b], ["gpu", "cpu"]), [0, 1])
+    assert "one partition a GPU" in _gpu_shuffle_why(dg(3, [a, b, a], ["gpu"] * 3), [0, 1, 2])
+    assert "several hosts" in _gpu_shuffle_why(dg(2, [a, c], ["gpu", "gpu"]), [0, 1])
+    assert "not built from the edges" in _gpu_shuffle_why(dg(2, [a, b], ["gpu", "gpu"], "zarr"), [0, 1])
+    monkeypatch.setenv("DBFS_NCCL", "off")
+    assert "DBFS_NCCL=off" in _gpu_shuffle_why(dg(2, [a, b], ["gpu", "gpu"]), [0, 1])

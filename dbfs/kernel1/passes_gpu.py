@@ -53,8 +53,8 @@ from dbfs.kernel1.gpu import _grid, _kernels, _BLOCK
 from dbfs.kernel1.passes import _own_sink, check_rows, plan_rows
 from dbfs.progress import say
 
-__all__ = ["build_csr_gpu_passes", "DeviceCSR", "device_cost", "degree_pass", "pass_device", "spans_of",
-           "degree_order", "Relabelled"]
+__all__ = ["build_csr_gpu_passes", "DeviceCSR", "device_cost", "degree_pass", "pass_device", "rows_from_keys",
+           "spans_of", "degree_order", "Relabelled", "check_ids"]
 
 _ENTRY = 24
 _ROW = 48
@@ -78,16 +78,22 @@ def _as_i64(e):
     return e if e.dtype == cp.int64 and e.flags.c_contiguous else cp.ascontiguousarray(e, dtype=cp.int64)
 
 
+def check_ids(e, n: int):
+    """The first id of device rows ``e`` outside ``[0, n)`` found (the largest or the smallest), or None."""
+    lo_id, hi_id = int(e.min()), int(e.max())
+    return hi_id if hi_id >= n else lo_id if lo_id < 0 else None
+
+
 def degree_pass(source, spans, n, k):
     """Degree pass: raw row starts (int64 N + 1) on the device; ids outside [0, N) refused."""
     counts = cp.zeros(max(n, 1), cp.uint64)
     for a, b in spans:
         e = _as_i64(source.read(a, b))
         if e.size:
-            lo_id, hi_id = int(e.min()), int(e.max())
-            if lo_id < 0 or hi_id >= n:
-                raise DbfsError(f"edge list holds vertex id {hi_id if hi_id >= n else lo_id} outside [0, {n}): "
-                                f"pass n_vertices above the largest id")
+            bad = check_ids(e, n)
+            if bad is not None:
+                raise DbfsError(f"edge list holds vertex id {bad} outside [0, {n}): pass n_vertices above the "
+                                f"largest id")
             k["k1_count"](_grid(b - a), (_BLOCK,), (e, np.int64(b - a), counts))
         del e
     source.done()
@@ -148,6 +154,16 @@ def pass_device(source, spans, lo, hi, raw_ptr, idt, dedupe, k):
         k["k1_emit"](_grid(b - a), (_BLOCK,), (e, np.int64(b - a), np.int64(lo), np.int64(hi), cursor, keys))
         del e
     del cursor
+    return rows_from_keys(keys, rows, idt, dedupe, k)
+
+
+def rows_from_keys(keys, rows: int, idt, dedupe: bool, k):
+    """A block of ``rows`` rows from its raw keys ``(row << 32 | neighbour)`` in any order (CuPy uint64,
+    consumed): (block indptr from 0, int64 rows + 1; block indices of width ``idt``), one key sort, the
+    duplicates dropped with ``dedupe``."""
+    cnt = int(keys.size)
+    if cnt == 0:
+        return cp.zeros(rows + 1, cp.int64), cp.empty(0, idt)
     keys.sort()
     starts = cp.arange(rows + 1, dtype=cp.uint64) << np.uint64(32)
     pos = cp.searchsorted(keys, starts).astype(cp.int64)       # row starts among the sorted raw keys

@@ -73,10 +73,11 @@ from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
 from dbfs.kernel1.inmemory import _build_rows
 from dbfs.kernel1.kernels import _count_keys, _scatter_keys
-from dbfs.kernel1.passes import plan_ranges
+from dbfs.kernel1.passes import plan_ranges, plan_rows
 from dbfs.partition import Partitioning
 
-__all__ = ["ShufflePlan", "reader_spans", "bucket_chunk", "read_buckets", "check_sum", "build_rank"]
+__all__ = ["ShufflePlan", "reader_spans", "bucket_chunk", "read_buckets", "check_sum", "build_rank", "SpanReads",
+           "rank_passes"]
 
 _NUMPY_STEP = 1 << 20       # rows per read of an in-memory (NumPy) edge list
 _PARALLEL_FROM = 1 << 16    # tuples from which a chunk is bucketed on every Numba thread
@@ -124,6 +125,60 @@ def reader_spans(m: int, chunk_rows: int, G: int) -> list:
     m, step, G = int(m), max(1, int(chunk_rows)), int(G)
     k = -(-m // step)
     return [(min(m, (g * k // G) * step), min(m, ((g + 1) * k // G) * step)) for g in range(G)]
+
+
+class SpanReads:
+    """Rows ``[r0, r1)`` of a chunk source (``step``, ``read(a, b)``: NumPy or CuPy (rows, 2)) swept chunk by chunk:
+    read ONCE and kept (``keep``; narrowed to ``narrow``, e.g. 32-bit ids, when given) or read again each sweep.
+    ``rows_read`` counts the rows asked of the source; ``iperm`` (set later) maps every id a sweep yields."""
+
+    def __init__(self, source, r0: int, r1: int, keep: bool = True, narrow=None):
+        self.source, self.r0, self.r1 = source, int(r0), int(r1)
+        self.step = max(1, int(source.step))
+        self.keep, self.narrow = bool(keep), narrow
+        self.kept = []
+        self.rows_read = 0
+        self.iperm = None
+
+    def _narrowed(self, e):
+        """``e`` in ``narrow`` when every id fits it (an id that does not stays as read, for the caller's check)."""
+        if self.narrow is None or not e.size:
+            return e
+        top = np.iinfo(self.narrow).max
+        return e.astype(self.narrow) if 0 <= int(e.min()) and int(e.max()) <= top else e
+
+    def _spans(self):
+        return [(a, min(a + self.step, self.r1)) for a in range(self.r0, self.r1, self.step)]
+
+    def sweep(self):
+        """Yield ``(a, b, rows)`` for every chunk of the span, in row order."""
+        have = self.keep and len(self.kept) == len(self._spans())
+        if self.keep and not have:
+            self.kept = []
+        for i, (a, b) in enumerate(self._spans()):
+            if have:
+                e = self.kept[i]
+            else:
+                e = self.source.read(a, b)
+                self.rows_read += b - a
+                if self.keep:
+                    e = self._narrowed(e)
+                    self.kept.append(e)
+            yield a, b, (e if self.iperm is None else self.iperm[e.astype(np.int64, copy=False)])
+
+
+def rank_passes(raw_ptr: np.ndarray, part: Partitioning, budget: int, i_isz: int, fixed: int,
+                budget_name: str = "memory_budget", row_cost: int = _ROW_COST) -> list:
+    """Every rank's row ranges ``(lo, hi)`` within ``budget`` (:func:`.passes.plan_rows` over its rows on the
+    global raw row starts), padded with empty ranges at its end so every rank has as many passes as the rank
+    with the most: ``plans[rank][pass]``. The same on every process that has the same row starts and budget."""
+    plans = []
+    for r in range(part.P):
+        rg = part.vertex_range(r)
+        plans.append([(lo, hi) for lo, hi, _ in plan_rows(raw_ptr, (rg.start, rg.stop), budget, i_isz, fixed,
+                                                          budget_name, row_cost=row_cost)] or [(rg.start, rg.start)])
+    most = max((len(p) for p in plans), default=0)
+    return [p + [(p[-1][1], p[-1][1])] * (most - len(p)) for p in plans]
 
 
 def _no_perm():

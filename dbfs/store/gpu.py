@@ -348,6 +348,12 @@ class _DeviceChunks:
             self.parts.append(checksum_gpu(e, a))
         return e
 
+    def partial(self) -> int:
+        """The :mod:`dbfs.checksum` part of the rows read so far (a reader of some of the rows: the caller adds
+        the readers' parts up); nothing is summed or checked after it."""
+        parts, self.parts = self.parts or [], None
+        return sum(int(p) for p in parts) & 0xFFFFFFFFFFFFFFFF
+
     def done(self) -> None:
         if self.parts is not None:
             parts, self.parts = self.parts, None

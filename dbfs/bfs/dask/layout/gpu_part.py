@@ -399,8 +399,8 @@ def device_hub(gp, deg):
     ----------
     gp : _GpuPart
         Its ``indptr`` (padded rows) and ``indices`` on the device.
-    deg : numpy.ndarray
-        Degree of every vertex (:func:`dbfs.bfs.dask.layout.worker._global_degrees`).
+    deg : numpy.ndarray or cupy.ndarray
+        Degree of every vertex (:func:`dbfs.bfs.dask.layout.worker._global_degrees`, or on the device).
 
     Returns
     -------
@@ -414,7 +414,7 @@ def device_hub(gp, deg):
     vdt = np.dtype(id_dtype(gp.n))
     hub = cp.empty(gp.nloc, vdt)
     if gp.nloc:
-        d = cp.asarray(np.asarray(deg).astype(vdt, copy=False))
+        d = deg.astype(vdt, copy=False) if isinstance(deg, cp.ndarray) else cp.asarray(np.asarray(deg).astype(vdt))
         _hub_kernel(gp.vid)(_grid(32 * gp.nloc), (_BLOCK,), (gp.indptr, gp.indices, d, _i64(gp.nloc), hub))
         cp.cuda.Device().synchronize()
         del d

@@ -25,8 +25,12 @@ from pathlib import Path
 
 from dbfs.bfs.dask.layout.gpu_part import _device_info, worker_bytes
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, RUN_TIMEOUT, _close_mesh, _raise_lost
+from dbfs.bfs.dask.mesh.nccl import join_nccl, nccl_switch
+from dbfs.bfs.dask.mesh.plugin import _shm_drop
+from dbfs.bfs.dask.mesh.transport import _host_of
 from dbfs.bfs.dask.mesh.waits import alive_workers, gather_watched, run_within
 from dbfs.bfs.dask.layout.worker import _build_part, _global_degrees, _load_part, _local_degrees, _part_info, _prepare_part
+from dbfs.bfs.dask.layout.worker import _gpu_shuffle_part
 from dbfs.bfs.dask.layout.worker import _shuffle_build, _shuffle_piece, _shuffle_read
 from dbfs.errors import DbfsError
 from dbfs.partition import Partitioning
@@ -200,6 +204,58 @@ def _submit_shuffle(dg: DistributedGraph, ranks, pin: dict) -> dict:
     return out
 
 
+#: share of the smallest free device memory among the GPU workers a shuffled Kernel 1 may take
+K1_SHARE = 0.8
+
+
+def _gpu_shuffle_why(dg: DistributedGraph, ranks) -> str:
+    """Why partitions ``ranks`` are not built as one GPU shuffle ('' = they are): it builds ALL the ranks from the
+    edges, one a GPU worker, every worker on one host (NCCL over loopback), NCCL not switched off."""
+    if dg.source != "edges" or dg.P < 2:
+        return "not built from the edges" if dg.source != "edges" else "one partition"
+    if sorted(ranks) != list(range(dg.P)):
+        return "a rebuild of some partitions (a shuffle needs every rank)"
+    ws = [dg.rank_worker[rk] for rk in range(dg.P)]
+    if any(dg.rank_kind.get(rk) != "gpu" for rk in range(dg.P)) or len(set(ws)) < dg.P:
+        return "not one partition a GPU worker"
+    if len({_host_of(w) for w in ws}) > 1:
+        return "GPU workers on several hosts"
+    return nccl_switch()
+
+
+def _submit_gpu_shuffle(dg: DistributedGraph, ranks, pin: dict):
+    """(``source = "edges"``, every rank on its own GPU worker of one host) Kernel 1 as ONE shuffle over NCCL
+    (:mod:`dbfs.kernel1.shuffle_gpu`): a communicator set up through Dask for the build, then one task per
+    worker, all at once (:func:`dbfs.bfs.dask.layout.worker._gpu_shuffle_part`), each returning its rank
+    prepared (hub table built there). ``(rank -> future, key)``; ``({}, "")`` where it does not apply or NCCL
+    cannot be set up (``dg.events`` says why), and the ranks are built one by one instead."""
+    why = _gpu_shuffle_why(dg, ranks)
+    if why:
+        return {}, ""
+    client, ws = dg.client, [dg.rank_worker[rk] for rk in range(dg.P)]
+    info = run_within(client, _device_info, workers=ws, timeout=RUN_TIMEOUT, what="asking the GPU workers' memory")
+    _raise_lost(info, "asking the GPU workers' memory")
+    budget = int(K1_SHARE * min(int(info[w]["free"]) for w in ws))
+    key = f"dbfs-k1-{uuid.uuid4().hex[:12]}"
+    why = join_nccl(client, ws, key, RUN_TIMEOUT, dg.timeout)
+    if why:
+        _drop_comm(client, ws, key)
+        dg.events.append({"event": "kernel1", "shuffle": False, "reason": why})
+        return {}, ""
+    futs = {rk: client.submit(_gpu_shuffle_part, str(dg.dataset_path), dg.P, rk, dg.dedupe, dg.relabel, key, budget,
+                              ws[rk], workers=[ws[rk]], key=f"dbfs-part-{key}-{rk}", **pin) for rk in range(dg.P)}
+    return futs, key
+
+
+def _drop_comm(client, ws, key: str) -> None:
+    """Abort Kernel 1's communicator on every worker still holding it (a build blocked on a lost peer returns)."""
+    if key:
+        try:
+            run_within(client, _shm_drop, key, workers=ws, timeout=RUN_TIMEOUT, what="dropping Kernel 1's NCCL")
+        except DbfsError:
+            pass
+
+
 def _submit_loads(dg: DistributedGraph, ranks) -> None:
     """Load partitions ``ranks`` onto their workers, then give them the
     whole-graph data they need (hub neighbours by global degree: every
@@ -209,7 +265,18 @@ def _submit_loads(dg: DistributedGraph, ranks) -> None:
         return
     client = dg.client
     pin = {"allow_other_workers": False, "pure": False}
+    prepared, key = _submit_gpu_shuffle(dg, ranks, pin)   # built on GPU workers as one shuffle, hubs included
+    try:
+        _submit_rest(dg, ranks, pin, prepared)
+    finally:
+        _drop_comm(client, sorted(set(dg.rank_worker.values())), key)
+
+
+def _submit_rest(dg: DistributedGraph, ranks, pin: dict, prepared: dict) -> None:
+    """:func:`_submit_loads` for the ranks not in ``prepared`` (loaded or built, then prepared), and the wait."""
+    client = dg.client
     loaded = _submit_shuffle(dg, ranks, pin)          # built from the edges on CPU workers: one shuffle
+    loaded.update(prepared)
     for rk in (r for r in ranks if r not in loaded):   # a GPU worker reads a stored partition into device memory
         gpu = dg.rank_kind.get(rk) == "gpu"
         how = (_load_part, str(dg.dataset_path), dg.variant, rk, gpu, dg.rank_worker[rk]) if dg.source == "zarr" \
@@ -217,14 +284,17 @@ def _submit_loads(dg: DistributedGraph, ranks) -> None:
         loaded[rk] = client.submit(*how, workers=[dg.rank_worker[rk]], key=f"dbfs-part-{uuid.uuid4().hex[:12]}-{rk}",
                                    **pin)
     allp = {**dg.part_futures, **loaded}
-    degs = [client.submit(_local_degrees, allp[rk], workers=[dg.rank_worker[rk]], **pin) for rk in range(dg.P)]
-    deg = client.submit(_global_degrees, dg.partitioning, *degs, pure=False)
+    need = [rk for rk in ranks if rk not in prepared]
+    degs = [client.submit(_local_degrees, allp[rk], workers=[dg.rank_worker[rk]], **pin)
+            for rk in range(dg.P)] if need else []
+    deg = client.submit(_global_degrees, dg.partitioning, *degs, pure=False) if need else None
     for rk in ranks:
         w = dg.rank_worker[rk]
         gpu = dg.rank_kind.get(rk) == "gpu"
         # (a GPU rank's partition is in device memory already, read or built there: its hub is built there)
-        dg.part_futures[rk] = client.submit(_prepare_part, loaded[rk], deg, gpu, workers=[w],
-                                            key=f"dbfs-prepared-{uuid.uuid4().hex[:12]}-{rk}", **pin)
+        dg.part_futures[rk] = prepared[rk] if rk in prepared else \
+            client.submit(_prepare_part, loaded[rk], deg, gpu, workers=[w],
+                          key=f"dbfs-prepared-{uuid.uuid4().hex[:12]}-{rk}", **pin)
     infos = gather_watched(client, [client.submit(_part_info, dg.part_futures[rk], workers=[dg.rank_worker[rk]],
                                                   **pin) for rk in ranks],
                            set(dg.rank_worker.values()), f"the load of partition(s) {list(ranks)} of {dg.variant}",

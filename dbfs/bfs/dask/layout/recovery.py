@@ -143,7 +143,8 @@ def place(dg: DistributedGraph, ranks, stage: str = "load", retries: int = 2, at
             _close_mesh(dg)
             ev = _move_lost(dg, f"{type(exc).__name__}: {exc}", stage, attempt + len(events) + 1)
             ev["reload_time"] += time.perf_counter() - t0
-            ranks = ev["ranks_reloaded"]
+            whole = dg.source == "edges" and sorted(ranks) == list(range(dg.P))
+            ranks = list(range(dg.P)) if whole else ev["ranks_reloaded"]     # a shuffle's ranks fail together
             dg.events.append(ev)
             events.append(ev)
 

@@ -42,6 +42,7 @@ from dbfs.bfs.cpu import _fill_parent, _no_edge_bitmap, degree_over_bitmap, hub_
 from dbfs.bfs.dask.layout.exchange import _base_of
 from dbfs.bfs.dask.layout.gpu_part import device_hub, from_device_rows, load_device
 from dbfs.bfs.dask.layout.warmup import warm_level_kernels
+from dbfs.bfs.dask.mesh.plugin import get_plugin
 from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
 from dbfs.kernel1 import load_partition, variant_name
@@ -52,7 +53,7 @@ from dbfs.store import open_dataset
 from dbfs.store.gpu import _free_device_bytes, device_chunks
 
 __all__ = ["_Part", "_State", "_geometry", "_load_part", "_build_part", "_local_degrees", "_global_degrees",
-           "_prepare_part", "_part_info", "_pick_parent", "_scratch", "_grown", "_zeroed", "_search_summary", "_noop"]
+           "_prepare_part", "_gpu_shuffle_part", "_part_info", "_pick_parent", "_scratch", "_grown", "_zeroed", "_search_summary", "_noop"]
 
 
 class _Part:
@@ -176,6 +177,42 @@ def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bo
     p.load_time = time.perf_counter() - t0
     p.meta["edge_rows_read"] = int(g.meta["n_edges"]) * (1 + int(g.meta["passes"]["count"]))   # degrees, each pass
     return p
+
+
+def _gpu_shuffle_part(dataset_path, P: int, rank: int, dedupe: bool, relabel: str, key: str, budget: int,
+                      worker: str = ""):
+    """Partition ``rank`` of the block partitioning in ``P``, built on this GPU worker by Kernel 1 as one shuffle
+    over the NCCL communicator in the plugin's ``shms[key]`` (:func:`dbfs.kernel1.shuffle_gpu.build_shuffled_gpu`,
+    every rank's task at once: each reads 1/P of the edge rows once), with its hub table from every vertex's
+    degree (no degree join through Dask): a prepared :class:`dbfs.bfs.dask.layout.gpu_part._GpuPart`, the bytes
+    of :func:`_build_part`'s. The communicator goes when the build ends, failed or not."""
+    from dbfs.kernel1.shuffle_gpu import build_shuffled_gpu  # deferred: cupy
+
+    t0 = time.perf_counter()
+    plugin = get_plugin()
+    try:
+        comm = plugin.shms[key]
+        ds = _dataset(dataset_path)
+        n = int(ds.n_vertices)
+        part = Partitioning(n, int(P), "block")
+        source = device_chunks(ds)
+        span = reader_spans(source.m, source.step, part.P)[int(rank)]
+        bounds = [part.vertex_range(r).start for r in range(part.P)] + [n] if relabel == "degree" else None
+        g, deg = build_shuffled_gpu(source, span, part, int(rank), comm, dedupe, int(budget), bounds,
+                                    budget_name="the free device memory")
+        meta = {"variant": variant_name(int(P), "block", dedupe, "none"), "rank": int(rank), "P": int(P),
+                "partitioning": "block", "n_vertices": n, "vertex_range": part.vertex_range(int(rank)),
+                "load_time": 0.0, "relabel": relabel, "nnz": int(g.indptr[-1])}
+        p = from_device_rows(g.indptr, g.indices, meta, worker, perm=g.meta.get("perm"))
+        p.load_time = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        p.hub = device_hub(p, deg)
+        p.prepare_time = time.perf_counter() - t1
+        p.meta.update(kernel1="gpu-shuffle", edge_rows_read=int(g.meta["edge_rows_read"]), edge_readers=part.P,
+                      build_ranges=int(g.meta["passes"]["count"]))
+        return p
+    finally:
+        plugin.shm_drop(key)
 
 
 def _dataset(dataset_path):

@@ -48,7 +48,7 @@ from dbfs.bfs.dask.mesh.plugin import get_plugin
 from dbfs.bfs.dask.mesh.transport import _PeerLost
 from dbfs.bfs.dask.mesh.waits import gather_watched, run_within
 
-__all__ = ["_Comm", "_Timeline", "open_nccl", "nccl_switch"]
+__all__ = ["_Comm", "_Timeline", "open_nccl", "join_nccl", "nccl_switch"]
 
 #: environment switch: ``DBFS_NCCL=off`` keeps a mesh of GPU workers on the TCP mesh and CUDA IPC
 #: (a diagnostic: the two level exchanges side by side in a benchmark)
@@ -257,8 +257,12 @@ def open_nccl(dg, run_timeout: float) -> str:
     off = nccl_switch()
     if off:
         return off
-    ws = dg.mesh_workers
-    c = dg.client
+    return join_nccl(dg.client, dg.mesh_workers, dg.mesh_id, run_timeout, dg.timeout)
+
+
+def join_nccl(c, ws, key: str, run_timeout: float, timeout: float) -> str:
+    """One NCCL communicator over workers ``ws`` (GPU workers of one host, in rank order), kept in each
+    worker plugin's ``shms[key]`` (dropped with :func:`dbfs.bfs.dask.mesh.plugin._shm_drop`); '' or why not."""
     what = "setting up NCCL between the GPU workers"
     probe = run_within(c, _nccl_probe, workers=ws, timeout=run_timeout, what=what)
     bad = [v.get("why") if isinstance(v, dict) else repr(v) for v in probe.values() if not isinstance(v, dict)
@@ -271,10 +275,10 @@ def open_nccl(dg, run_timeout: float) -> str:
     uid = run_within(c, _nccl_uid, workers=ws[:1], timeout=run_timeout, what=what)[ws[0]]
     if isinstance(uid, BaseException):
         return f"NCCL unavailable: {type(uid).__name__}: {uid}"
-    futs = [c.submit(_nccl_join, dg.mesh_id, uid, i, len(ws), workers=[w], allow_other_workers=False, pure=False)
+    futs = [c.submit(_nccl_join, key, uid, i, len(ws), workers=[w], allow_other_workers=False, pure=False)
             for i, w in enumerate(ws)]
     try:
-        gather_watched(c, futs, ws, what, dg.timeout)
+        gather_watched(c, futs, ws, what, timeout)
     except Exception as exc:
         return f"NCCL set-up failed: {type(exc).__name__}: {exc}"
     return ""

@@ -1,0 +1,241 @@
+"""Kernel 1 on G GPUs as one shuffle: each GPU reads 1/G of the edges once, the entries swapped over NCCL.
+
+Contract
+--------
+``build_shuffled_gpu(source, span, part, rank, comm, ...)`` runs on every
+GPU of a communicator at once (``comm``: :class:`dbfs.bfs.dask.mesh.nccl._Comm`,
+worker ``g`` of ``G`` is rank ``g`` of the block partitioning ``part``, one
+rank a GPU). Each call reads the edge rows ``span`` of ``source`` (its
+:func:`dbfs.kernel1.shuffle.reader_spans` share; ``source`` as
+:mod:`.passes_gpu`'s: ``m``, ``step``, ``read(a, b)``, optionally
+``partial()`` giving the rows' :mod:`dbfs.checksum` part) and returns
+``(csr, deg)``: a :class:`.passes_gpu.DeviceCSR` of its rank's rows, byte for
+byte partition ``rank`` of the stored ``p<G>-block`` variant (rows ascending,
+self-loops dropped, duplicates dropped unless ``dedupe=False``; with
+``relabel_bounds`` the rows and ids of :func:`.passes_gpu.degree_order` within
+each block, ``meta["perm"]`` as there), and ``deg``, the deduplicated degree
+of EVERY vertex on the device (the id width: what the hub table needs).
+``meta["edge_rows_read"]`` is the rows this GPU read from ``source`` (its
+span, once, when the span fits the budget kept on the device: pinned by a
+test through :class:`dbfs.kernel1.shuffle.SpanReads`). Ids outside ``[0,
+N)`` and a checksum that does not add up are one-line errors raised on every
+GPU at once (never one GPU waiting on a collective the others left).
+
+Method: (1) the span is read chunk by chunk and kept on the device in 32-bit
+ids (:class:`dbfs.kernel1.shuffle.SpanReads`), ``k1_count`` giving this
+GPU's raw degrees; one allreduce adds every GPU's checksum part and bad-id
+flag, one the degrees: every GPU then holds the global raw row starts and
+its own. (2) The same ranges are planned on every GPU for every rank
+(:func:`dbfs.kernel1.shuffle.rank_passes` on the global row starts, one ``memory_budget``
+given to all), as many passes as the rank with the most; one allgather
+tells every GPU what each sends each rank in each pass. (3) Per pass each
+GPU writes its entries for every rank's range with ``k1_emit`` (a counting
+sort by row, ``(row - lo) << 32 | neighbour`` keys) into one send buffer,
+one NCCL group swaps the segments, and the received keys become the rows
+of the range by :func:`.passes_gpu.rows_from_keys` (one key sort, first of
+each run kept). (4) One allgather joins the ranks' deduplicated degrees.
+
+Device memory model (bytes): resident ``16 N`` (global and own raw row
+starts) plus the kept span (``8`` per tuple, 32-bit ids) or one chunk;
+per pass ``_ENTRY`` per raw entry of the largest range (send and receive
+keys 8 + 8, the sort's buffer 8, the dedupe's flag, scan and output words)
+and ``_ROW`` per row; the rows built so far stay on the device.
+
+Reference: Graph 500 Benchmark 1 specification 3.0.1, Kernel 1; the read
+once and swap by owner is the reference MPI code's
+``convert_graph_to_oned_csr``; collectives from NVIDIA's NCCL user guide
+(group calls for point-to-point), as cuGraph's multi-GPU graph creation.
+"""
+from __future__ import annotations
+
+import cupy as cp
+import numpy as np
+
+from dbfs.errors import DbfsError
+from dbfs.graph import id_dtype
+from dbfs.kernel1.gpu import _BLOCK, _grid, _kernels
+from dbfs.kernel1.passes_gpu import _DeviceBlocks, _as_i64, check_ids, degree_order, rows_from_keys
+from dbfs.kernel1.shuffle import SpanReads, rank_passes
+from dbfs.partition import Partitioning
+from dbfs.progress import say
+
+__all__ = ["build_shuffled_gpu", "shuffle_fixed"]
+
+_ENTRY = 32
+_ROW = 48
+_CHUNK_ROW = 96
+_CHUNK_FIXED = 1 << 20
+
+
+def shuffle_fixed(n_vertices: int, step: int, span_rows: int, keep: bool) -> int:
+    """Device bytes held through every pass: both raw row starts, a chunk and, with ``keep``, the span."""
+    return 16 * (int(n_vertices) + 1) + _CHUNK_ROW * int(step) + _CHUNK_FIXED + (8 * int(span_rows) if keep else 0)
+
+
+def _degrees(reads, n: int, k):
+    """This GPU's raw degrees (uint64, N) over its span; the first id outside [0, n) seen, or None."""
+    counts = cp.zeros(max(n, 1), cp.uint64)
+    bad = None
+    for a, b, e in reads.sweep():
+        e = _as_i64(e)
+        if e.size and bad is None:
+            bad = check_ids(e, n)
+        if e.size and bad is None:
+            k["k1_count"](_grid(b - a), (_BLOCK,), (e, np.int64(b - a), counts))
+        del e
+    return counts, bad
+
+
+def _prefix(counts, n: int):
+    ptr = cp.zeros(n + 1, cp.int64)
+    if n:
+        cp.cumsum(counts[:n].view(cp.int64), out=ptr[1:])
+    return ptr
+
+
+def _agree(comm, part_sum: int, bad, want, rank: int, n: int) -> None:
+    """One allreduce of every GPU's checksum part and bad-id flag; the same one-line error on every GPU."""
+    v = cp.asarray([int(part_sum) & 0xFFFFFFFFFFFFFFFF, 0 if bad is None else 1], cp.uint64)
+    comm.allreduce(v)
+    total, nbad = (int(x) for x in cp.asnumpy(v))
+    if nbad:
+        mine = f" (this reader, rank {rank}, found id {bad})" if bad is not None else ""
+        raise DbfsError(f"edge list holds vertex ids outside [0, {n}){mine}: pass n_vertices above the largest id")
+    if want and f"{total:016x}" != want:
+        raise DbfsError("the edge rows the GPUs read differ from the edges_checksum recorded at generation: the "
+                        "dataset is corrupt; regenerate it with `dbfs generate`")
+
+
+def _emit(reads, ranges, own_ptr, k):
+    """This GPU's keys for every rank's range ``ranges[j]``, rank after rank in one buffer; the counts."""
+    cnt = [int(own_ptr[hi]) - int(own_ptr[lo]) for lo, hi in ranges]
+    off = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
+    send = cp.empty(int(off[-1]), cp.uint64)
+    cursors = [(own_ptr[lo:hi] - own_ptr[lo] + int(off[j])).astype(cp.uint64) if cnt[j] else None
+               for j, (lo, hi) in enumerate(ranges)]
+    if off[-1]:
+        for a, b, e in reads.sweep():
+            e = _as_i64(e)
+            for (lo, hi), cur in zip(ranges, cursors):
+                if cur is not None:
+                    k["k1_emit"](_grid(b - a), (_BLOCK,), (e, np.int64(b - a), np.int64(lo), np.int64(hi), cur,
+                                                            send))
+            del e
+    return send, off
+
+
+def _swap(comm, send, off, counts_from, me: int):
+    """One NCCL group: segment j of ``send`` to GPU j, GPU g's segment for me into ``recv`` in g order."""
+    roff = np.concatenate([[0], np.cumsum(counts_from)]).astype(np.int64)
+    recv = cp.empty(int(roff[-1]), cp.uint64)
+    W = len(counts_from)
+    if off[me + 1] > off[me]:
+        recv[roff[me]:roff[me + 1]] = send[off[me]:off[me + 1]]
+    with comm.group():
+        for j in range(W):
+            if j != me and off[j + 1] > off[j]:
+                comm.send(send[off[j]:off[j + 1]], j)
+            if j != me and roff[j + 1] > roff[j]:
+                comm.recv(recv[roff[j]:roff[j + 1]], j)
+    return recv
+
+
+def _all_degrees(comm, ptr, part: Partitioning, rank: int, idt):
+    """Every vertex's deduplicated degree (device, ``idt``) from each rank's row starts: one allgather."""
+    counts = part.counts()
+    width = int(counts.max()) if part.P else 0
+    mine = cp.zeros(max(width, 1), idt)
+    mine[:int(counts[rank])] = cp.diff(ptr).astype(idt)
+    every = cp.empty(part.P * mine.size, idt)
+    comm.allgather(mine, every)
+    return cp.concatenate([every[j * mine.size:j * mine.size + int(counts[j])] for j in range(part.P)])
+
+
+def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe: bool = True,
+                       memory_budget: int = 1 << 30, relabel_bounds=None, budget_name: str = "memory_budget",
+                       quiet: bool = True):
+    """Rank ``rank``'s rows of the undirected CSR, built by every GPU of ``comm`` at once (module docstring).
+
+    Parameters
+    ----------
+    source : object
+        The whole edge list as device chunks (``m``, ``step``, ``read``; ``partial()`` optional).
+    span : (int, int)
+        The rows this GPU reads (:func:`dbfs.kernel1.shuffle.reader_spans`, whole chunks).
+    part : Partitioning
+        Block partitioning of the N vertices into ``comm.W`` ranks; this GPU builds ``rank`` (its ``comm`` index).
+    comm : dbfs.bfs.dask.mesh.nccl._Comm
+    dedupe : bool
+    memory_budget : int
+        Device bytes for the whole build, the SAME on every GPU (the plan is computed on each).
+    relabel_bounds : sequence of int, optional
+        Renumber each block's vertices by descending raw degree within it (:func:`.passes_gpu.degree_order`).
+    budget_name : str
+        The option named in budget errors.
+
+    Returns
+    -------
+    (DeviceCSR, cupy.ndarray)
+        The rank's rows (``meta``: ``n_edges``, ``edge_rows_read``, ``passes``, ``perm`` when relabelled) and
+        every vertex's deduplicated degree.
+    """
+    n, me = int(part.n_vertices), int(rank)
+    if part.code != 0 or part.P != comm.W or comm.widx != me:
+        raise DbfsError(f"a shuffled GPU Kernel 1 builds block rank {me} of {part.P} on GPU {comm.widx} of "
+                        f"{comm.W}: use one rank a GPU")
+    if n > 2**32:
+        raise DbfsError(f"GPU Kernel 1 packs vertex ids in 32 bits, {n} vertices do not fit: use CPU workers")
+    idt, budget, k = id_dtype(n), int(memory_budget), _kernels()
+    r0, r1 = (int(x) for x in span)
+    rows = max(0, r1 - r0)
+    keep = 8 * rows <= (budget - shuffle_fixed(n, source.step, 0, False)) // 3   # the span: a third at most
+    reads = SpanReads(source, r0, r1, keep=keep, narrow=np.uint32 if keep else None)
+    fixed = shuffle_fixed(n, source.step, rows, keep)
+    counts, bad = _degrees(reads, n, k)
+    partial = getattr(source, "partial", None)         # no checksum part: nothing to check it against
+    _agree(comm, partial() if partial is not None else 0, bad, getattr(source, "want", None) if partial else None,
+           me, n)
+    own_ptr = _prefix(counts, n)
+    comm.allreduce(counts)
+    raw_ptr = _prefix(counts, n)
+    del counts
+    perm = None
+    if relabel_bounds is not None:      # rows and neighbours in the new ids: both row starts and every read mapped
+        perm, iperm = degree_order(raw_ptr, idt, relabel_bounds)
+        raw_ptr[1:] = cp.cumsum(cp.diff(raw_ptr)[perm])
+        own_ptr[1:] = cp.cumsum(cp.diff(own_ptr)[perm])
+        reads.iperm = iperm
+    plans = rank_passes(cp.asnumpy(raw_ptr), part, budget, _ENTRY, fixed, budget_name, _ROW)
+    passes = len(plans[0])
+    host_own = cp.asnumpy(own_ptr)
+    mine = np.array([[host_own[hi] - host_own[lo] for lo, hi in (p[i] for p in plans)] for i in range(passes)],
+                    np.int64)                                       # pass x rank: what this GPU sends
+    every = cp.empty(part.P * mine.size, cp.int64)
+    comm.allgather(cp.asarray(mine.ravel()), every)
+    sent = cp.asnumpy(every).reshape(part.P, passes, part.P)        # GPU g, pass i, rank j
+    del every, raw_ptr
+    say(f"GPU Kernel 1 as one shuffle: rank {me} of {part.P}, {rows:,} edge rows read "
+        f"({'kept on the device' if keep else 'read each pass'}), {passes} pass(es)", quiet)
+    sink = _DeviceBlocks()
+    for i in range(passes):
+        cp.get_default_memory_pool().free_all_blocks()
+        ranges = [p[i] for p in plans]
+        send, off = _emit(reads, ranges, own_ptr, k)
+        recv = _swap(comm, send, off, sent[:, i, me], me)
+        del send
+        lo, hi = ranges[me]
+        ptr, idx = rows_from_keys(recv, hi - lo, idt, dedupe, k)
+        del recv
+        sink(lo, hi, ptr, idx)
+        del ptr, idx
+    del own_ptr
+    meta = {"dedupe": bool(dedupe), "relabel": "none" if perm is None else "degree", "n_edges": int(source.m),
+            "edge_rows_read": int(reads.rows_read), "kept": bool(keep),
+            "passes": {"count": passes, "ranges": [tuple(int(x) for x in p) for p in plans[me]], "budget": budget}}
+    if perm is not None:
+        meta["perm"] = perm
+    del reads
+    csr = sink.csr(n, meta, idt)
+    deg = _all_degrees(comm, csr.indptr, part, me, idt)
+    cp.get_default_memory_pool().free_all_blocks()
+    return csr, deg
