@@ -42,8 +42,9 @@ def _run(args, flags, datasets, tmp, label, env=None) -> dict:
            "valid": sum(bool(s.get("valid")) for s in rec["searches"]), "searches": len(rec["searches"]),
            "level_overhead_median": float(np.median(over)) if over else None,
            "level_overhead_p90": float(np.percentile(over, 90)) if over else None,
+           "load_steps": rec.get("config", {}).get("load_steps"),
            "workers_read": [{"read_s": w.get("read_s"), "prepare_s": w.get("prepare_s"),
-                             "device_bytes": w.get("device_bytes")}
+                             "device_bytes": w.get("device_bytes"), "edge_rows_read": w.get("edge_rows_read")}
                             for w in rec.get("config", {}).get("workers") or []],
            "levels_first_search": [{k: lv.get(k) for k in ("level", "direction", "frontier", "edges", "time",
                                                          "kernel", "overhead", "rounds", "workers")}
@@ -62,7 +63,10 @@ def _run(args, flags, datasets, tmp, label, env=None) -> dict:
     for w in row["workers_read"]:                   # a stored partition read onto a worker: its rate
         if w["read_s"]:
             print(f"    worker read {w['read_s']:.2f} s, prepare {w['prepare_s'] or 0:.2f} s, "
-                  f"{(w['device_bytes'] or 0) / w['read_s'] / 1e9:.2f} GB/s of device bytes", flush=True)
+                  f"{(w['device_bytes'] or 0) / w['read_s'] / 1e9:.2f} GB/s of device bytes, "
+                  f"{w.get('edge_rows_read') or 0:,} edge rows read", flush=True)
+    if row["load_steps"]:
+        print("    load steps: " + ", ".join(f"{k} {v:.2f} s" for k, v in row["load_steps"].items()), flush=True)
     for lv in row["levels_first_search"]:           # where the first search's time went, level by level
         ws = " ".join(f"{w['kernel'] * 1e6:.0f}/{w['exchange'] * 1e6:.0f}" for w in lv.get("workers") or [])
         print(f"    level {lv['level']:2d} {lv['direction']} frontier {lv['frontier']:>10,} "

@@ -39,7 +39,8 @@ Device memory model (bytes): resident ``16 N`` (global and own raw row
 starts) plus the kept span (``8`` per tuple, 32-bit ids) or one chunk;
 per pass ``_ENTRY`` per raw entry of the largest range (send and receive
 keys 8 + 8, the sort's buffer 8, the dedupe's flag, scan and output words)
-and ``_ROW`` per row; the rows built so far stay on the device.
+and ``_ROW`` per row; and the rank's rows built so far (at most its raw
+entries in the id width and 8 per row), which stay on the device.
 
 Reference: Graph 500 Benchmark 1 specification 3.0.1, Kernel 1; the read
 once and swap by owner is the reference MPI code's
@@ -205,7 +206,11 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
         raw_ptr[1:] = cp.cumsum(cp.diff(raw_ptr)[perm])
         own_ptr[1:] = cp.cumsum(cp.diff(own_ptr)[perm])
         reads.iperm = iperm
-    plans = rank_passes(cp.asnumpy(raw_ptr), part, budget, _ENTRY, fixed, budget_name, _ROW)
+    host_raw = cp.asnumpy(raw_ptr)
+    out = max(np.dtype(idt).itemsize * int(host_raw[rg.stop] - host_raw[rg.start]) + 8 * len(rg)
+              for rg in map(part.vertex_range, range(part.P)))      # the rows built so far stay on the device
+    plans = rank_passes(host_raw, part, budget, _ENTRY, fixed + out, budget_name, _ROW)
+    del host_raw
     passes = len(plans[0])
     host_own = cp.asnumpy(own_ptr)
     mine = np.array([[host_own[hi] - host_own[lo] for lo, hi in (p[i] for p in plans)] for i in range(passes)],

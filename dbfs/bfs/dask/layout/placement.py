@@ -19,6 +19,7 @@ raises :class:`dbfs.bfs.dask.mesh.waits.WorkerLost`.
 """
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +86,7 @@ class DistributedGraph:
     relabel: str = "none"                   # ("edges") "degree": each partition relabelled within itself
     level_exchange: str = ""                # "nccl": a level's exchanges are NCCL collectives ('' = the mesh)
     nccl_off: str = ""                      # why a mesh of GPU workers does not use NCCL ('' = on or not tried)
+    load_steps: dict = field(default_factory=dict)     # wall seconds of the load's steps (client view)
 
     @property
     def P(self) -> int:
@@ -232,6 +234,7 @@ def _submit_gpu_shuffle(dg: DistributedGraph, ranks, pin: dict):
     why = _gpu_shuffle_why(dg, ranks)
     if why:
         return {}, ""
+    t0 = time.perf_counter()
     client, ws = dg.client, [dg.rank_worker[rk] for rk in range(dg.P)]
     info = run_within(client, _device_info, workers=ws, timeout=RUN_TIMEOUT, what="asking the GPU workers' memory")
     _raise_lost(info, "asking the GPU workers' memory")
@@ -242,6 +245,7 @@ def _submit_gpu_shuffle(dg: DistributedGraph, ranks, pin: dict):
         _drop_comm(client, ws, key)
         dg.events.append({"event": "kernel1", "shuffle": False, "reason": why})
         return {}, ""
+    dg.load_steps["kernel1_nccl"] = time.perf_counter() - t0
     futs = {rk: client.submit(_gpu_shuffle_part, str(dg.dataset_path), dg.P, rk, dg.dedupe, dg.relabel, key, budget,
                               ws[rk], workers=[ws[rk]], key=f"dbfs-part-{key}-{rk}", **pin) for rk in range(dg.P)}
     return futs, key

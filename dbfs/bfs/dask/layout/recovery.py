@@ -133,7 +133,9 @@ def place(dg: DistributedGraph, ranks, stage: str = "load", retries: int = 2, at
         t0 = time.perf_counter()
         try:
             _submit_loads(dg, ranks)
+            t1 = time.perf_counter()
             _open_mesh(dg)
+            dg.load_steps.update(partitions=t1 - t0, mesh=time.perf_counter() - t1)
             return events
         except _PeerLost as exc:
             if len(events) >= retries:

@@ -194,7 +194,7 @@ class PartitionedGraph(ABC):
         dg = self.dg
         return {"placement": dg.placement, "frontier_sharing": dg.frontier_sharing,
                 "level_exchange": dg.level_exchange or f"mesh ({dg.transport})", "nccl_off": dg.nccl_off,
-                "workers": dg.workers_table()}
+                "workers": dg.workers_table(), "load_steps": dict(dg.load_steps)}
 
     def close(self) -> None:
         """Close the mesh and release the partitions."""
