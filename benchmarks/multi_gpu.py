@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -90,6 +91,9 @@ def main(argv=None) -> int:
                     help="also run --backend gpu with --relabel none (its Kernel 1 stores the plain CSR) and P = 1 "
                          "with --relabel none (the GPU worker reads that stored CSR)")
     ap.add_argument("--relabel-too", action="store_true", help="also run each P > 1 with --relabel degree")
+    ap.add_argument("--virtual", action="store_true",
+                    help="generate the dataset first with --edges virtual (regenerated on demand, nothing stored: "
+                         "what a SCALE 28 run needs on an 80 GB device)")
     args = ap.parse_args(argv)
     configs = {"gpu": (f"--backend gpu {args.flags}", None)}
     if args.stored_p1:      # one GPU on the plain CSR, which its Kernel 1 stores for the P = 1 read below
@@ -107,6 +111,9 @@ def main(argv=None) -> int:
     head = {"scale": args.scale, "roots": args.roots, "partitions": args.partitions}
     rows, path = [], None
     with tempfile.TemporaryDirectory(prefix="dbfs-mgpu-") as tmp:
+        if args.virtual:
+            subprocess.run([sys.executable, "-m", "dbfs.cli", "generate", "--scale", str(args.scale), "--edges",
+                            "virtual", "--backend", "gpu", "--datasets", str(Path(tmp) / "datasets")], check=True)
         for _ in range(args.rounds):
             for k in configs:
                 rows.append(_run(args, configs[k][0], Path(tmp) / "datasets", tmp, k, configs[k][1]))
