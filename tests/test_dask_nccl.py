@@ -153,36 +153,44 @@ def _held_rows(p):
             "read": p.meta.get("edge_rows_read"), "kernel1": p.meta.get("kernel1")}
 
 
-def test_kernel1_as_one_gpu_shuffle_reads_each_edge_row_once(nclient, nds):
-    """P = 2 built on the two GPU workers: Kernel 1 is one shuffle over NCCL (each GPU reads its half of the
-    edge rows once, no other read) and every partition is byte for byte the stored p2-block's, its hub table
-    the CPU's from the global degrees."""
+def test_kernel1_as_one_gpu_shuffle_reads_each_edge_row_once(nds):
+    """P = 2 built on the two GPU workers of a NEW cluster (the build is its first use): Kernel 1 is one shuffle
+    over NCCL (each GPU reads its half of the edge rows once, no other read) and every partition is byte for
+    byte the stored p2-block's, its hub table the CPU's from the global degrees."""
     import numpy as np
 
     import dbfs.bfs.dask as D
     from dbfs import kernel1
     from dbfs.bfs.cpu import hub_by_degree
+    from dbfs.cluster import client_for
     from dbfs.kernel1.shuffle import reader_spans
     from dbfs.store.gpu import device_chunks
 
     ds = nds[0]
-    dg = D.build_distributed(nclient, ds.path, 2)
-    try:
-        held = [nclient.submit(_held_rows, dg.part_futures[rk], workers=[dg.rank_worker[rk]]).result()
-                for rk in range(2)]
-        stored = [kernel1.load_partition(ds.path, kernel1.variant_name(2), rk)[:2] for rk in range(2)]
-        deg = np.concatenate([np.diff(ip) for ip, _ in stored])
-        src = device_chunks(ds)
-        spans = reader_spans(src.m, src.step, 2)
-        for rk, (h, (ip, idx)) in enumerate(zip(held, stored)):
-            assert h["kernel1"] == "gpu-shuffle"
-            assert np.array_equal(h["indptr"], ip) and np.array_equal(h["indices"], idx)
-            assert np.array_equal(h["hub"].astype(np.int64), hub_by_degree(ip, idx, deg).astype(np.int64))
-            assert h["read"] == spans[rk][1] - spans[rk][0]
-        assert sum(h["read"] for h in held) == ds.n_edges
-        assert [w["edge_rows_read"] for w in dg.workers_table()] == [h["read"] for h in held]
-    finally:
-        dg.close()
+    p = ds.path.parent / "gpu2-fresh.yaml"
+    p.write_text("type: local-gpu\ngpus: [0, 1]\nthreads_per_gpu_worker: 2\ncpu_workers: 0\n")
+    with client_for(profile=str(p), quiet=True) as fresh:
+        fresh.wait_for_workers(2, timeout=120)
+        dg = D.build_distributed(fresh, ds.path, 2)
+        try:
+            held = [fresh.submit(_held_rows, dg.part_futures[rk], workers=[dg.rank_worker[rk]]).result()
+                    for rk in range(2)]
+            table = dg.workers_table()
+            steps = dict(dg.load_steps)
+        finally:
+            dg.close()
+    stored = [kernel1.load_partition(ds.path, kernel1.variant_name(2), rk)[:2] for rk in range(2)]
+    deg = np.concatenate([np.diff(ip) for ip, _ in stored])
+    src = device_chunks(ds)
+    spans = reader_spans(src.m, src.step, 2)
+    for rk, (h, (ip, idx)) in enumerate(zip(held, stored)):
+        assert h["kernel1"] == "gpu-shuffle"
+        assert np.array_equal(h["indptr"], ip) and np.array_equal(h["indices"], idx)
+        assert np.array_equal(h["hub"].astype(np.int64), hub_by_degree(ip, idx, deg).astype(np.int64))
+        assert h["read"] == spans[rk][1] - spans[rk][0]
+    assert sum(h["read"] for h in held) == ds.n_edges
+    assert [w["edge_rows_read"] for w in table] == [h["read"] for h in held]
+    assert "kernel1_nccl" in steps
 
 
 def test_kernel1_gpu_shuffle_refuses_a_wrong_checksum_on_every_gpu(nclient, nds, tmp_path):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dbfs.bfs.dask.layout.gpu_part import _device_info, worker_bytes
-from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, RUN_TIMEOUT, _close_mesh, _raise_lost
+from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, RUN_TIMEOUT, _close_mesh, _raise_lost, ensure_plugin
 from dbfs.bfs.dask.mesh.nccl import join_nccl, nccl_switch
 from dbfs.bfs.dask.mesh.plugin import _shm_drop
 from dbfs.bfs.dask.mesh.transport import _host_of
@@ -236,6 +236,7 @@ def _submit_gpu_shuffle(dg: DistributedGraph, ranks, pin: dict):
         return {}, ""
     t0 = time.perf_counter()
     client, ws = dg.client, [dg.rank_worker[rk] for rk in range(dg.P)]
+    ensure_plugin(client)                  # the communicator is kept in the worker plugin (the mesh's, later)
     info = run_within(client, _device_info, workers=ws, timeout=RUN_TIMEOUT, what="asking the GPU workers' memory")
     _raise_lost(info, "asking the GPU workers' memory")
     budget = int(K1_SHARE * min(int(info[w]["free"]) for w in ws))
