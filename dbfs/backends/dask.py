@@ -26,8 +26,12 @@ stored is not written either on a cluster with GPU workers, or when the
 disk has no room for it (:func:`dbfs.kernel1.partitioned.disk_need`): each
 partition is built from the edges on the worker that searches it
 (:func:`dbfs.bfs.dask.build_distributed`; rank ``r`` on GPU worker ``r %
-G``, or on worker ``r % W`` of a CPU cluster), and a lost worker's
-partitions are rebuilt on a live one.
+G``, or on worker ``r % W`` of a CPU cluster; with one partition a GPU
+worker of one host, all at once as ONE shuffle over NCCL,
+:mod:`dbfs.kernel1.shuffle_gpu`), and a lost worker's partitions are
+rebuilt on a live one. The GPU workers' CUDA contexts are made before
+Kernel 1's clock starts, as a single GPU process has its own before its
+Kernel 1.
 
 Kernel 1 in a GPU worker's memory (:mod:`dbfs.bfs.dask.layout.built`): at P = 1 on
 a cluster with a GPU worker, when the CSR has no room on disk or in host
@@ -56,7 +60,7 @@ from dbfs.backends.cpu import warm_validation
 from dbfs.backends.gpu import GpuBackend
 from dbfs.bfs.dask import ALGORITHMS, build_distributed
 from dbfs.bfs.dask.layout.built import build_on_worker, forget, generate_on_worker
-from dbfs.bfs.dask.layout.placement import gpu_workers
+from dbfs.bfs.dask.layout.placement import gpu_workers, ready_devices
 from dbfs.bfs.dask.search.graphs import OnWorkers, Resident, Stored, open_graph
 from dbfs.errors import DbfsError
 from dbfs.kernel1.partitioned import disk_need
@@ -162,6 +166,7 @@ class DaskBackend(Backend):
         Returns Kernel 1's typed result for :meth:`load` (:mod:`dbfs.bfs.dask.search.graphs`: :class:`Stored`,
         :class:`OnWorkers` or :class:`Resident`; ``str()`` of each is the variant's name) and its attributes."""
         check_partition_count(cfg.partitions, ds.n_vertices)
+        ready_devices(client, cls._gpu_workers(client))   # the workers' CUDA contexts, before Kernel 1's clock
         within = cfg.relabel == "degree" and bool(cls._gpu_workers(client))     # each partition relabelled in itself
         why = cls._why_on_workers(ds, cfg, client) if cfg.partitions > 1 and cfg.partitioning == "block" and \
             (cfg.relabel == "none" or within) and cfg.placement == "block" and cfg.device_memory_limit is None and \

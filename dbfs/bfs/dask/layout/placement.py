@@ -10,7 +10,9 @@ workers: rank ``r`` lives on worker ``rank_worker[r]`` as one future
 mesh index of a worker is its position there). :func:`_submit_loads` loads
 partitions onto their workers (read from the variant, or with ``source =
 "edges"`` built from the dataset's edges there, for CPU workers as one
-shuffle that reads every edge chunk once: :func:`_submit_shuffle`) and gives them the
+shuffle that reads every edge chunk once: :func:`_submit_shuffle`; for one
+rank a GPU worker of one host as one shuffle over NCCL, hub tables
+included: :func:`_submit_gpu_shuffle`) and gives them the
 whole-graph data they need (hub neighbours by GLOBAL degree: every partition's degrees are joined on a
 worker and copied worker to worker); it runs at load time and after a lost
 worker (:mod:`dbfs.bfs.dask.layout.recovery`). Its wait is bounded and watches the
@@ -37,7 +39,8 @@ from dbfs.errors import DbfsError
 from dbfs.partition import Partitioning
 from dbfs.zattrs import read_attrs
 
-__all__ = ["DistributedGraph", "_submit_loads", "_variant_attrs", "worker_kinds", "gpu_workers", "gpu_budgets"]
+__all__ = ["DistributedGraph", "_submit_loads", "_variant_attrs", "worker_kinds", "gpu_workers", "gpu_budgets",
+           "ready_devices"]
 
 #: share of a GPU worker's free device memory partitions may take when no --device-memory-limit is given
 DEVICE_SHARE = 0.85
@@ -164,6 +167,17 @@ def gpu_workers(client) -> list:
     return sorted(w for w, k in worker_kinds(client, sorted(alive_workers(client))).items() if k == "gpu")
 
 
+def ready_devices(client, gpus) -> dict:
+    """Each GPU worker's device context made (CuPy loaded, the CUDA context created: what a process pays once
+    before its first device call) and its memory: worker -> :func:`dbfs.bfs.dask.layout.gpu_part._device_info`."""
+    if not gpus:
+        return {}
+    res = run_within(client, _device_info, workers=list(gpus), timeout=RUN_TIMEOUT,
+                     what="asking the GPU workers' memory")
+    _raise_lost(res, "asking the GPU workers' memory")
+    return res
+
+
 def gpu_budgets(client, kinds: dict, n: int, limit=None) -> dict:
     """GPU worker -> device bytes its partitions may take: ``limit`` (or DEVICE_SHARE of the
     free device memory, asked on the worker) less what the worker needs once per graph."""
@@ -172,8 +186,7 @@ def gpu_budgets(client, kinds: dict, n: int, limit=None) -> dict:
         return {}
     if limit is not None:
         return {w: max(0, int(limit) - worker_bytes(n)) for w in gpus}
-    res = run_within(client, _device_info, workers=gpus, timeout=RUN_TIMEOUT, what="asking the GPU workers' memory")
-    _raise_lost(res, "asking the GPU workers' memory")
+    res = ready_devices(client, gpus)
     return {w: max(0, int(DEVICE_SHARE * res[w]["free"]) - worker_bytes(n)) for w in gpus}
 
 
@@ -237,8 +250,7 @@ def _submit_gpu_shuffle(dg: DistributedGraph, ranks, pin: dict):
     t0 = time.perf_counter()
     client, ws = dg.client, [dg.rank_worker[rk] for rk in range(dg.P)]
     ensure_plugin(client)                  # the communicator is kept in the worker plugin (the mesh's, later)
-    info = run_within(client, _device_info, workers=ws, timeout=RUN_TIMEOUT, what="asking the GPU workers' memory")
-    _raise_lost(info, "asking the GPU workers' memory")
+    info = ready_devices(client, ws)
     budget = int(K1_SHARE * min(int(info[w]["free"]) for w in ws))
     key = f"dbfs-k1-{uuid.uuid4().hex[:12]}"
     why = join_nccl(client, ws, key, RUN_TIMEOUT, dg.timeout)
