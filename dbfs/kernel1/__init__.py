@@ -19,9 +19,26 @@ Modules, each layer importing only those above it:
 - :mod:`.partitioned` ``build_partitioned``: zarr edges -> zarr CSR on Dask
 - :mod:`.passes`      ``build_csr_passes``: streamed edge chunks, one pass per
   owner-row range, working memory within a budget (same bytes)
-- :mod:`.gpu`         ``build_csr_gpu`` (CuPy; imported on demand, never here)
-- :mod:`.passes_gpu`  ``build_csr_gpu_passes``: the passes on the GPU within a
-  device budget (CuPy; imported on demand, never here)
+- :mod:`.shuffle`     Kernel 1 as one shuffle over G readers (CPU workers): each
+  edge chunk read once, both directions bucketed by owner rank; ``SpanReads``
+  and ``rank_passes``, which the GPU shuffle shares
+- :mod:`.placer`      the searches' device/host split of a CSR built in passes
+  (array-module generic)
+
+On the GPU (CuPy; imported on demand, never here), the same plan (raw degrees,
+then owner-row ranges within a budget, keys sorted per range, first of each
+run kept) with ``kernel1.cu``'s kernels:
+
+- :mod:`.gpu`          ``build_csr_gpu``: the whole CSR at once
+- :mod:`.passes_gpu`   ``build_csr_gpu_passes``: in passes within a device budget
+- :mod:`.placed_gpu`   the passes straight into the device/host split
+- :mod:`.shuffle_gpu`  the passes on G GPUs at once, the entries swapped over NCCL
+- :mod:`.build_gpu`    the drivers for a dataset: ``build_gpu`` (into a stored
+  variant) and :mod:`.build_placed` (kept in memory, placed)
+
+Rows per read, by meaning: a stored edge chunk (:data:`dbfs.generate.DEFAULT_CHUNK_EDGES`),
+a slice of an in-memory list (:data:`.passes._NUMPY_STEP`), a device regeneration step
+of the placed build (:data:`.build_placed.PLACED_STEP`).
 """
 from __future__ import annotations
 

@@ -73,13 +73,12 @@ from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
 from dbfs.kernel1.inmemory import _build_rows
 from dbfs.kernel1.kernels import _count_keys, _scatter_keys
-from dbfs.kernel1.passes import plan_ranges, plan_rows
+from dbfs.kernel1.passes import _NUMPY_STEP, plan_ranges, plan_rows
 from dbfs.partition import Partitioning
 
 __all__ = ["ShufflePlan", "reader_spans", "bucket_chunk", "read_buckets", "check_sum", "build_rank", "SpanReads",
            "rank_passes"]
 
-_NUMPY_STEP = 1 << 20       # rows per read of an in-memory (NumPy) edge list
 _PARALLEL_FROM = 1 << 16    # tuples from which a chunk is bucketed on every Numba thread
 _ENTRY_EXTRA = 8            # a build's bytes per entry besides src and dst (the packed key)
 _ROW_COST = 16              # a build's bytes per row (degrees, indptr)

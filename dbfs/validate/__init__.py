@@ -29,14 +29,14 @@ root, parent)`` is ``dbfs.validate.validate(edges, root, parent)``, so the
 name works whether ``dbfs.validate`` resolves to the function (the lazy
 attribute of :mod:`dbfs`) or to this package (once it is imported).
 """
-from dbfs.validate.cpu import (DEFAULT_CHUNK_EDGES, MAX_EXAMPLES, RULES, Failure, ValidationResult, check_chains,
+from dbfs.validate.cpu import (HOST_EDGE_ROWS, MAX_EXAMPLES, RULES, Failure, ValidationResult, check_chains,
                                check_cycle, check_edges, check_length, check_parent_unreached, check_range,
                                check_root, check_tree_edges, validate)
 from dbfs.validate.dask import validate_partitioned
 from dbfs.validate.gpu import validate_gpu
 
 __all__ = ["validate", "validate_gpu", "validate_partitioned", "ValidationResult", "Failure", "RULES",
-           "MAX_EXAMPLES", "DEFAULT_CHUNK_EDGES", "check_length", "check_range", "check_root", "check_cycle",
+           "MAX_EXAMPLES", "HOST_EDGE_ROWS", "check_length", "check_range", "check_root", "check_cycle",
            "check_parent_unreached", "check_chains", "check_edges", "check_tree_edges"]
 
 import sys as _sys  # noqa: E402

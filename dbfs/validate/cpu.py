@@ -56,14 +56,15 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["Failure", "ValidationResult", "validate", "RULES", "MAX_EXAMPLES", "DEFAULT_CHUNK_EDGES",
+__all__ = ["Failure", "ValidationResult", "validate", "RULES", "MAX_EXAMPLES", "HOST_EDGE_ROWS",
            "check_length", "check_range", "check_root", "check_cycle", "check_parent_unreached", "check_chains",
            "check_edges", "check_tree_edges"]
 
 RULES = ("length", "range", "root", "cycle", "parent-unreached", "edge-range", "edge-span",
          "level-diff", "tree-edge")
 
-DEFAULT_CHUNK_EDGES = 1 << 22
+#: input edge rows one host pass of the validation reads at a time
+HOST_EDGE_ROWS = 1 << 22
 MAX_EXAMPLES = 16
 
 
@@ -465,7 +466,7 @@ def check_tree_edges(lev, has_edge, root):
 
 
 # ----------------------------------------------------------------- driver
-def validate(edges, root, parent, n_vertices=None, chunk_edges=DEFAULT_CHUNK_EDGES) -> ValidationResult:
+def validate(edges, root, parent, n_vertices=None, chunk_edges=HOST_EDGE_ROWS) -> ValidationResult:
     """Check one search against the input edge list (rules in the module docstring).
 
     Parameters

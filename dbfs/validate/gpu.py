@@ -58,9 +58,10 @@ import numpy as np
 
 from dbfs.validate.cpu import _EDGE_RULES, MAX_EXAMPLES, RULES, Failure, ValidationResult
 
-__all__ = ["validate_gpu", "validate_many_gpu"]
+__all__ = ["validate_gpu", "validate_many_gpu", "DEVICE_EDGE_ROWS"]
 
-DEFAULT_CHUNK_EDGES = 1 << 26
+#: input edge rows one device pass of the validation reads at a time (validate.gpus too)
+DEVICE_EDGE_ROWS = 1 << 26
 
 def _is_cupy(a) -> bool:
     return type(a).__module__.startswith("cupy")
@@ -282,7 +283,7 @@ def _pick_xp(xp, parent, edges):
 
 
 def validate_gpu(edges, root, parent, n_vertices=None, xp=None,
-                 chunk_edges=DEFAULT_CHUNK_EDGES, levels: bool = True) -> ValidationResult:
+                 chunk_edges=DEVICE_EDGE_ROWS, levels: bool = True) -> ValidationResult:
     """Check one search on ``xp`` (rules and method in the module docstring).
 
     Parameters
@@ -311,7 +312,7 @@ def validate_gpu(edges, root, parent, n_vertices=None, xp=None,
     return validate_many_gpu(edges, [(root, parent)], n_vertices, xp, chunk_edges, levels)[0]
 
 
-def validate_many_gpu(edges, searches, n_vertices=None, xp=None, chunk_edges=DEFAULT_CHUNK_EDGES,
+def validate_many_gpu(edges, searches, n_vertices=None, xp=None, chunk_edges=DEVICE_EDGE_ROWS,
                       levels: bool = True) -> list:
     """:func:`validate_gpu` of several searches over ONE read of the edge list.
 

@@ -49,11 +49,10 @@ from dbfs.store import open_edges
 from dbfs.store.datasets import open_dataset
 from dbfs.store.virtual import device_rows
 from dbfs.validate.cpu import _EDGE_RULES, MAX_EXAMPLES, RULES, ValidationResult, _fail
-from dbfs.validate.gpu import _check_prefix, _EdgeCheck, _levels, _sweep, _width
+from dbfs.validate.gpu import DEVICE_EDGE_ROWS, _check_prefix, _EdgeCheck, _levels, _sweep, _width
 
 __all__ = ["validate_on_gpus", "edge_rows_on_device", "device_free"]
 
-_CHUNK_EDGES = 1 << 26          # input rows per device chunk
 
 
 class _Window:
@@ -118,7 +117,7 @@ def _share(dataset_path, g: int, G: int, device: bool, part: Partitioning, roots
     read, m = edge_rows_on_device(dataset_path, device)
     a, b = g * m // G, (g + 1) * m // G
     if checks and b > a:
-        _sweep(cp, _Window(read, a, b), checks, _CHUNK_EDGES)
+        _sweep(cp, _Window(read, a, b), checks, DEVICE_EDGE_ROWS)
     res = []
     for o in out:
         if "stop" in o:
