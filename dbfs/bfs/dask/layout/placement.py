@@ -34,8 +34,9 @@ from dbfs.bfs.dask.mesh.transport import _host_of
 from dbfs.bfs.dask.mesh.waits import alive_workers, gather_watched, run_within
 from dbfs.bfs.dask.layout.worker import _build_part, _global_degrees, _load_part, _local_degrees, _part_info, _prepare_part
 from dbfs.bfs.dask.layout.worker import _gpu_shuffle_part
-from dbfs.bfs.dask.layout.worker import _shuffle_build, _shuffle_piece, _shuffle_read
+from dbfs.bfs.dask.layout.worker import _shuffle_build
 from dbfs.errors import DbfsError
+from dbfs.kernel1.on_workers import shuffle_piece, shuffle_read
 from dbfs.partition import Partitioning
 from dbfs.zattrs import read_attrs
 
@@ -193,7 +194,7 @@ def gpu_budgets(client, kinds: dict, n: int, limit=None) -> dict:
 def _submit_shuffle(dg: DistributedGraph, ranks, pin: dict) -> dict:
     """(``source = "edges"``) Kernel 1 of the CPU ranks among ``ranks`` as one shuffle
     (:mod:`dbfs.kernel1.shuffle`): one reader per distinct worker of those ranks, pinned there, reads its 1/G of
-    the edge chunks once and buckets both directions by owner rank (:func:`dbfs.bfs.dask.layout.worker._shuffle_read`);
+    the edge chunks once and buckets both directions by owner rank (:func:`dbfs.kernel1.on_workers.shuffle_read`);
     each rank's build, on its worker, takes its piece of every reader (Dask moves them) and builds its rows
     (:func:`dbfs.bfs.dask.layout.worker._shuffle_build`). Rank -> future of its partition; GPU ranks are left to
     :func:`dbfs.bfs.dask.layout.worker._build_part` (and a stored variant's to ``_load_part``): ``{}``."""
@@ -204,14 +205,14 @@ def _submit_shuffle(dg: DistributedGraph, ranks, pin: dict) -> dict:
         return {}
     client, path, tag = dg.client, str(dg.dataset_path), uuid.uuid4().hex[:12]
     readers = list(dict.fromkeys(dg.rank_worker[rk] for rk in cpu))     # distinct workers, in rank order
-    reads = [client.submit(_shuffle_read, path, dg.P, cpu, g, len(readers), workers=[w],
+    reads = [client.submit(shuffle_read, path, dg.P, cpu, g, len(readers), workers=[w],
                            key=f"dbfs-k1-read-{tag}-{g}", **pin) for g, w in enumerate(readers)]
     first = {}                                   # the first rank built on each reader's worker reports its reads
     for rk in cpu:
         first.setdefault(dg.rank_worker[rk], rk)
     out = {}
     for rk in cpu:
-        got = [client.submit(_shuffle_piece, f, rk, workers=[w], key=f"dbfs-k1-piece-{tag}-{g}-{rk}", **pin)
+        got = [client.submit(shuffle_piece, f, rk, workers=[w], key=f"dbfs-k1-piece-{tag}-{g}-{rk}", **pin)
                for g, (f, w) in enumerate(zip(reads, readers))]
         credit = readers.index(dg.rank_worker[rk]) if first[dg.rank_worker[rk]] == rk else -1
         out[rk] = client.submit(_shuffle_build, path, dg.P, rk, dg.dedupe, credit, *got,

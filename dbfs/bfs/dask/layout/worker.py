@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -43,14 +42,10 @@ from dbfs.bfs.dask.layout.exchange import _base_of
 from dbfs.bfs.dask.layout.gpu_part import device_hub, from_device_rows, load_device
 from dbfs.bfs.dask.layout.warmup import warm_level_kernels
 from dbfs.bfs.dask.mesh.plugin import get_plugin
-from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
-from dbfs.kernel1 import load_partition, variant_name
-from dbfs.kernel1.passes import build_csr_passes, chunk_cost
-from dbfs.kernel1.shuffle import ShufflePlan, build_rank, check_sum, read_buckets, reader_spans
+from dbfs.kernel1 import load_partition
+from dbfs.kernel1.on_workers import gpu_shuffle_rows, rank_rows, shuffle_rows
 from dbfs.partition import Partitioning
-from dbfs.store import open_dataset
-from dbfs.store.gpu import _free_device_bytes, device_chunks
 
 __all__ = ["_Part", "_State", "_geometry", "_load_part", "_build_part", "_local_degrees", "_global_degrees",
            "_prepare_part", "_gpu_shuffle_part", "_part_info", "_pick_parent", "_scratch", "_grown", "_zeroed", "_search_summary", "_noop"]
@@ -135,128 +130,62 @@ def _load_part(dataset_path, variant, rank, device: bool = False, worker: str = 
     return p
 
 
-#: host bytes one pass of a partition built on a CPU worker may hold beyond the degree prefix and a chunk
-_BUILD_PASS = 1 << 30
+def _held(indptr, indices, meta: dict, worker: str = ""):
+    """The partition a Kernel 1 on this worker built (:mod:`dbfs.kernel1.on_workers`): a :class:`_Part` of host
+    rows, or of device rows a :class:`dbfs.bfs.dask.layout.gpu_part._GpuPart` kept in that memory (``worker`` named
+    if it runs out), its build's report in ``meta``."""
+    report, perm = meta.pop("report"), meta.pop("perm", None)
+    meta.pop("deg", None)
+    if isinstance(indptr, np.ndarray):
+        p = _Part(indptr, indices, meta)
+    else:
+        p = from_device_rows(indptr, indices, meta, worker, perm=perm)
+    p.meta.update(report)
+    return p
 
 
 def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bool = False, worker: str = "",
                 relabel: str = "none"):
-    """Partition ``rank`` of the block partitioning in ``P`` of the dataset at ``dataset_path``, built from its
-    edges here: :func:`dbfs.kernel1.passes.build_csr_passes` over the partition's rows (in passes within
-    :data:`_BUILD_PASS`), or with ``device`` :func:`dbfs.kernel1.passes_gpu.build_csr_gpu_passes` within most
-    of this worker's free device memory (stored chunks uploaded, a virtual list regenerated on the device), its
-    rows kept there: a :class:`dbfs.bfs.dask.layout.gpu_part._GpuPart` (``worker`` named if the device runs out of
-    memory). The bytes of partition ``rank`` of variant ``p<P>-block``; nothing is stored. ``relabel="degree"``
-    (``device`` only): every partition's vertices renumbered by descending degree WITHIN the partition (each
-    keeps its id range, so owners do not change), the same numbering on every rank (the whole degree array is
-    counted on each); the partition maps roots and parents (:meth:`~dbfs.bfs.dask.layout.gpu_part._GpuPart.new_local`,
-    :meth:`~dbfs.bfs.dask.layout.gpu_part._GpuPart.to_original`)."""
+    """Partition ``rank`` of the block partitioning in ``P`` of the dataset at ``dataset_path``, built from the whole
+    edge list here (:func:`dbfs.kernel1.on_workers.rank_rows`; with ``device`` on this worker's GPU, its rows kept
+    there; ``relabel="degree"``: each partition numbered by degree within itself, roots and parents mapped by
+    the partition, :meth:`~dbfs.bfs.dask.layout.gpu_part._GpuPart.new_local`)."""
     t0 = time.perf_counter()
-    if relabel not in ("none", "degree") or (relabel == "degree" and not device):
-        raise DbfsError(f"relabel {relabel!r} of partitions built on workers: use 'none', or 'degree' on GPU workers")
-    path = Path(dataset_path)
-    ds = open_dataset(path.name, path.parent)
-    n = int(ds.n_vertices)
-    part = Partitioning(n, int(P), "block")
-    rg = part.vertex_range(int(rank))
-    meta = {"variant": variant_name(int(P), "block", dedupe, "none"), "rank": int(rank), "P": int(P),
-            "partitioning": "block", "n_vertices": n, "vertex_range": rg, "load_time": 0.0, "relabel": relabel}
-    if device:      # the rows stay in this device's memory: the partition searched here (no host round trip)
-        from dbfs.kernel1.passes_gpu import build_csr_gpu_passes  # deferred: cupy
-
-        bounds = [part.vertex_range(r).start for r in range(part.P)] + [n] if relabel == "degree" else None
-        g = build_csr_gpu_passes(device_chunks(ds), n, dedupe=dedupe, memory_budget=int(0.8 * _free_device_bytes()),
-                                 rows=(rg.start, rg.stop), on_device=True, relabel_bounds=bounds)
-        p = from_device_rows(g.indptr, g.indices, {**meta, "nnz": int(g.indptr[-1])}, worker,
-                             perm=g.meta.get("perm"))
-    else:
-        edges = ds.edges()
-        fixed = 8 * (n + 1) + chunk_cost(int(edges.chunks[0]), edges.dtype.itemsize)
-        g = build_csr_passes(edges, n, dedupe=dedupe, memory_budget=fixed + _BUILD_PASS, rows=(rg.start, rg.stop))
-        p = _Part(g.indptr, g.indices, {**meta, "nnz": int(g.indptr[-1])})
+    p = _held(*rank_rows(dataset_path, P, rank, dedupe, device, relabel), worker)
     p.load_time = time.perf_counter() - t0
-    p.meta["edge_rows_read"] = int(g.meta["n_edges"]) * (1 + int(g.meta["passes"]["count"]))   # degrees, each pass
     return p
 
 
 def _gpu_shuffle_part(dataset_path, P: int, rank: int, dedupe: bool, relabel: str, key: str, budget: int,
                       worker: str = ""):
     """Partition ``rank`` of the block partitioning in ``P``, built on this GPU worker by Kernel 1 as one shuffle
-    over the NCCL communicator in the plugin's ``shms[key]`` (:func:`dbfs.kernel1.shuffle_gpu.build_shuffled_gpu`,
-    every rank's task at once: each reads 1/P of the edge rows once), with its hub table from every vertex's
-    degree (no degree join through Dask): a prepared :class:`dbfs.bfs.dask.layout.gpu_part._GpuPart`, the bytes
-    of :func:`_build_part`'s. The communicator goes when the build ends, failed or not."""
-    from dbfs.kernel1.shuffle_gpu import build_shuffled_gpu  # deferred: cupy
-
+    over the NCCL communicator in the plugin's ``shms[key]`` (:func:`dbfs.kernel1.on_workers.gpu_shuffle_rows`,
+    every rank's task at once), with its hub table from every vertex's degree (no degree join through Dask): a
+    prepared :class:`dbfs.bfs.dask.layout.gpu_part._GpuPart`, the bytes of :func:`_build_part`'s. The
+    communicator goes when the build ends, failed or not."""
     t0 = time.perf_counter()
     plugin = get_plugin()
     try:
-        comm = plugin.shms[key]
-        ds = _dataset(dataset_path)
-        n = int(ds.n_vertices)
-        part = Partitioning(n, int(P), "block")
-        source = device_chunks(ds)
-        span = reader_spans(source.m, source.step, part.P)[int(rank)]
-        bounds = [part.vertex_range(r).start for r in range(part.P)] + [n] if relabel == "degree" else None
-        g, deg = build_shuffled_gpu(source, span, part, int(rank), comm, dedupe, int(budget), bounds,
-                                    budget_name="the free device memory")
-        meta = {"variant": variant_name(int(P), "block", dedupe, "none"), "rank": int(rank), "P": int(P),
-                "partitioning": "block", "n_vertices": n, "vertex_range": part.vertex_range(int(rank)),
-                "load_time": 0.0, "relabel": relabel, "nnz": int(g.indptr[-1])}
-        p = from_device_rows(g.indptr, g.indices, meta, worker, perm=g.meta.get("perm"))
+        indptr, indices, meta = gpu_shuffle_rows(dataset_path, P, rank, dedupe, relabel, plugin.shms[key], budget)
+        deg = meta["deg"]
+        p = _held(indptr, indices, meta, worker)
         p.load_time = time.perf_counter() - t0
         t1 = time.perf_counter()
         p.hub = device_hub(p, deg)
         p.prepare_time = time.perf_counter() - t1
-        p.meta.update(kernel1="gpu-shuffle", edge_rows_read=int(g.meta["edge_rows_read"]), edge_readers=part.P,
-                      build_ranges=int(g.meta["passes"]["count"]))
         return p
     finally:
         plugin.shm_drop(key)
 
 
-def _dataset(dataset_path):
-    path = Path(dataset_path)
-    return open_dataset(path.name, path.parent)
-
-
-def _shuffle_read(dataset_path, P: int, ranks, g: int, G: int):
-    """Reader ``g`` of ``G`` of Kernel 1 as one shuffle (:mod:`dbfs.kernel1.shuffle`): its 1/G of the dataset's
-    edge chunks (:func:`dbfs.kernel1.shuffle.reader_spans`; a virtual list's regenerated) read once, both
-    directions of every tuple bucketed by owner rank of the block partitioning in ``P``, the pieces of ``ranks``
-    kept: ``(rank -> piece, read info)`` (:func:`dbfs.kernel1.shuffle.read_buckets`)."""
-    ds = _dataset(dataset_path)
-    edges = ds.edges()
-    r0, r1 = reader_spans(edges.shape[0], edges.chunks[0], G)[g]
-    return read_buckets(edges, r0, r1, ShufflePlan.make(ds.n_vertices, P), ranks)
-
-
-def _shuffle_piece(read, rank):
-    """(on a reader's worker) the piece of ``rank`` of a reader's result, with the reader's info: what moves."""
-    pieces, info = read
-    return pieces[rank], info
-
-
 def _shuffle_build(dataset_path, P: int, rank: int, dedupe: bool, credit: int, *got):
-    """Partition ``rank`` of the block partitioning in ``P`` from ``got``, the ``(piece, read info)`` every reader
-    of the shuffle sent it (:func:`_shuffle_piece`): the readers' rows checked against the dataset's
-    ``edges_checksum``, the rows built (:func:`dbfs.kernel1.shuffle.build_rank`, in ranges within
-    :data:`_BUILD_PASS`): the bytes of partition ``rank`` of variant ``p<P>-block``. The partition's info reports
-    the edge rows and seconds of reader ``credit`` (-1: none), so a shuffle's ranks add up to its reads."""
+    """Partition ``rank`` of the block partitioning in ``P`` from what every reader of the CPU shuffle sent it
+    (:func:`dbfs.kernel1.on_workers.shuffle_rows`); its load time adds the credited reader's seconds."""
     t0 = time.perf_counter()
-    ds = _dataset(dataset_path)
-    infos = [info for _, info in got]
-    check_sum(ds.edges(), infos)
-    plan = ShufflePlan.make(ds.n_vertices, P)
-    indptr, indices, built = build_rank([piece for piece, _ in got], plan, rank, dedupe, _BUILD_PASS)
-    del got
-    meta = {"variant": variant_name(int(P), "block", dedupe, "none"), "rank": int(rank), "P": int(P),
-            "partitioning": "block", "n_vertices": plan.n, "nnz": int(indptr[-1]),
-            "vertex_range": plan.part.vertex_range(int(rank)), "load_time": 0.0}
-    p = _Part(indptr, indices, meta)
-    read = infos[credit] if credit >= 0 else {"rows": 0, "seconds": 0.0}
-    p.load_time = time.perf_counter() - t0 + float(read["seconds"])
-    p.meta.update(edge_rows_read=int(read["rows"]), edge_readers=len(infos), build_ranges=int(built["ranges"]))
+    indptr, indices, meta = shuffle_rows(dataset_path, P, rank, dedupe, credit, *got)
+    read_s = meta["load_time"]
+    p = _held(indptr, indices, meta)
+    p.load_time = time.perf_counter() - t0 + read_s
     return p
 
 
