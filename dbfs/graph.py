@@ -5,7 +5,8 @@ backends). Encoding:
 
 - ``indptr``: int64, shape (n_vertices + 1,), ``indptr[0] == 0``; the
   neighbours of vertex ``v`` are ``indices[indptr[v]:indptr[v+1]]``.
-- ``indices``: int32 while n_vertices <= 2**31, else int64; both directions of
+- ``indices``: int32 while n_vertices <= 2**31, uint32 up to 2**32, else int64
+  (:func:`index_dtype`; ids that may be -1 elsewhere take :func:`id_dtype`); both directions of
   every undirected input edge are present, self-loops are dropped, duplicates
   are dropped unless the graph was built with ``dedupe=False``.
 - ``perm``: None, or (after degree relabelling) int64 ``perm[new_id] =
@@ -15,20 +16,49 @@ backends). Encoding:
 from __future__ import annotations
 
 import operator
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from dbfs.errors import ArgumentError
+from dbfs.errors import ArgumentError, DbfsError
 
 #: vertex ids fit int32 while there are at most 2**31 vertices (ids 0 .. 2**31 - 1)
 INT32_VERTICES = 2**31
 
 
+#: vertex ids fit uint32 while there are at most 2**32 vertices (SCALE 32)
+UINT32_VERTICES = 2**32
+#: environment switch: ``DBFS_WIDE_IDS=1`` takes the path of 2**31 < N <= 2**32 at any N (tests of the boundary)
+WIDE_ENV = "DBFS_WIDE_IDS"
+
+
+def _wide() -> bool:
+    return os.environ.get(WIDE_ENV, "") == "1"
+
+
 def id_dtype(n_vertices: int) -> np.dtype:
-    """The vertex-id width for a graph of ``n_vertices``: int32 while
-    ``n_vertices <= 2**31``, else int64 (the one owner of this rule)."""
-    return np.dtype(np.int32) if int(n_vertices) <= INT32_VERTICES else np.dtype(np.int64)
+    """The vertex-id width for a graph of ``n_vertices`` wherever an id may be -1 (parents, hubs, queues, claims):
+    int32 while ``n_vertices <= 2**31``, else int64 (the one owner of this rule)."""
+    return np.dtype(np.int32) if int(n_vertices) <= INT32_VERTICES and not _wide() else np.dtype(np.int64)
+
+
+def index_dtype(n_vertices: int) -> np.dtype:
+    """The width of a CSR's adjacency entries (``indices``, never -1): :func:`id_dtype` while ``n_vertices <=
+    2**31``; uint32 up to 2**32 vertices (SCALE 32's CSR in 4 bytes an entry, not 8); int64 above."""
+    n = int(n_vertices)
+    if n <= INT32_VERTICES and not _wide():
+        return np.dtype(np.int32)
+    return np.dtype(np.uint32) if n <= UINT32_VERTICES else np.dtype(np.int64)
+
+
+def signed_ids(n_vertices: int, what: str) -> np.dtype:
+    """:func:`id_dtype` for code whose adjacency entries share the ids' width (the GPU kernels), or a one-line
+    DbfsError naming ``what`` where the entries are uint32 (2**31 < N <= 2**32, :func:`index_dtype`)."""
+    if index_dtype(n_vertices) != id_dtype(n_vertices):
+        raise DbfsError(f"{what} of a graph of {int(n_vertices)} vertices (2**31 < N <= 2**32: uint32 adjacency "
+                        f"entries) is not built on the GPU yet: use --backend cpu or CPU Dask workers")
+    return id_dtype(n_vertices)
 
 
 def check_root_id(root, n) -> int:

@@ -36,7 +36,7 @@ import numpy as np
 import psutil
 
 from dbfs.errors import DbfsError
-from dbfs.graph import id_dtype
+from dbfs.graph import index_dtype
 from dbfs.units import human
 
 __all__ = ["csr_bytes", "host_available", "device_total", "check_run", "PER_VERTEX"]
@@ -47,7 +47,7 @@ GPU_PER_VERTEX = 30      # bytes per vertex of the GPU backend's device working 
 
 def csr_bytes(n: int, m: int) -> tuple[int, int]:
     """(row offsets, adjacency) bytes of the CSR of ``m`` input edges over ``n`` vertices (upper bound)."""
-    return 8 * (n + 1), 2 * m * np.dtype(id_dtype(n)).itemsize
+    return 8 * (n + 1), 2 * m * np.dtype(index_dtype(n)).itemsize
 
 
 def host_available() -> int:

@@ -80,7 +80,7 @@ from dbfs.bfs.policy import BU, GPU_BEAMER_ALPHA, TD, policy_from
 from dbfs.pinned import mapped_host_empty
 from dbfs.split import plan_split
 from dbfs.errors import DbfsError
-from dbfs.graph import CSRGraph
+from dbfs.graph import CSRGraph, signed_ids
 
 __all__ = ["DeviceGraph", "device_graph", "device_in_use", "search_device", "search_timed", "original_parent",
            "count_nedge", "expand", "ALGORITHMS"]
@@ -253,6 +253,8 @@ def device_graph(graph: CSRGraph, device_memory_limit=None, split_order: str = "
         return cached
     n = int(graph.n_vertices)
     idt = np.dtype(graph.indices.dtype)
+    if idt.kind == "u":
+        signed_ids(n, "the GPU search")
     if idt not in _VID:
         raise DbfsError(f"CSR indices have dtype {idt}: the GPU backend needs int32 or int64 (Kernel 1 output)")
     vid = _VID[idt]

@@ -8,7 +8,7 @@ is a zarr v3 group::
     zarr.json             attributes; ``complete: true`` written LAST
     part-PPPP/indptr      int64 (local_count + 1,): running row ends, from 0
     part-PPPP/indices     int32|int64 (nnz,): GLOBAL neighbour ids (new ids in
-                          ``-deg`` variants), width :func:`dbfs.graph.id_dtype`
+                          ``-deg`` variants), width :func:`dbfs.graph.index_dtype`
     perm                  int64 (N,), ``-deg`` variants only: perm[new] = original
 
 Partition ``PPPP`` holds the rows of the vertices :class:`dbfs.partition.
@@ -57,7 +57,7 @@ import zarr
 
 from dbfs import __version__
 from dbfs.errors import DbfsError
-from dbfs.graph import CSRGraph, id_dtype
+from dbfs.graph import CSRGraph, index_dtype
 from dbfs.kernel1.kernels import _gather_rows, _invert, _numba_threads, _wrapsum
 from dbfs.store.chunk_read import ChunkReader
 from dbfs.store.variants import _variant_attrs, reusable_variant, variant_name
@@ -334,7 +334,7 @@ def load_csr(dataset_path, variant: str) -> CSRGraph:
     P = int(attrs["P"])
     N = int(attrs["n_vertices"])
     parts = [load_partition(dataset_path, variant, j) for j in range(P)]
-    idt = np.dtype(attrs.get("index_dtype", id_dtype(N).name))
+    idt = np.dtype(attrs.get("index_dtype", index_dtype(N).name))
     if P == 1:
         indptr, indices = parts[0][0], parts[0][1]
     else:

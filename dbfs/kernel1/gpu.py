@@ -45,7 +45,7 @@ import cupy as cp
 import numpy as np
 
 from dbfs.errors import DbfsError
-from dbfs.graph import CSRGraph, id_dtype
+from dbfs.graph import CSRGraph, signed_ids
 from dbfs.kernel1.inmemory import check_edge_shape
 
 __all__ = ["build_csr_gpu"]
@@ -142,7 +142,7 @@ def build_csr_gpu(edges, n_vertices: int | None = None, dedupe: bool = True, chu
     if n > 2**32:
         raise DbfsError(f"GPU Kernel 1 packs vertex ids in 32 bits, {n} vertices do not fit: "
                         f"use dbfs.kernel1.build_csr")
-    idt = id_dtype(n)
+    idt = signed_ids(n, "GPU Kernel 1")
     cap = int(chunk_entries) if chunk_entries is not None else _default_chunk()
     if cap < 1:
         raise DbfsError(f"chunk_entries {cap} is invalid: use an integer >= 1 or None")

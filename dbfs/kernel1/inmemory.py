@@ -63,7 +63,7 @@ import numba
 import numpy as np
 
 from dbfs.errors import DbfsError
-from dbfs.graph import CSRGraph, id_dtype
+from dbfs.graph import CSRGraph, index_dtype
 from dbfs.kernel1.kernels import (_bucket_emit, _count_keys, _degree_order, _group_blocks, _indptr_compact,
                                   _invert, _minmax, _numba_threads, _scatter_packed)
 
@@ -258,7 +258,7 @@ def build_csr(edges, n_vertices: int | None = None, dedupe: bool = True, relabel
             n = int(n_vertices)
             if n < 0:
                 raise DbfsError(f"n_vertices={n} is negative: pass a vertex count >= 0 or None")
-        idt = id_dtype(n)
+        idt = index_dtype(n)
         perm = iperm = None
         if relabel == "degree":
             perm, iperm = degree_permutation(raw_degree(edges, n))

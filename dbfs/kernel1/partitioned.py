@@ -77,7 +77,7 @@ import zarr
 
 from dbfs.checksum import chunk_digests, combine, partial_checksum
 from dbfs.errors import DbfsError
-from dbfs.graph import id_dtype
+from dbfs.graph import index_dtype, id_dtype
 from dbfs.kernel1.csr_store import _ZSTD_LEVEL, _publish, _writable, build_lock, reusable
 from dbfs.kernel1.inmemory import _SERIAL_BELOW, _build_rows, degree_permutation, raw_degree
 from dbfs.kernel1.kernels import _count_keys, _numba_threads, _scatter_keys, _wrapsum
@@ -487,7 +487,7 @@ def scratch_bytes(M: int, N: int, e_s: int, e_d: int) -> tuple:
 
 def disk_need(n_vertices: int, n_edges: int, P: int) -> int:
     """Upper bound of the disk a block variant's build holds at once beside its dataset (scratch there)."""
-    idt = id_dtype(int(n_vertices))
+    idt = index_dtype(int(n_vertices))
     sdt = id_dtype(int(Partitioning(int(n_vertices), int(P), "block").counts().max()) if P else 0)
     return _need_bytes(int(n_edges), int(n_vertices), int(P), sdt.itemsize, idt.itemsize)
 
@@ -524,7 +524,7 @@ def _build(dataset_path: Path, name: str, P, partitioning, dedupe, relabel, memo
     threads = _total_threads(client)
     edges_path = str(dataset_path / "edges")
     e_isz = edges.dtype.itemsize
-    idt = id_dtype(N)
+    idt = index_dtype(N)
     sdt = id_dtype(int(part.counts().max()) if P else 0)
     s_isz, d_isz = sdt.itemsize, idt.itemsize
 

@@ -76,7 +76,7 @@ from numba import njit, prange
 
 from dbfs.checksum import combine, partial_checksum
 from dbfs.errors import DbfsError
-from dbfs.graph import CSRGraph, id_dtype
+from dbfs.graph import CSRGraph, index_dtype
 from dbfs.kernel1.inmemory import check_edge_shape
 from dbfs.progress import say
 
@@ -390,7 +390,7 @@ def build_csr_passes(edges, n_vertices: int | None = None, dedupe: bool = True, 
         n = int(n_vertices)
         if n < 0:
             raise DbfsError(f"n_vertices={n} is negative: pass a vertex count >= 0 or None")
-    idt = id_dtype(n)
+    idt = index_dtype(n)
     rows = check_rows(rows, n)
     # a NumPy list is read by views (nothing allocated); a reader decodes or regenerates each chunk
     chunk = chunk_cost(min(step, max(m, 1)), e_isz) if m and not isinstance(edges, np.ndarray) else 0

@@ -48,7 +48,7 @@ import cupy as cp
 import numpy as np
 
 from dbfs.errors import DbfsError
-from dbfs.graph import CSRGraph, id_dtype
+from dbfs.graph import CSRGraph, signed_ids
 from dbfs.kernel1.gpu import _grid, _kernels, _BLOCK
 from dbfs.kernel1.passes import _own_sink, check_rows, plan_rows
 from dbfs.progress import say
@@ -268,7 +268,7 @@ def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_bu
         raise DbfsError(f"GPU Kernel 1 packs vertex ids in 32 bits, {n} vertices do not fit: "
                         f"use dbfs.kernel1.build_csr_passes")
     budget = int(memory_budget)
-    idt = id_dtype(n)
+    idt = signed_ids(n, "GPU Kernel 1")
     rows = check_rows(rows, n)
     if relabel_bounds is not None and not on_device:
         raise DbfsError("relabel_bounds needs on_device=True: a relabelled host build is dbfs.kernel1.build_csr's")

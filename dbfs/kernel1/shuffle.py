@@ -70,7 +70,7 @@ from numba import njit
 
 from dbfs.checksum import combine, partial_checksum
 from dbfs.errors import DbfsError
-from dbfs.graph import id_dtype
+from dbfs.graph import index_dtype, id_dtype
 from dbfs.kernel1.inmemory import _build_rows
 from dbfs.kernel1.kernels import _count_keys, _scatter_keys
 from dbfs.kernel1.passes import _NUMPY_STEP, plan_ranges, plan_rows
@@ -104,7 +104,7 @@ class ShufflePlan:
 
     @property
     def idt(self) -> np.dtype:
-        return id_dtype(self.n)
+        return index_dtype(self.n)
 
     @property
     def sdt(self) -> np.dtype:

@@ -53,7 +53,7 @@ import cupy as cp
 import numpy as np
 
 from dbfs.errors import DbfsError
-from dbfs.graph import id_dtype
+from dbfs.graph import signed_ids
 from dbfs.kernel1.gpu import _BLOCK, _grid, _kernels
 from dbfs.kernel1.passes_gpu import _DeviceBlocks, _as_i64, check_ids, degree_order, rows_from_keys
 from dbfs.kernel1.shuffle import SpanReads, rank_passes
@@ -186,7 +186,7 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
                         f"{comm.W}: use one rank a GPU")
     if n > 2**32:
         raise DbfsError(f"GPU Kernel 1 packs vertex ids in 32 bits, {n} vertices do not fit: use CPU workers")
-    idt, budget, k = id_dtype(n), int(memory_budget), _kernels()
+    idt, budget, k = signed_ids(n, "GPU Kernel 1"), int(memory_budget), _kernels()
     r0, r1 = (int(x) for x in span)
     rows = max(0, r1 - r0)
     keep = 8 * rows <= (budget - shuffle_fixed(n, source.step, 0, False)) // 3   # the span: a third at most

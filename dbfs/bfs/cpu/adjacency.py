@@ -53,7 +53,7 @@ from dbfs.graph import CSRGraph
 
 from .primitives import prefetch
 
-__all__ = ["SPLIT_ALGORITHMS", "SplitAdjacency", "adj_at", "adj_dtype", "adj_prefetch", "is_split", "joined",
+__all__ = ["SPLIT_ALGORITHMS", "SplitAdjacency", "adj_at", "adj_dtype", "sentinel_dtype", "adj_prefetch", "is_split", "joined",
            "split_graph", "whole_adjacency"]
 
 #: the CPU searches whose kernels read a SplitAdjacency
@@ -123,6 +123,24 @@ def _adj_prefetch(indices, j):
                 prefetch(indices.b, j - indices.split)
         return two_pieces
     return None
+
+
+def sentinel_dtype(indices):
+    """The dtype of an array of the adjacency's ids that may hold -1 (a hub table): the entries' own, int64 for
+    unsigned entries (uint32 ids of 2**31 < N <= 2**32 vertices)."""
+    dt = adj_dtype(indices)
+    return np.dtype(np.int64) if dt.kind == "u" else dt
+
+
+@overload(sentinel_dtype, inline="always")
+def _sentinel_dtype(indices):
+    base = indices.dtype if isinstance(indices, types.Array) else (indices.a.dtype if _is_split_type(indices)
+                                                                    else None)
+    if base is None:
+        return None
+    if isinstance(base, types.Integer) and not base.signed:
+        return lambda indices: np.int64
+    return lambda indices: adj_dtype(indices)
 
 
 @overload(adj_dtype, inline="always")

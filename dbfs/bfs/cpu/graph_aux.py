@@ -22,14 +22,15 @@ row range (a partition passes its local rows and global degrees);
 Method: one parallel pass over the rows each (Numba ``prange``).
 
 Encoding: bitmaps are int64 words, bit ``v & 63`` of word ``v >> 6``, over
-the rows of ``indptr``; ``hub`` has the dtype of ``indices``.
+the rows of ``indptr``; ``hub`` has the dtype of ``indices`` (int64 for unsigned
+entries, which cannot hold its -1).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
 
-from .adjacency import adj_at, adj_dtype
+from .adjacency import adj_at, sentinel_dtype
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -47,11 +48,11 @@ def hub_by_degree(indptr, indices, deg):
     Returns
     -------
     ndarray
-        ``hub[i]``, dtype of ``indices``: row i's neighbour of highest
+        ``hub[i]``, dtype of ``indices`` (int64 for unsigned ones): row i's neighbour of highest
         ``deg`` (first in row order on ties; -1 for an empty row).
     """
     n = indptr.shape[0] - 1
-    hub = np.empty(n, adj_dtype(indices))
+    hub = np.empty(n, sentinel_dtype(indices))
     for v in prange(n):
         best = -1
         bd = -1

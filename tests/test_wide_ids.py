@@ -1,0 +1,129 @@
+"""Vertex ids past 2**31 (SCALE 32: 2**31 < N <= 2**32), with the wide path forced at a small SCALE.
+
+The rule (:func:`dbfs.graph.index_dtype`): a CSR's adjacency entries are uint32 there (never -1, so 4 bytes
+an entry instead of 8: SCALE 32's CSR fits the 4-GPU box only so); every id that may be -1 (parents, hub
+tables, queues, claims) is int64 (:func:`dbfs.graph.id_dtype`). ``DBFS_WIDE_IDS=1`` takes that path at any
+N. Checked here with it forced: every CPU Kernel 1 (in memory, in passes, out of core into zarr, the CPU
+shuffle's rank build) writes uint32 entries holding the narrow build's values; the hub table is int64 with -1
+for an empty row; every CPU algorithm's parents validate with the narrow graph's levels (and its parents, sequentially); the
+stored variant loads back as uint32; the GPU paths refuse it in one line (their kernels share one id width:
+not built yet); ``dbfs run --backend cpu`` validates every search end to end.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from dbfs import kernel1
+from dbfs.bfs import bfs
+from dbfs.errors import DbfsError
+from dbfs.generate import kronecker_edges
+from dbfs.graph import WIDE_ENV, id_dtype, index_dtype, signed_ids
+from dbfs.validate import validate
+
+SCALE = 10
+
+
+def test_the_widths_at_the_real_boundaries(monkeypatch):
+    monkeypatch.delenv(WIDE_ENV, raising=False)
+    assert [index_dtype(n) for n in (2**31, 2**31 + 1, 2**32, 2**32 + 1)] == \
+        [np.int32, np.uint32, np.uint32, np.int64]
+    assert [id_dtype(n) for n in (2**31, 2**31 + 1, 2**32)] == [np.int32, np.int64, np.int64]
+    assert signed_ids(2**31, "x") == np.int32
+    with pytest.raises(DbfsError, match="x of a graph of 4294967296 vertices.*uint32.*--backend cpu"):
+        signed_ids(2**32, "x")
+
+
+@pytest.fixture(scope="module")
+def edges():
+    e = kronecker_edges(SCALE)
+    e[:5, 1] = e[:5, 0]                      # self-loops
+    return np.concatenate([e, e[:50]])       # duplicates
+
+
+@pytest.fixture(scope="module")
+def narrow(edges):
+    os.environ.pop(WIDE_ENV, None)
+    return kernel1.build_csr(edges, 1 << SCALE)
+
+
+@pytest.fixture
+def wide(monkeypatch):
+    monkeypatch.setenv(WIDE_ENV, "1")
+
+
+def test_kernel1_writes_uint32_entries_with_the_narrow_values(edges, narrow, wide, tmp_path):
+    from dbfs.kernel1.shuffle import ShufflePlan, build_rank, read_buckets
+
+    n = 1 << SCALE
+    assert narrow.indices.dtype == np.int32
+    for g in (kernel1.build_csr(edges, n), kernel1.build_csr_passes(edges, n, memory_budget=64 << 10)):
+        assert g.indices.dtype == np.uint32
+        assert np.array_equal(g.indptr, narrow.indptr) and np.array_equal(g.indices.astype(np.int64),
+                                                                           narrow.indices.astype(np.int64))
+    plan = ShufflePlan.make(n, 2)
+    pieces = [read_buckets(edges, a, b, plan)[0] for a, b in ((0, 7000), (7000, edges.shape[0]))]
+    ip, ix, _ = build_rank([p[1] for p in pieces], plan, 1, True, None)
+    lo = plan.part.vertex_range(1).start
+    assert ix.dtype == np.uint32
+    assert np.array_equal(ix.astype(np.int64), narrow.indices[narrow.indptr[lo]:].astype(np.int64))
+
+
+def test_stored_variant_holds_uint32_and_loads_back(edges, narrow, wide, tmp_path):
+    from dbfs import store
+    from dbfs.spec import GraphSpec
+
+    ds, _ = store.generate(GraphSpec.make("kronecker", SCALE), root=tmp_path, client=None, quiet=True)
+    kernel1.build_partitioned(ds.path, P=2, client=None, progress=False)
+    g = kernel1.load_csr(ds.path, kernel1.variant_name(2))
+    ref = kernel1.build_csr(ds.edges()[:], ds.n_vertices)
+    assert g.indices.dtype == np.uint32 == ref.indices.dtype
+    assert np.array_equal(g.indptr, ref.indptr) and np.array_equal(g.indices, ref.indices)
+    ip, ix, _ = kernel1.load_partition(ds.path, kernel1.variant_name(2), 1)
+    assert ix.dtype == np.uint32
+
+
+@pytest.mark.parametrize("algorithm", ["seq-list", "seq-csr", "td", "bu", "do", "spmv"])
+def test_every_cpu_search_equals_the_narrow_one(edges, narrow, wide, algorithm):
+    from dbfs.bfs.cpu import hub_neighbours
+    from dbfs.roots import graph500_roots
+
+    n = 1 << SCALE
+    g = kernel1.build_csr(edges, n)
+    hub = hub_neighbours(g)
+    assert hub.dtype == np.int64 and (hub == -1).any()          # an empty row's -1 kept, not 2**32 - 1
+    for r in graph500_roots(edges, SCALE, n=4, n_vertices=n):
+        got = bfs(g, int(r), algorithm, levels=True)
+        os.environ.pop(WIDE_ENV)
+        ref = bfs(narrow, int(r), algorithm, levels=True)
+        os.environ[WIDE_ENV] = "1"
+        assert validate(edges, int(r), got.parent, n_vertices=n).ok
+        assert np.array_equal(got.levels, ref.levels)
+        if algorithm.startswith("seq"):      # (the parallel ones may claim any parent of the level before)
+            assert np.array_equal(got.parent, ref.parent)
+
+
+def test_gpu_paths_refuse_uint32_entries_in_one_line(wide):
+    pytest.importorskip("cupy")
+    from dbfs.bfs.gpu import device_graph
+    from dbfs.graph import CSRGraph
+
+    g = CSRGraph(np.array([0, 1, 2], np.int64), np.array([1, 0], np.uint32), 2)
+    with pytest.raises(DbfsError, match="not built on the GPU yet"):
+        device_graph(g)
+
+
+def test_dbfs_run_cpu_end_to_end(tmp_path):
+    out = tmp_path / "run.json"
+    env = {**os.environ, WIDE_ENV: "1"}
+    res = subprocess.run([sys.executable, "-m", "dbfs.cli", "run", "--scale", str(SCALE), "--roots", "8",
+                          "--backend", "cpu", "--datasets", str(tmp_path / "d"), "--json", str(out)],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rec = json.loads(out.read_text())
+    assert len(rec["searches"]) == 8 and all(s["valid"] for s in rec["searches"])
