@@ -7,7 +7,8 @@ N. Checked here with it forced: every CPU Kernel 1 (in memory, in passes, out of
 shuffle's rank build) writes uint32 entries holding the narrow build's values; the hub table is int64 with -1
 for an empty row; every CPU algorithm's parents validate with the narrow graph's levels (and its parents, sequentially); the
 stored variant loads back as uint32; the GPU paths refuse it in one line (their kernels share one id width:
-not built yet); ``dbfs run --backend cpu`` validates every search end to end.
+not built yet); ``dbfs run`` (``--backend cpu``, and ``dask`` with four partitions on CPU workers) validates
+every search end to end.
 """
 from __future__ import annotations
 
@@ -118,12 +119,19 @@ def test_gpu_paths_refuse_uint32_entries_in_one_line(wide):
         device_graph(g)
 
 
-def test_dbfs_run_cpu_end_to_end(tmp_path):
+@pytest.mark.parametrize("flags", [["--backend", "cpu"], ["--backend", "dask", "--partitions", "4", "--relabel", "none"]],
+                         ids=["cpu", "dask-p4"])
+def test_dbfs_run_end_to_end(tmp_path, flags):
+    """(the dask run: the partitions' searches on CPU workers, the variant stored with uint32 entries)"""
+    from dbfs.zattrs import read_attrs
+
     out = tmp_path / "run.json"
     env = {**os.environ, WIDE_ENV: "1"}
     res = subprocess.run([sys.executable, "-m", "dbfs.cli", "run", "--scale", str(SCALE), "--roots", "8",
-                          "--backend", "cpu", "--datasets", str(tmp_path / "d"), "--json", str(out)],
+                          "--datasets", str(tmp_path / "d"), "--json", str(out), *flags],
                          capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     rec = json.loads(out.read_text())
     assert len(rec["searches"]) == 8 and all(s["valid"] for s in rec["searches"])
+    if "dask" in flags:
+        assert read_attrs(tmp_path / "d" / rec["dataset"] / "csr" / "p4-block")["index_dtype"] == "uint32"
