@@ -22,8 +22,12 @@ vertex (parents, queues, bitmaps, the validation's per-vertex arrays).
   (zero-copy): refused only when the device's total memory and the host
   memory available together cannot hold CSR + 30 N.
 - ``dask``: the partitions live on the cluster's workers, whose memory this
-  process cannot see: nothing is checked here (a worker that cannot load
-  its partitions fails the load in one line).
+  process cannot see before the cluster starts: nothing is checked by
+  :func:`check_run`. Once it has started, :func:`check_gpu_ranks` checks
+  partitions built on GPU workers (P > 1, every rank in device memory):
+  each worker's free device memory >= CSR / P + 30 N (an average rank and
+  the search's arrays over all N); a worker that cannot load a stored
+  partition fails the load in one line.
 
 Encoding: bytes as ints; the estimate dict has ``csr``, ``per_vertex`` and
 the resource checked. Reference: Graph500 3.0.1's memory estimate in
@@ -39,7 +43,7 @@ from dbfs.errors import DbfsError
 from dbfs.graph import index_dtype
 from dbfs.units import human
 
-__all__ = ["csr_bytes", "host_available", "device_total", "check_run", "PER_VERTEX"]
+__all__ = ["csr_bytes", "host_available", "device_total", "check_run", "check_gpu_ranks", "PER_VERTEX"]
 
 PER_VERTEX = 40          # bytes per vertex a search and its validation add (upper bound)
 GPU_PER_VERTEX = 30      # bytes per vertex of the GPU backend's device working set
@@ -104,3 +108,35 @@ def check_run(backend: str, n: int, m: int, scale: int | None = None, host: int 
                          f"memory together ({human(have)} available)", need_dev, dev + have,
                          "use a smaller --scale, or --backend dask with GPU and CPU workers (--cluster local-gpu)")
     return est
+
+
+def check_gpu_ranks(n: int, m: int, P: int, free: dict, scale: int | None = None) -> dict:
+    """Refuse (one line, before Kernel 1) P > 1 partitions built on GPU workers that cannot hold them.
+
+    Parameters
+    ----------
+    n, m, P : int
+        Vertices, input edges, partitions (one a GPU worker, or several).
+    free : dict
+        GPU worker -> free device bytes (asked on the workers).
+    scale : int, optional
+        For the message.
+
+    Returns
+    -------
+    dict
+        ``{"per_worker": bytes the fullest worker needs, "free": the smallest free}``.
+    """
+    if not free or P < 1:
+        return {}
+    ip, ix = csr_bytes(n, m)
+    ranks = -(-int(P) // len(free))                      # ranks on the fullest worker
+    need = ranks * (ip + ix) // int(P) + GPU_PER_VERTEX * n
+    w, have = min(free.items(), key=lambda kv: kv[1])
+    what = f"SCALE {scale}" if scale is not None else f"a graph of {n:,} vertices and {m:,} edges"
+    if need > have:
+        raise DbfsError(f"{what} in {P} partitions on {len(free)} GPU worker(s) needs up to {human(need)} of device "
+                        f"memory a worker ({ranks} partition(s) and the search's arrays), GPU worker {w} has "
+                        f"{human(have)} free ({human(need - have)} short): use more GPU workers, or --partitions 1 "
+                        f"(its rows split between device and host memory)")
+    return {"per_worker": need, "free": have}

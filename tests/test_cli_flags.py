@@ -120,3 +120,25 @@ def test_run_too_large_refused_before_work(tmp_path, dbfs_cli):
     # SCALE 30 on one H200 box (139 GiB device, ~120 GiB host free): allowed, as #20 plans it
     assert check_run("gpu", 1 << 30, 16 << 30, host=120 << 30, device=139 << 30)["device"] > 139 << 30
     assert check_run("dask", 1 << 40, 1 << 44, host=1, device=1)["csr"] > 0     # the cluster's memory: not here
+
+
+def test_partitions_on_gpu_workers_that_cannot_hold_them_are_refused_in_one_line():
+    """P > 1 built on GPU workers (every rank in device memory): refused before Kernel 1 naming the worker
+    short of memory and by how much; SCALE 28 in 2 on two 80 GB devices fits (it ran: docs/BENCHMARKS.md),
+    SCALE 31 in 4 on four 140 GB devices fits (uint32 entries past 2**31 do not change SCALE 31's int32),
+    SCALE 32 in 4 on four 140 GB devices does not (the device/host split of #37 is not built at P > 1)."""
+    from dbfs.errors import DbfsError
+    from dbfs.preflight import check_gpu_ranks
+
+    gib = 1 << 30
+    h100, h200 = 78 * gib, 139 * gib
+    assert check_gpu_ranks(1 << 28, 1 << 32, 2, {"a": h100, "b": h100})["per_worker"] < h100
+    assert check_gpu_ranks(1 << 31, 1 << 35, 4, dict.fromkeys("abcd", h200))["per_worker"] < h200
+    with pytest.raises(DbfsError) as err:
+        check_gpu_ranks(1 << 32, 1 << 36, 4, {"a": h200, "b": h200, "c": 60 * gib, "d": h200}, scale=32)
+    msg = str(err.value)
+    assert "\n" not in msg and "SCALE 32 in 4 partitions on 4 GPU worker(s)" in msg and "GPU worker c" in msg
+    assert "short" in msg and "--partitions 1" in msg
+    with pytest.raises(DbfsError, match=r"\(2 partition\(s\)"):     # two ranks on the fullest of two workers
+        check_gpu_ranks(1 << 28, 1 << 32, 4, {"a": 20 * gib, "b": 20 * gib})
+    assert check_gpu_ranks(1 << 28, 1 << 32, 2, {}) == {}

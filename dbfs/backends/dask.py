@@ -65,6 +65,7 @@ from dbfs.bfs.dask.search.graphs import OnWorkers, Resident, Stored, open_graph
 from dbfs.errors import DbfsError
 from dbfs.kernel1.partitioned import disk_need
 from dbfs.partition import check_partition_count
+from dbfs.preflight import check_gpu_ranks
 from dbfs.progress import say
 from dbfs.spec import GraphSpec
 from dbfs.split import PLACEMENT_ORDER
@@ -166,12 +167,15 @@ class DaskBackend(Backend):
         Returns Kernel 1's typed result for :meth:`load` (:mod:`dbfs.bfs.dask.search.graphs`: :class:`Stored`,
         :class:`OnWorkers` or :class:`Resident`; ``str()`` of each is the variant's name) and its attributes."""
         check_partition_count(cfg.partitions, ds.n_vertices)
-        ready_devices(client, cls._gpu_workers(client))   # the workers' CUDA contexts, before Kernel 1's clock
+        free = {w: int(v["free"]) for w, v in ready_devices(client, cls._gpu_workers(client)).items()}
+        #  (the workers' CUDA contexts made before Kernel 1's clock)
         within = cfg.relabel == "degree" and bool(cls._gpu_workers(client))     # each partition relabelled in itself
         why = cls._why_on_workers(ds, cfg, client) if cfg.partitions > 1 and cfg.partitioning == "block" and \
             (cfg.relabel == "none" or within) and cfg.placement == "block" and cfg.device_memory_limit is None and \
             kernel1.reusable_variant(ds.path, cfg.partitions, "block", cfg.dedupe, cfg.relabel) is None else ""
         if why:
+            if free:        # every rank in device memory: refused in one line before Kernel 1 when it cannot fit
+                check_gpu_ranks(ds.n_vertices, ds.n_edges, cfg.partitions, free, ds.scale)
             cls._forget_generated(ds, client)
             return cls._on_workers(ds, cfg, client, why)
         gpus = cls._gpu_workers(client) if cfg.partitions == 1 and cfg.partitioning == "block" else []
