@@ -39,7 +39,7 @@ from dbfs.cluster import release_local_cluster
 from dbfs.errors import DbfsError
 from dbfs.monitor import Publisher, describe_cluster, install
 from dbfs.progress import say
-from dbfs.report import graph500_fields, teps_stats
+from dbfs.report import graph500_fields, teps_stats, write_partial
 from dbfs.roots import eligible
 from dbfs.spec import GraphSpec
 from dbfs.store import open_dataset
@@ -183,7 +183,26 @@ def load_parent_file(path, n_vertices: int) -> np.ndarray:
     return a.astype(np.int64, copy=False)
 
 
-def _search_all(b, roots, cfg: RunConfig, pub: Publisher, stages: dict) -> dict:
+def _partial(cfg: RunConfig, ds, variant, k1: dict, b, stages: dict, roots, out: dict | None = None) -> None:
+    """``cfg.record_path`` brought up to date (:func:`dbfs.report.write_partial`): the run so far, the searches
+    validated (or counted) so far without their levels; nothing without a path."""
+    if not cfg.record_path:
+        return
+    done = len(out["nedges"]) if out else 0
+    searches = [{"root": int(r), "time": out["times"][i], "nedge": out["nedges"][i],
+                 "teps": out["nedges"][i] / out["times"][i] if out["times"][i] else None,
+                 "validate_time": out["validate_times"][i] if i < len(out["validate_times"]) else None,
+                 "valid": out["valid"][i] if i < len(out["valid"]) else None}
+                for i, r in enumerate(roots[:done])] if out else []
+    write_partial(cfg.record_path, {
+        "dataset": ds.name, "scale": ds.scale, "n_vertices": ds.n_vertices, "n_edges": ds.n_edges,
+        "config": {"algorithm": cfg.algorithm, "backend": cfg.backend, "variant": str(variant),
+                   "relabel": cfg.relabel, "partitions": cfg.partitions},
+        "construction_time": float(k1.get("construction_time") or 0.0) + b.prepare_time, "load_time": b.load_time,
+        "stages": dict(stages), "roots": [int(r) for r in roots], "searches": searches})
+
+
+def _search_all(b, roots, cfg: RunConfig, pub: Publisher, stages: dict, progress=lambda out: None) -> dict:
     """Stage 5: the timed searches, each validated (or its nedge counted) after its clock stopped.
 
     A backend with ``validate_batch`` K > 1 keeps the parents of K searches and validates them together
@@ -231,6 +250,7 @@ def _search_all(b, roots, cfg: RunConfig, pub: Publisher, stages: dict) -> dict:
             say(f"search {j + 1}/{len(roots)} root {x}: {t * 1e3:.2f} ms, {out['nedges'][j] / t / 1e9:.3f} GTEPS"
                 + ("" if not cfg.validate else (" valid" if out["valid"][j] else " INVALID")), cfg.quiet)
         pending = []
+        progress(out)
     return out
 
 
@@ -275,7 +295,9 @@ def run_graph500(target, root_dir=None, cfg: RunConfig | None = None, client=Non
                 if closed:
                     pub.detach()
                     say(f"closed the {closed}: the searches and validations run in this process", cfg.quiet)
-            res = _search_all(b, roots, cfg, pub, stages)
+            _partial(cfg, ds, variant, k1, b, stages, roots.tolist())
+            res = _search_all(b, roots, cfg, pub, stages,
+                              lambda out: _partial(cfg, ds, variant, k1, b, stages, roots.tolist(), out))
             where = b.describe()       # dask: per worker kind, partitions, device/host bytes; placement
             energy = b.energy_phase(roots.tolist(), res["times"], res["nedges"]) if cfg.energy else None
             pub.stage("done", len(roots), len(roots))

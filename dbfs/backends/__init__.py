@@ -107,6 +107,7 @@ class RunConfig:
     energy: bool = False
     device_memory_limit: int | None = None
     placement: str = "block"
+    record_path: str | None = None  # the --json file, kept up to date as the run goes (dbfs.report.write_partial)
 
 
 class Backend:

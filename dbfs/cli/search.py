@@ -143,7 +143,8 @@ def _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg):
 @click.argument("name", required=False)
 @_apply(_run_common)
 @click.option("--roots", "n_roots", type=int, default=64, help="Number of search keys.")
-@click.option("--json", "json_path", default=None, metavar="FILE", help="Write the full result as JSON.")
+@click.option("--json", "json_path", default=None, metavar="FILE",
+              help="Write the full result as JSON (kept up to date as the run goes, \"complete\": false until it ends).")
 @click.option("--plot", "plot_path", default=None, metavar="FILE.png", help="Write per-level and TEPS plots.")
 @click.option("--report", "report_path", default=None, metavar="FILE.html",
               help="Write one self-contained HTML report: Graph500 block, per-level plots, machine, cluster, "
@@ -168,6 +169,7 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, p
                       relabel=relabel, device_memory_limit=device_memory_limit, placement=placement,
                       n_roots=n_roots, no_validate=no_validate, energy=energy)
     _check_writable(json_path, "--json")
+    cfg.record_path = json_path           # kept up to date as the run goes ("complete": false until it ends)
     _check_writable(plot_path, "--plot", (".png",))
     _check_writable(report_path, "--report", (".html", ".htm"))
     target = _spec_or_name(name, scale, edgefactor, seed1, seed2)

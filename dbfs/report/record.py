@@ -7,7 +7,13 @@ pipeline's result object) and its Graph500 fields to ``path`` as indented
 JSON, via a temporary file and ``os.replace`` so a reader never sees half a
 file. Output is an API: these keys are produced here and nowhere else.
 
-Encoding (the record's keys): ``dbfs_version``, ``machine`` (host, CPU,
+While the run goes, :func:`write_partial` keeps the same file up to date
+with ``"complete": false`` and what is known (``dataset``, ``scale``,
+``config``, ``construction_time``, ``load_time``, ``stages`` so far and
+the ``searches`` validated so far, without their ``levels``): a run cut
+off by a job's time limit still leaves its measurements.
+
+Encoding (the record's keys): ``complete`` (true once the run ended), ``dbfs_version``, ``machine`` (host, CPU,
 cores, memory, package versions: :func:`machine`), ``spec`` (the dataset's
 generation spec), ``dataset``, ``n_vertices``, ``n_edges``, ``config``
 (algorithm, backend, CSR variant, ``relabel`` (none or degree),
@@ -58,7 +64,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["machine", "result_dict", "write_json", "slowest_levels", "slowest_levels_of_record", "TOP"]
+__all__ = ["machine", "result_dict", "write_json", "write_partial", "slowest_levels", "slowest_levels_of_record", "TOP"]
 
 
 def machine() -> dict:
@@ -123,7 +129,8 @@ def result_dict(res, graph500: dict) -> dict:
             "valid": res.valid[i] if res.validated else None,
             "levels": res.levels[i],
         })
-    return {"dbfs_version": machine()["versions"].get("dbfs"), "machine": machine(), "spec": res.spec,
+    return {"complete": True, "dbfs_version": machine()["versions"].get("dbfs"), "machine": machine(),
+            "spec": res.spec,
             "dataset": res.dataset, "n_vertices": res.n_vertices, "n_edges": res.n_edges,
             "config": res.config, "graph500": graph500, "validated": res.validated,
             "generation_time": res.generation_time, "construction_time": res.construction_time,
@@ -134,6 +141,22 @@ def result_dict(res, graph500: dict) -> dict:
                       if res.config.get("backend") == "gpu" else
                       "host clock around one backend call; parents written in host memory inside the timer"),
             "energy": res.energy, "failures": res.failures, "searches": searches}
+
+
+def write_partial(path, doc: dict) -> Path:
+    """Write a run's record as it goes (``"complete": false`` and what is known so far: ``doc``) to ``path``
+    atomically; the finished run's :func:`write_json` replaces it. A run cut off (a job's time limit) leaves
+    its stages, Kernel 1 and every search validated so far."""
+    return _atomic(path, {"complete": False, "dbfs_version": machine()["versions"].get("dbfs"), **doc})
+
+
+def _atomic(path, doc: dict) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=1, default=_jsonable))
+    os.replace(tmp, path)
+    return path
 
 
 def write_json(path, res, graph500: dict) -> Path:
@@ -153,12 +176,7 @@ def write_json(path, res, graph500: dict) -> Path:
     pathlib.Path
         ``path``.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(result_dict(res, graph500), indent=1, default=_jsonable))
-    os.replace(tmp, path)
-    return path
+    return _atomic(path, result_dict(res, graph500))
 
 
 def _jsonable(x):
