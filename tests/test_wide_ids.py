@@ -135,3 +135,20 @@ def test_dbfs_run_end_to_end(tmp_path, flags):
     assert len(rec["searches"]) == 8 and all(s["valid"] for s in rec["searches"])
     if "dask" in flags:
         assert read_attrs(tmp_path / "d" / rec["dataset"] / "csr" / "p4-block")["index_dtype"] == "uint32"
+
+
+def test_a_split_adjacency_of_uint32_pieces_searches_the_same(edges, narrow, wide):
+    """(the CPU backend's simulated device/host split: two uint32 pieces, an int64 hub table)"""
+    from dbfs.bfs import prepare
+    from dbfs.bfs.cpu import hub_neighbours, split_graph
+    from dbfs.roots import graph500_roots
+    from dbfs.split import plan_split
+
+    n = 1 << SCALE
+    g = kernel1.build_csr(edges, n)
+    s = prepare(split_graph(g, plan_split(g.indptr, g.nnz // 3, "suffix", 4)))
+    assert s.indices.a.dtype == np.uint32 and hub_neighbours(s).dtype == np.int64
+    for r in graph500_roots(edges, SCALE, n=2, n_vertices=n):
+        got = bfs(s, int(r), "do", levels=True)
+        assert validate(edges, int(r), got.parent, n_vertices=n).ok
+        assert np.array_equal(got.levels, bfs(g, int(r), "do", levels=True).levels)

@@ -134,8 +134,8 @@ def sentinel_dtype(indices):
 
 @overload(sentinel_dtype, inline="always")
 def _sentinel_dtype(indices):
-    base = indices.dtype if isinstance(indices, types.Array) else (indices.a.dtype if _is_split_type(indices)
-                                                                    else None)
+    base = indices.dtype if isinstance(indices, types.Array) else \
+        (dict(zip(indices.fields, indices.types))["a"].dtype if _is_split_type(indices) else None)
     if base is None:
         return None
     if isinstance(base, types.Integer) and not base.signed:
