@@ -79,7 +79,20 @@ def _shutdown(socks) -> None:
         s.close()
 
 
-class _ThreadedTcpMesh:
+class _Rounds:
+    """How every transport's exchange starts: refused once the mesh is closed, rounds numbered from 0."""
+
+    closed = False
+    round = 0
+
+    def _next_round(self) -> int:
+        if self.closed:
+            raise _PeerLost("mesh closed")
+        self.round += 1
+        return self.round - 1
+
+
+class _ThreadedTcpMesh(_Rounds):
     """Transport 'tcp-threads': all-to-all message rounds over one TCP connection per peer.
 
     Every round each worker sends exactly one frame to every peer and
@@ -139,10 +152,7 @@ class _ThreadedTcpMesh:
 
     def exchange(self, kind, out):
         """Send ``out[j]`` (arrays) to every peer j as a ``kind`` frame; return {j: arrays} received."""
-        if self.closed:
-            raise _PeerLost("mesh closed")
-        rnd = self.round
-        self.round += 1
+        rnd = self._next_round()
         for j in self.socks:
             self._send(j, encode(kind, rnd, self.widx, out[j]))
         return {j: self._recv(j, kind) for j in self.socks}
@@ -154,7 +164,7 @@ class _ThreadedTcpMesh:
             q.put(_PeerLost("mesh closed"))
 
 
-class _SelectMesh:
+class _SelectMesh(_Rounds):
     """Transport 'tcp' (the default): the same rounds as
     :class:`_ThreadedTcpMesh` without reader threads: the
     task thread itself sends and receives on non-blocking sockets through one
@@ -193,10 +203,7 @@ class _SelectMesh:
         return True
 
     def exchange(self, kind, out):
-        if self.closed:
-            raise _PeerLost("mesh closed")
-        rnd = self.round
-        self.round += 1
+        rnd = self._next_round()
         sends = {}
         for j, s in self.socks.items():
             frames = encode(kind, rnd, self.widx, out[j])
@@ -279,7 +286,7 @@ class _SelectMesh:
         _shutdown(self.socks.values())
 
 
-class _DaskMesh:
+class _DaskMesh(_Rounds):
     """The same rounds through distributed's comm layer: one comm per peer,
     opened from this worker's event loop with distributed's ``connect`` (so
     any comm distributed speaks, TLS included), carrying one-way messages
@@ -341,10 +348,7 @@ class _DaskMesh:
         self.pending = still
 
     def exchange(self, kind, out):
-        if self.closed:
-            raise _PeerLost("mesh closed")
-        rnd = self.round
-        self.round += 1
+        rnd = self._next_round()
         for j in self.peers:
             parts = encode(kind, rnd, self.widx, out[j])
             self.pending.append(asyncio.run_coroutine_threadsafe(self._send_async(j, parts), self.loop))
