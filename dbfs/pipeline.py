@@ -39,7 +39,7 @@ from dbfs.cluster import release_local_cluster
 from dbfs.errors import DbfsError
 from dbfs.monitor import Publisher, describe_cluster, install
 from dbfs.progress import say
-from dbfs.report import graph500_fields, teps_stats, write_partial
+from dbfs.report import graph500_fields, search_records, teps_stats, write_partial
 from dbfs.roots import eligible
 from dbfs.spec import GraphSpec
 from dbfs.store import open_dataset
@@ -188,12 +188,7 @@ def _partial(cfg: RunConfig, ds, variant, k1: dict, b, stages: dict, roots, out:
     validated (or counted) so far without their levels; nothing without a path."""
     if not cfg.record_path:
         return
-    done = len(out["nedges"]) if out else 0
-    searches = [{"root": int(r), "time": out["times"][i], "nedge": out["nedges"][i],
-                 "teps": out["nedges"][i] / out["times"][i] if out["times"][i] else None,
-                 "validate_time": out["validate_times"][i] if i < len(out["validate_times"]) else None,
-                 "valid": out["valid"][i] if i < len(out["valid"]) else None}
-                for i, r in enumerate(roots[:done])] if out else []
+    searches = search_records(roots, out["times"], out["nedges"], out["validate_times"], out["valid"]) if out else []
     write_partial(cfg.record_path, {
         "dataset": ds.name, "scale": ds.scale, "n_vertices": ds.n_vertices, "n_edges": ds.n_edges,
         "config": {"algorithm": cfg.algorithm, "backend": cfg.backend, "variant": str(variant),

@@ -16,11 +16,12 @@ Output is an API, produced in one place:
 The names callers use are re-exported here.
 """
 from dbfs.report.plots import plot_run
-from dbfs.report.record import (machine, result_dict, slowest_levels, slowest_levels_of_record, write_json,
-                                write_partial)
+from dbfs.report.record import (machine, result_dict, search_records, slowest_levels, slowest_levels_of_record,
+                                write_json, write_partial)
 from dbfs.report.stats import (VALUE_COLUMN, format_graph500, format_value, graph500_fields, graph500_stats,
                                render_graph500, teps_stats)
 
-__all__ = ["machine", "result_dict", "write_json", "write_partial", "plot_run", "slowest_levels", "slowest_levels_of_record",
+__all__ = ["machine", "result_dict", "search_records", "write_json", "write_partial", "plot_run", "slowest_levels",
+           "slowest_levels_of_record",
            "graph500_stats", "teps_stats", "graph500_fields", "render_graph500", "format_graph500", "format_value",
            "VALUE_COLUMN"]

@@ -64,7 +64,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["machine", "result_dict", "write_json", "write_partial", "slowest_levels", "slowest_levels_of_record", "TOP"]
+__all__ = ["machine", "result_dict", "search_records", "write_json", "write_partial", "slowest_levels",
+           "slowest_levels_of_record", "TOP"]
 
 
 def machine() -> dict:
@@ -105,6 +106,22 @@ def machine() -> dict:
             "memory_bytes": mem, "versions": versions}
 
 
+def search_records(roots, times, nedges, validate_times=None, valid=None, levels=None) -> list:
+    """The ``searches`` of a record: one per search counted so far (``len(nedges)``; a run's record as it goes
+    has fewer than its roots) with ``root``, ``time``, ``nedge``, ``teps``, ``validate_time`` and ``valid`` (None
+    when not validated: ``validate_times``/``valid`` None or empty), and ``levels`` when given."""
+    out = []
+    for i, n in enumerate(nedges):
+        t = times[i]
+        rec = {"root": int(roots[i]), "time": t, "nedge": n, "teps": n / t if t > 0 else None,
+               "validate_time": validate_times[i] if validate_times else None,
+               "valid": valid[i] if valid else None}
+        if levels is not None:
+            rec["levels"] = levels[i]
+        out.append(rec)
+    return out
+
+
 def result_dict(res, graph500: dict) -> dict:
     """The JSON record of one run (keys in the module docstring).
 
@@ -120,15 +137,8 @@ def result_dict(res, graph500: dict) -> dict:
     -------
     dict
     """
-    searches = []
-    for i, r in enumerate(res.roots):
-        searches.append({
-            "root": int(r), "time": res.times[i], "nedge": res.nedges[i],
-            "teps": res.nedges[i] / res.times[i] if res.times[i] > 0 else None,
-            "validate_time": res.validate_times[i] if res.validated else None,
-            "valid": res.valid[i] if res.validated else None,
-            "levels": res.levels[i],
-        })
+    searches = search_records(res.roots, res.times, res.nedges, res.validate_times if res.validated else None,
+                              res.valid if res.validated else None, res.levels)
     return {"complete": True, "dbfs_version": machine()["versions"].get("dbfs"), "machine": machine(),
             "spec": res.spec,
             "dataset": res.dataset, "n_vertices": res.n_vertices, "n_edges": res.n_edges,
