@@ -46,12 +46,13 @@ from dbfs.store import open_dataset
 from dbfs.store.gpu import _free_device_bytes, device_chunks
 from dbfs.store.variants import variant_name
 
-__all__ = ["rank_rows", "shuffle_read", "shuffle_piece", "shuffle_rows", "gpu_shuffle_rows", "BUILD_PASS"]
+__all__ = ["rank_rows", "shuffle_read", "shuffle_piece", "shuffle_rows", "gpu_shuffle_rows", "BUILD_PASS",
+           "K1_DEVICE_SHARE"]
 
 #: host bytes one pass of a partition built on a CPU worker may hold beyond the degree prefix and a chunk
 BUILD_PASS = 1 << 30
-#: share of the free device memory a GPU worker's per-rank build may take
-DEVICE_SHARE = 0.8
+#: share of the free device memory a GPU Kernel 1 on the workers may take (per rank; the shuffle: of the smallest)
+K1_DEVICE_SHARE = 0.8
 
 
 def _dataset(dataset_path):
@@ -84,7 +85,7 @@ def rank_rows(dataset_path, P: int, rank: int, dedupe: bool = True, device: bool
         from dbfs.kernel1.passes_gpu import build_csr_gpu_passes  # deferred: cupy
 
         g = build_csr_gpu_passes(device_chunks(ds), n, dedupe=dedupe,
-                                 memory_budget=int(DEVICE_SHARE * _free_device_bytes()), rows=(rg.start, rg.stop),
+                                 memory_budget=int(K1_DEVICE_SHARE * _free_device_bytes()), rows=(rg.start, rg.stop),
                                  on_device=True, relabel_bounds=_bounds(part, relabel))
     else:
         edges = ds.edges()

@@ -36,7 +36,7 @@ from dbfs.bfs.dask.layout.worker import _build_part, _global_degrees, _load_part
 from dbfs.bfs.dask.layout.worker import _gpu_shuffle_part
 from dbfs.bfs.dask.layout.worker import _shuffle_build
 from dbfs.errors import DbfsError
-from dbfs.kernel1.on_workers import shuffle_piece, shuffle_read
+from dbfs.kernel1.on_workers import K1_DEVICE_SHARE, shuffle_piece, shuffle_read
 from dbfs.partition import Partitioning
 from dbfs.zattrs import read_attrs
 
@@ -220,10 +220,6 @@ def _submit_shuffle(dg: DistributedGraph, ranks, pin: dict) -> dict:
     return out
 
 
-#: share of the smallest free device memory among the GPU workers a shuffled Kernel 1 may take
-K1_SHARE = 0.8
-
-
 def _gpu_shuffle_why(dg: DistributedGraph, ranks) -> str:
     """Why partitions ``ranks`` are not built as one GPU shuffle ('' = they are): it builds ALL the ranks from the
     edges, one a GPU worker, every worker on one host (NCCL over loopback), NCCL not switched off."""
@@ -252,7 +248,7 @@ def _submit_gpu_shuffle(dg: DistributedGraph, ranks, pin: dict):
     client, ws = dg.client, [dg.rank_worker[rk] for rk in range(dg.P)]
     ensure_plugin(client)                  # the communicator is kept in the worker plugin (the mesh's, later)
     info = ready_devices(client, ws)
-    budget = int(K1_SHARE * min(int(info[w]["free"]) for w in ws))
+    budget = int(K1_DEVICE_SHARE * min(int(info[w]["free"]) for w in ws))
     key = f"dbfs-k1-{uuid.uuid4().hex[:12]}"
     why = join_nccl(client, ws, key, RUN_TIMEOUT, dg.timeout)
     if why:
