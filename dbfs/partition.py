@@ -162,6 +162,12 @@ class Partitioning:
         first = rank * self.q + min(rank, self.r)
         return range(first, first + self.q + (1 if rank < self.r else 0))
 
+    def block_starts(self) -> list:
+        """(block) every rank's first vertex, then N: rank ``r`` owns ``[starts[r], starts[r + 1])``."""
+        if self.kind != "block":
+            raise ValueError(f"block_starts of a {self.kind} partitioning: its ranks own no runs of ids")
+        return [self.vertex_range(r).start for r in range(self.P)] + [self.n_vertices]
+
     def local_count(self, rank: int) -> int:
         return len(self.vertex_range(rank))
 

@@ -139,6 +139,12 @@ def test_partitioning_covers_each_vertex_once(N, P, kind):
     if kind == "block":
         assert list(sizes) == [N // P + (1 if j < N % P else 0) for j in range(P)], "first N % P get one more"
         assert all(np.array_equal(o, np.arange(len(o)) + part.vertex_range(j).start) for j, o in enumerate(owned))
+        starts = part.block_starts()
+        assert all(np.array_equal(o, np.arange(starts[j], starts[j + 1])) for j, o in enumerate(owned))
+        assert starts[-1] == N
+    else:
+        with pytest.raises(ValueError, match="cyclic"):
+            part.block_starts()
     for j, o in enumerate(owned):
         assert len(o) == part.local_count(j)
         if len(o):

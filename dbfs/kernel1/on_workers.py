@@ -69,7 +69,7 @@ def _meta(P: int, rank: int, n: int, dedupe: bool, relabel: str, nnz: int, repor
 
 def _bounds(part: Partitioning, relabel: str):
     """Block starts and N for a build relabelled within each block (None: not relabelled)."""
-    return [part.vertex_range(r).start for r in range(part.P)] + [part.n_vertices] if relabel == "degree" else None
+    return part.block_starts() if relabel == "degree" else None
 
 
 def rank_rows(dataset_path, P: int, rank: int, dedupe: bool = True, device: bool = False, relabel: str = "none"):

@@ -195,7 +195,7 @@ class _GpuPart:
         _kernels(self.vid)["base_visited"](_grid(nw32), (_BLOCK,),
                                            (self.indptr, _i64(self.nloc), _i64(nw32), self.base_visited))
         blocks = Partitioning(self.n, self.P, "block")
-        self.starts_host = np.array([blocks.vertex_range(r).start for r in range(self.P)] + [self.n], np.int64)
+        self.starts_host = np.array(blocks.block_starts(), np.int64)
         self.starts = cp.asarray(self.starts_host)
         warm_device(self)
 

@@ -274,7 +274,7 @@ def _open_ipc(dg) -> str:
     :mod:`dbfs.bfs.dask.mesh.ipc`); returns why not ('' when on)."""
     ws = dg.mesh_workers
     part = dg.partitioning
-    starts = [part.vertex_range(rk).start for rk in range(dg.P)] + [dg.n_vertices]
+    starts = part.block_starts()
     sizes = [int(x) for x in _front_sizes(starts)]
     n, dtype = dg.n_vertices, id_dtype(dg.n_vertices).name
     c = dg.client
