@@ -79,6 +79,7 @@ def _searches(client, dg, nds, td_rounds=2, same_edges=True):
     levels = []
     for r in roots:
         res, sec, lst = D.search(dg, r, stats=True)
+        assert res.on_device == dg.parents_on_device == (dg.level_exchange == "nccl" and dg.P == 2)
         levels += lst
         v = validate(edges, r, D.gather_parent(res, client, dg))
         assert v.ok, v.summary()
@@ -232,6 +233,59 @@ def test_nccl_on_partitions_relabelled_within_themselves(nclient, nds):
         touched = np.zeros(ds.n_vertices, bool)
         touched[e[e[:, 0] != e[:, 1]].ravel()] = True
         assert eligible_distributed(dg, cands).tolist() == touched[cands].tolist()
+    finally:
+        dg.close()
+
+
+def _with_parent(sl, i, v):
+    out = sl.copy()
+    out[i] = v
+    return out
+
+
+def _kind(sl):
+    return type(sl).__module__.split(".")[0], str(sl.dtype)
+
+
+def test_nccl_validation_joins_the_parents_on_the_devices(nclient, nds, monkeypatch):
+    """P = 2, one rank a GPU worker, partitions relabelled within themselves: each search's parents stay on
+    its devices (original ids, the id width), a batch is validated with the slices joined over NCCL (the
+    host path, which would move them through Dask, refused here), with the serial validator's results: the
+    valid searches, and a search whose parent slice on rank 1 was corrupted on its device."""
+    import numpy as np
+
+    import dbfs.bfs.dask as D
+    from dbfs.bfs.dask.layout.placement import gpu_workers
+    from dbfs.bfs.dask.search import client as C
+    from dbfs.validate import validate
+
+    ds, edges, roots, _ = nds
+    dg = D.build_distributed(nclient, ds.path, 2, relabel="degree")
+    try:
+        assert dg.parents_on_device
+        results = [D.search(dg, r, stats=False)[0] for r in roots]
+        assert all(r.on_device for r in results)
+        assert nclient.submit(_kind, results[0].parents[1], workers=[dg.rank_worker[1]]).result() == \
+            ("cupy", "int32")
+        full = [D.gather_parent(r, nclient, dg) for r in results]
+        rg = dg.partitioning.vertex_range(1)
+        loc = int(np.flatnonzero(full[-1][rg.start:rg.stop] >= 0)[-1])
+        results[-1].parents[1] = nclient.submit(_with_parent, results[-1].parents[1], loc, -1,
+                                                workers=[dg.rank_worker[1]], pure=False)
+        want = full[-1].copy()
+        want[rg.start + loc] = -1
+
+        def host_path(*a, **k):
+            raise AssertionError("the parents went through Dask")
+
+        monkeypatch.setattr(C, "validate_on_gpus", host_path)
+        got = C.validate_many_distributed(nclient, ds.path, dg, results, gpu_workers(nclient))
+        for i, (v, r, p) in enumerate(zip(got, results, full[:-1] + [want])):
+            vs = validate(edges, r.root, p)
+            assert v.ok == vs.ok and v.nedge == vs.nedge, i
+            assert [(f.rule, f.count, f.message, f.vertices.tolist()) for f in v.failures] == \
+                [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures], i
+        assert all(v.ok for v in got[:-1]) and not got[-1].ok
     finally:
         dg.close()
 

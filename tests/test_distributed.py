@@ -355,6 +355,89 @@ def test_validate_on_worker_shares_matches_serial(client, kron10, golden10):
     assert "tree-edge" in rules[1] and "edge-span" in rules[1] and rules[2][0] == "cycle" and rules[3] == ["range"], rules
 
 
+class _ThreadComm:
+    """W threads as the ranks of a communicator: ``allgather`` joins every rank's buffer in rank order (the
+    collective's meaning), each call a barrier, as NCCL's ranks wait for each other."""
+
+    kind = "nccl"
+
+    def __init__(self, W):
+        import threading
+
+        self.W, self.slots, self.bar = W, [None] * W, threading.Barrier(W, timeout=60)
+        self.calls = [0] * W
+
+    def rank(self, g):
+        comm = self
+
+        class _End:
+            W, widx = comm.W, g
+
+            def allgather(self, send, recv):
+                comm.slots[g] = np.array(send)
+                comm.bar.wait()
+                recv[...] = np.concatenate(comm.slots)
+                comm.calls[g] += 1
+                comm.bar.wait()
+
+            def check(self):
+                pass
+
+        return _End()
+
+
+def test_parents_joined_over_a_communicator_validate_as_serial(kron10, golden10):
+    """The validation of parents held on the GPU workers (:mod:`dbfs.bfs.dask.search.validate_nccl`), its
+    protocol run with NumPy by three threads as the ranks: the slices of unequal ranks (342, 341, 341
+    vertices: padded, then cut) joined by allgathers, every rank making the same collectives, one share of
+    the input rows each; a slice of the wrong length is the length failure on every rank with no data
+    collective, the searches after it still joined. The same rules, counts, messages and examples as the
+    serial validator."""
+    import threading
+
+    from dbfs.bfs.dask.search.validate_nccl import _joined
+    from dbfs.partition import Partitioning
+    from dbfs.validate.gpus import check_share, finish
+
+    root = golden10["roots"][0]
+    good = bfs(kron10.csr, root).parent
+    bad = _corrupted(good, root)
+    cases = [good, bad["edges"], None, bad["cycle"], bad["range"]]      # None: rank 1's slice one short
+    W = 3
+    part = Partitioning(kron10.n, W, "block")
+    assert len(set(part.counts().tolist())) == 2
+    comm = _ThreadComm(W)
+    shares, errors = [None] * W, []
+
+    def rank(g):
+        try:
+            rg = part.vertex_range(g)
+            mine = [(good[rg.start:rg.stop - 1] if g == 1 else good[rg.start:rg.stop]) if p is None else
+                    p[rg.start:rg.stop] for p in cases]
+            joined = _joined(np, comm.rank(g), part, g, mine)
+            shares[g] = check_share(np, kron10.path, g, W, False, kron10.n, [root] * len(cases), joined.__getitem__)
+        except BaseException as exc:       # the main thread reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=rank, args=(g,)) for g in range(W)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert comm.calls == [1 + len(cases) - 1] * W          # the lengths, then one allgather a joined search
+    got = finish(kron10.n, [root] * len(cases), *shares)
+    assert got[0].ok and got[0].nedge == validate(kron10.edges, root, good).nedge
+    assert [f.rule for f in got[2].failures] == ["length"] and not got[2].ok
+    for i, (vd, p) in enumerate(zip(got, cases)):
+        if p is None:
+            continue
+        vs = validate(kron10.edges, root, p)
+        assert vd.ok == vs.ok and vd.nedge == vs.nedge, i
+        assert [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vd.failures] == \
+            [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures], i
+
+
 def test_errors(client, kron10):
     with pytest.raises(DbfsError, match="missing or incomplete"):
         D.load_distributed(client, kron10.path, "p7-block")

@@ -83,7 +83,7 @@ from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph, signed_ids
 
 __all__ = ["DeviceGraph", "device_graph", "device_in_use", "search_device", "search_timed", "original_parent",
-           "count_nedge", "expand", "ALGORITHMS"]
+           "own_memory", "count_nedge", "expand", "ALGORITHMS"]
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 
@@ -530,6 +530,19 @@ def host_parent(parent, out=None) -> np.ndarray:
     Called after the clock stopped."""
     wide = parent.astype(cp.int64, copy=False)
     return wide.get(out=out) if out is not None else wide.get()
+
+
+def own_memory(shape, dtype):
+    """An uninitialised device array in its own cudaMalloc, not CuPy's pool: an array held across searches
+    (parents waiting for their validation) never pins a pool chunk whose free rest could then not go back to
+    the driver. The pool's cached blocks go back first when the device is short."""
+    n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    try:
+        mem = cp.cuda.Memory(n)
+    except cp.cuda.runtime.CUDARuntimeError:
+        cp.get_default_memory_pool().free_all_blocks()
+        mem = cp.cuda.Memory(n)
+    return cp.ndarray(shape, dtype, cp.cuda.MemoryPointer(mem, 0))
 
 
 _REMAP = None

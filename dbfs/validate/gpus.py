@@ -48,10 +48,10 @@ from dbfs.partition import Partitioning
 from dbfs.store import open_edges
 from dbfs.store.datasets import open_dataset
 from dbfs.store.virtual import device_rows
-from dbfs.validate.cpu import _EDGE_RULES, MAX_EXAMPLES, RULES, ValidationResult, _fail
+from dbfs.validate.cpu import _EDGE_RULES, MAX_EXAMPLES, RULES, Failure, ValidationResult, _fail
 from dbfs.validate.gpu import DEVICE_EDGE_ROWS, _check_prefix, _EdgeCheck, _levels, _sweep, _width
 
-__all__ = ["validate_on_gpus", "edge_rows_on_device", "device_free"]
+__all__ = ["validate_on_gpus", "edge_rows_on_device", "device_free", "check_share", "finish"]
 
 
 
@@ -91,21 +91,31 @@ def _share(dataset_path, g: int, G: int, device: bool, part: Partitioning, roots
         import cupy as cp  # deferred: cupy
     else:
         cp = np
-
     n, P = part.n_vertices, part.P
-    out, checks = [], []
-    for k, root in enumerate(roots):
+
+    def joined(k):
         sl = slices[k * P:(k + 1) * P]
         lens = [int(np.shape(s)[0]) for s in sl]
         if lens != [part.local_count(rk) for rk in range(P)]:
-            out.append({"stop": _fail("length", f"parent has {sum(lens)} entries, graph has {n} vertices",
-                                      [], 1)})
-            continue
+            return _fail("length", f"parent has {sum(lens)} entries, graph has {n} vertices", [], 1)
         parent = cp.empty(n, cp.int64)
         for rk, s in enumerate(sl):
             rg = part.vertex_range(rk)
             parent[rg.start:rg.stop:rg.step] = cp.asarray(s)
-        f = _check_prefix(cp, parent, int(root), n)
+        return parent
+
+    return check_share(cp, dataset_path, g, G, device, n, roots, joined)
+
+
+def check_share(cp, dataset_path, g: int, G: int, device: bool, n: int, roots, parent_of) -> list:
+    """The share of GPU worker ``g`` of ``G`` (module docstring) given ``parent_of(k)``: search ``k``'s whole
+    parent array on this worker (any integer width, original ids) or the Failure that stops it (``length``).
+    ``parent_of`` is called once for every search, in order, whatever the earlier ones gave (so it may hold
+    a collective every worker must join). Returns one dict per search."""
+    out, checks = [], []
+    for k, root in enumerate(roots):
+        parent = parent_of(k)
+        f = parent if isinstance(parent, Failure) else _check_prefix(cp, parent, int(root), n)
         if f:
             out.append({"stop": f})
             continue
@@ -158,7 +168,7 @@ def _first_bits(bits: np.ndarray, n: int) -> np.ndarray:
     return ids[ids < n][:MAX_EXAMPLES].astype(np.int64)
 
 
-def _finish(n: int, roots, *shares):
+def finish(n: int, roots, *shares):
     """(task on worker 0) the ValidationResult of every search from the G workers' share results."""
     results = []
     for k in range(len(roots)):
@@ -221,6 +231,6 @@ def validate_on_gpus(client, dataset_path, searches, partitioning: Partitioning,
     shares = [client.submit(_share, str(dataset_path), g, G, device, partitioning, roots, *flat, workers=[w],
                             allow_other_workers=False, pure=False, key=f"validate-gpu-share-{g}-{tag}")
               for g, w in enumerate(gpu_workers)]
-    done = client.submit(_finish, partitioning.n_vertices, roots, *shares, workers=[gpu_workers[0]],
+    done = client.submit(finish, partitioning.n_vertices, roots, *shares, workers=[gpu_workers[0]],
                          allow_other_workers=False, pure=False, key=f"validate-gpu-finish-{tag}")
     return gather([done], f"the validation of {len(roots)} search(es) on {G} GPU worker(s)")[0]

@@ -144,17 +144,9 @@ class _BuiltPart(_GpuPart):
     def original(self, parent):
         """The search's parents in original ids, in their own cudaMalloc: held until validated, they never pin
         a chunk of CuPy's pool (whose free remainder could then not go back to the driver)."""
-        import cupy as cp  # deferred: cupy
+        from dbfs.bfs.gpu import original_parent, own_memory  # deferred: cupy
 
-        from dbfs.bfs.gpu import original_parent  # deferred: cupy
-
-        try:
-            mem = cp.cuda.Memory(parent.nbytes)
-        except cp.cuda.runtime.CUDARuntimeError:      # the pool's cached blocks go back to the driver first
-            cp.get_default_memory_pool().free_all_blocks()
-            mem = cp.cuda.Memory(parent.nbytes)
-        own = cp.ndarray(parent.shape, parent.dtype, cp.cuda.MemoryPointer(mem, 0))
-        return original_parent(self.graph, parent, out=own)
+        return original_parent(self.graph, parent, out=own_memory(parent.shape, parent.dtype))
 
     def sample(self) -> None:
         from dbfs.bfs.gpu import device_in_use  # deferred: cupy

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from dbfs.bfs.dask.layout.gpu_part import _device_info, worker_bytes
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, RUN_TIMEOUT, _close_mesh, _raise_lost, ensure_plugin
-from dbfs.bfs.dask.mesh.nccl import join_nccl, nccl_switch
+from dbfs.bfs.dask.mesh.nccl import holds_parents, join_nccl, nccl_switch
 from dbfs.bfs.dask.mesh.plugin import _shm_drop
 from dbfs.bfs.dask.mesh.transport import _host_of
 from dbfs.bfs.dask.mesh.waits import alive_workers, gather_watched, run_within
@@ -114,6 +114,13 @@ class DistributedGraph:
         if self.shm:
             return f"mesh: {self.shm}"
         return "cuda-ipc" if self.has_gpu else "dev-shm"
+
+    @property
+    def parents_on_device(self) -> bool:
+        """Whether a search's parents stay on the GPU workers' devices (validated over the mesh's NCCL
+        communicator): the levels exchanged by NCCL, mesh worker i holding rank i alone
+        (:func:`dbfs.bfs.dask.mesh.nccl.holds_parents`: the workers ask the same)."""
+        return self.level_exchange == "nccl" and holds_parents(self.ranks_of())
 
     def workers_table(self) -> list:
         """Per mesh worker: address, kind, ranks, device and host bytes of its partitions, the seconds

@@ -232,6 +232,11 @@ def _pick_parent(out, rank):
     return out["parents"][rank]
 
 
+def _host_slice(sl):
+    """A parent slice as int64 on the host (a device slice kept for the validation over NCCL is copied)."""
+    return sl.get().astype(np.int64) if hasattr(sl, "get") else np.asarray(sl, np.int64)
+
+
 def _search_summary(out):
     return {k: v for k, v in out.items() if k != "parents"}
 

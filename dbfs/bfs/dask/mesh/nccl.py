@@ -48,7 +48,7 @@ from dbfs.bfs.dask.mesh.plugin import get_plugin
 from dbfs.bfs.dask.mesh.transport import _PeerLost
 from dbfs.bfs.dask.mesh.waits import gather_watched, run_within
 
-__all__ = ["_Comm", "_Timeline", "open_nccl", "join_nccl", "nccl_switch"]
+__all__ = ["_Comm", "_Timeline", "open_nccl", "join_nccl", "nccl_switch", "holds_parents"]
 
 #: environment switch: ``DBFS_NCCL=off`` keeps a mesh of GPU workers on the TCP mesh and CUDA IPC
 #: (a diagnostic: the two level exchanges side by side in a benchmark)
@@ -59,6 +59,13 @@ def nccl_switch() -> str:
     """Why NCCL is switched off by the environment ('' when it is not)."""
     return f"switched off ({ENV}={os.environ[ENV]})" if os.environ.get(ENV, "").lower() in ("0", "off", "no") \
         else ""
+
+
+def holds_parents(ranks_of) -> bool:
+    """Whether the searches of a mesh whose worker i holds ranks ``ranks_of[i]`` keep their parents on the
+    devices (validated over the communicator, :mod:`dbfs.bfs.dask.search.validate_nccl`): each worker holds
+    exactly its own rank. The client and every worker ask it of the same ``ranks_of``."""
+    return all(list(rks) == [i] for i, rks in enumerate(ranks_of))
 
 
 def _setenv() -> None:

@@ -56,6 +56,7 @@ import numpy as np
 
 from dbfs.bfs.dask.layout.assign import assign
 from dbfs.bfs.dask.search.bsp import _bsp_search
+from dbfs.bfs.dask.search.validate_nccl import validate_on_mesh
 from dbfs.bfs.dask.layout.gpu_part import ranks_device_bytes
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _alive, _close_mesh, _open_mesh
 from dbfs.bfs.dask.layout.placement import DistributedGraph, _variant_attrs, gpu_budgets, worker_kinds
@@ -63,7 +64,7 @@ from dbfs.bfs.dask.layout.recovery import _is_peer_loss, _recover, place
 from dbfs.bfs.dask.layout.relabel import _new_ids, internal_root, load_perm_future, original_slices
 from dbfs.bfs.dask.mesh.transport import TRANSPORTS, _PeerLost
 from dbfs.bfs.dask.mesh.waits import gather_watched, wait_watched
-from dbfs.bfs.dask.layout.worker import _pick_parent, _search_summary
+from dbfs.bfs.dask.layout.worker import _host_slice, _pick_parent, _search_summary
 from dbfs.bfs.policy import GPU_BEAMER_ALPHA, policy_from
 from dbfs.errors import DbfsError
 from dbfs.graph import check_root_id
@@ -94,6 +95,7 @@ class DistributedResult:
     opts: dict = field(default_factory=dict)
     events: list = field(default_factory=list)
     attempts: int = 1
+    on_device: bool = False                 # the slices are device arrays in the id width (DistributedGraph.parents_on_device)
 
     def release(self) -> None:
         self.parents.clear()
@@ -404,7 +406,8 @@ def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: s
             events.append(_recover(dgraph, f"{type(exc).__name__}: {exc}", attempt, "search"))
     res = DistributedResult(root=r, parents=parents, partitioning=dgraph.partitioning,
                             rank_worker=dict(dgraph.rank_worker), seconds=seconds, wall=wall, level_stats=rec,
-                            algorithm=algorithm, opts=dict(pol), events=events, attempts=attempt + 1)
+                            algorithm=algorithm, opts=dict(pol), events=events, attempts=attempt + 1,
+                            on_device=dgraph.parents_on_device)
     return res, seconds, rec
 
 
@@ -416,7 +419,7 @@ def _rerun(dg: DistributedGraph, results: list, error: str, stage: str, attempt:
     ev["rerun_seconds"] = 0.0
     for result in results:
         new, seconds, _ = search(dg, result.root, result.algorithm, stats=False, **result.opts)
-        result.parents, result.rank_worker = new.parents, new.rank_worker
+        result.parents, result.rank_worker, result.on_device = new.parents, new.rank_worker, new.on_device
         ev["rerun_seconds"] += seconds
         result.events += [ev] + new.events
     return ev
@@ -481,8 +484,12 @@ def gather_parent(result: DistributedResult, client=None, dgraph: DistributedGra
 
 
 def _original(dg, result: DistributedResult, client) -> list:
-    """The parent slices of ``result`` in original ids (relabelled variants are mapped back on a worker)."""
+    """The int64 parent slices of ``result`` in original ids (relabelled variants are mapped back on a worker,
+    slices kept on the device copied to the host on theirs)."""
     futs = [result.parents[rk] for rk in range(result.partitioning.P)]
+    if result.on_device:
+        futs = [client.submit(_host_slice, f, workers=[result.rank_worker[rk]], allow_other_workers=False,
+                              pure=False) for rk, f in enumerate(futs)]
     if dg is None or dg.perm_f is None:
         return futs
     return original_slices(client, dg.perm_f, result.partitioning, futs)
@@ -535,7 +542,8 @@ def validate_many_distributed(client, dataset_path, dgraph: DistributedGraph, re
                               retries: int = 2) -> list:
     """Graph500 validation of several searches together on the GPU workers ``gpus``
     (:func:`dbfs.validate.gpus.validate_on_gpus`: each checks its share of the input edges, one pass for the
-    batch). A lost worker is survived as in :func:`validate_distributed` (every search of the batch rerun).
+    batch; parents kept on the devices are joined there over NCCL instead,
+    :func:`dbfs.bfs.dask.search.validate_nccl.validate_on_mesh`). A lost worker is survived as in :func:`validate_distributed` (every search of the batch rerun).
 
     Returns
     -------
@@ -550,6 +558,9 @@ def validate_many_distributed(client, dataset_path, dgraph: DistributedGraph, re
         def gather(futs, what):
             return gather_watched(client, futs, watch, what, dgraph.timeout)
 
+        if dgraph is not None and dgraph.parents_on_device and dgraph.perm_f is None and all(
+                r.on_device and r.rank_worker == dgraph.rank_worker for r in results):
+            return validate_on_mesh(dgraph, results, gather)      # the parents joined on the devices
         return validate_on_gpus(client, Path(dataset_path), [(r.root, _original(dgraph, r, client)) for r in results],
                                 results[0].partitioning, gpus, gather=gather)
 

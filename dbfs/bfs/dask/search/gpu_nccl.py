@@ -8,7 +8,11 @@ exchange a collective on the mesh's NCCL communicator
 (:class:`dbfs.bfs.dask.mesh.nccl._Comm`), issued on the search's CUDA stream
 behind the kernels. A level makes one device-to-host read (a
 top-down level past :data:`CAPPED_PAIRS`: two, the bucket sizes then the
-counts) and no message through the TCP mesh.
+counts) and no message through the TCP mesh. Where every worker holds its
+own rank alone (:func:`dbfs.bfs.dask.mesh.nccl.holds_parents`) a search's
+parents stay on the device (original ids, the id width, their own
+allocation), for the validation over the same communicator
+(:mod:`dbfs.bfs.dask.search.validate_nccl`).
 
 Method (per step; bits of distinct workers never share a vertex, so the sum
 of bitmap words is their OR):
@@ -59,8 +63,8 @@ import cupyx
 import numpy as np
 
 from dbfs.bfs.dask.search.gpu_search import _GpuSearch
-from dbfs.bfs.dask.mesh.nccl import _Timeline
-from dbfs.bfs.gpu import _BLOCK, _grid, _i64
+from dbfs.bfs.dask.mesh.nccl import _Timeline, holds_parents
+from dbfs.bfs.gpu import _BLOCK, _grid, _i64, own_memory
 
 __all__ = ["_NcclSearch", "CAPPED_PAIRS", "regions"]
 
@@ -126,7 +130,8 @@ class _NcclSearch(_GpuSearch):
         # (N a multiple of 64 P, as 2^SCALE with P a power of two): the global bitmap is the allgather of
         # the ranks' bitmaps in place, half the bytes of an allreduce and no zeroing
         self.slice = int(sh[1] - sh[0]) // 32
-        self.gather = self.P == self.W and self.my_ranks == (widx,) and all(
+        self.hold = holds_parents(ranks_of)         # the parents stay on the device (:meth:`parents`)
+        self.gather = self.hold and all(
             int(sh[rk]) % 64 == 0 and int(sh[rk + 1] - sh[rk]) == 32 * self.slice for rk in range(self.P))
         cp.cuda.Device().synchronize()
 
@@ -304,6 +309,19 @@ class _NcclSearch(_GpuSearch):
         self._exchange_bitmap(self.front)
         cp.bitwise_or(self.visited_g, self.front, out=self.visited_g)
         return 0.0                          # its device seconds settle with the bottom-up level that follows
+
+    def parents(self):
+        """One rank a worker: the parent slice stays on the device (original ids, the id width, its own
+        allocation) for the validation over this communicator (:mod:`dbfs.bfs.dask.search.validate_nccl`);
+        else the host copies of :class:`_GpuSearch`."""
+        if not self.hold:
+            return super().parents()
+        (rk, st), = self.states.items()
+        sl = st.p.to_original(st.parent[st.p.pad:st.p.nloc])
+        own = own_memory(sl.shape, sl.dtype)
+        own[...] = sl
+        cp.cuda.get_current_stream().synchronize()
+        return {rk: own}
 
     def bu_level(self, kt):
         self.tl.begin()

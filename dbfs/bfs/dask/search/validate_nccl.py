@@ -1,0 +1,130 @@
+"""Graph500 validation of searches whose parents stayed on the GPU workers, joined over the mesh's NCCL communicator.
+
+Contract
+--------
+``validate_on_mesh(dg, results, gather) -> [ValidationResult, ...]``: for
+searches of ``dg`` whose parent slices stayed on the devices
+(``result.on_device``: the levels exchanged by NCCL, mesh worker ``g``
+holding rank ``g`` alone, :func:`dbfs.bfs.dask.mesh.nccl.holds_parents`), the
+same results as :func:`dbfs.validate.gpus.validate_on_gpus` on the same
+parents: same ``ok``, ``nedge``, failed rules in order, counts, messages and
+examples, ``levels`` None. No parent slice moves through Dask: each worker's
+task takes only the slices it holds.
+
+Method: mesh worker ``g`` runs one task pinned to it with rank ``g``'s slice
+of every search of the batch. One allgather of every worker's slice lengths
+(so every worker takes the same path: a wrong length is the ``length``
+failure on all of them, with no data collective); then, per search, one
+allgather of the slices (each padded to the widest rank) gives every device
+the whole parent array; the rest is :func:`dbfs.validate.gpus.check_share`
+(vertex rules, levels by pointer jumping, the edge rules over this worker's
+1/G of the input rows, regenerated on the device for a Kronecker dataset)
+and :func:`dbfs.validate.gpus.finish` on worker 0. Every collective comes
+before anything that reads the dataset, so a worker that fails there
+leaves no peer waiting in one. The searches run one at a time, so the
+communicator is never used by a search and a validation at once; closing
+the mesh (a lost worker) aborts it, and the step is redone after the
+searches are rerun (:func:`dbfs.bfs.dask.search.client.validate_many_distributed`).
+
+Encoding: slices in the graph's id width (:func:`dbfs.graph.id_dtype`),
+original ids, -1 unreached, block order (rank ``g`` owns its vertex range
+of :class:`dbfs.partition.Partitioning`).
+
+Reference: Graph 500 Benchmark 1 specification 3.0.1, section 8
+"Validation"; NVIDIA's NCCL user guide (allgather).
+"""
+from __future__ import annotations
+
+import uuid
+
+import numpy as np
+
+from dbfs.bfs.dask.mesh.plugin import get_plugin
+from dbfs.bfs.dask.mesh.transport import _PeerLost
+from dbfs.graph import id_dtype
+from dbfs.partition import Partitioning
+from dbfs.validate.cpu import _fail
+from dbfs.validate.gpus import check_share, finish
+
+__all__ = ["validate_on_mesh"]
+
+
+def _joined(xp, comm, part: Partitioning, g: int, mine: list) -> list:
+    """Every search's whole parent array on this device (or its ``length`` Failure), from this worker's
+    slices ``mine`` and its peers' (the collectives of the module docstring, the same on every worker;
+    ``xp`` the array module of ``comm``'s buffers)."""
+    n, W, K = part.n_vertices, comm.W, len(mine)
+    counts = np.asarray(part.counts(), np.int64)
+    width = int(counts.max())
+    dt = np.dtype(id_dtype(n))
+    every = xp.empty(W * K, xp.int64)
+    if K:
+        comm.allgather(xp.asarray([int(np.shape(s)[0]) for s in mine], xp.int64), every)
+    L = (every.get() if hasattr(every, "get") else every).reshape(W, K)
+    comm.check()
+    out = []
+    for k in range(K):
+        if not np.array_equal(L[:, k], counts):
+            out.append(_fail("length", f"parent has {int(L[:, k].sum())} entries, graph has {n} vertices", [], 1))
+            continue
+        send = xp.full(width, -1, dt)
+        send[:int(counts[g])] = xp.asarray(mine[k]).astype(dt, copy=False)
+        got = xp.empty(W * width, dt)
+        comm.allgather(send, got)
+        del send
+        if (counts == width).all():
+            out.append(got)
+        else:
+            out.append(xp.concatenate([got[j * width:j * width + int(counts[j])] for j in range(W)]))
+            del got
+    return out
+
+
+def _share_on_mesh(mesh_id: str, dataset_path: str, g: int, part: Partitioning, roots, *mine):
+    """(task pinned to mesh worker ``g``) :func:`dbfs.validate.gpus.check_share` of this worker's share of the
+    input rows, the parent arrays joined over the mesh's communicator (module docstring)."""
+    import cupy as cp  # deferred: cupy
+
+    comm = get_plugin().shms.get(mesh_id)
+    if getattr(comm, "kind", "") != "nccl":
+        raise _PeerLost(f"no NCCL communicator of mesh {mesh_id[:8]} on this worker (restarted?)")
+    if comm.W != part.P or comm.widx != g:
+        raise _PeerLost(f"mesh worker {comm.widx} of {comm.W} asked for rank {g} of {part.P}")
+    parents = _joined(cp, comm, part, int(g), list(mine))
+    del mine
+
+    def parent_of(k):
+        p, parents[k] = parents[k], None
+        return p
+
+    return check_share(cp, dataset_path, int(g), comm.W, True, part.n_vertices, roots, parent_of)
+
+
+def validate_on_mesh(dg, results: list, gather) -> list:
+    """Validate the searches ``results`` of ``dg`` (parents on the devices) over the mesh's communicator.
+
+    Parameters
+    ----------
+    dg : dbfs.bfs.dask.DistributedGraph
+        ``dg.parents_on_device``; every result's ``rank_worker`` is ``dg``'s.
+    results : list of dbfs.bfs.dask.DistributedResult
+    gather : callable
+        ``gather(futures, what) -> list`` (bounded, watching the workers).
+
+    Returns
+    -------
+    list of ValidationResult
+        In the order of ``results``; ``levels`` None.
+    """
+    if not results:
+        return []
+    client, ws = dg.client, dg.mesh_workers
+    roots = [int(r.root) for r in results]
+    tag = uuid.uuid4().hex
+    shares = [client.submit(_share_on_mesh, dg.mesh_id, str(dg.dataset_path), g, dg.partitioning, roots,
+                            *[r.parents[g] for r in results], workers=[w], allow_other_workers=False, pure=False,
+                            key=f"validate-gpu-share-{g}-{tag}")
+              for g, w in enumerate(ws)]
+    done = client.submit(finish, dg.n_vertices, roots, *shares, workers=[ws[0]], allow_other_workers=False,
+                         pure=False, key=f"validate-gpu-finish-{tag}")
+    return gather([done], f"the validation of {len(roots)} search(es) over NCCL on {len(ws)} GPU worker(s)")[0]
