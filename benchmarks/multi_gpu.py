@@ -34,8 +34,8 @@ def _run(args, flags, datasets, tmp, label, env=None) -> dict:
     vt = [s["validate_time"] for s in rec["searches"] if s.get("validate_time") is not None]
     levels = [lv for s in rec["searches"] for lv in (s.get("levels") or [])]
     over = [lv["overhead"] for lv in levels if "overhead" in lv]
-    split = {d: [(w["kernel"], w["exchange"]) for lv in levels if lv.get("direction") == d
-                 for w in lv.get("workers") or []] for d in ("td", "bu")}
+    split = {d: [(w["kernel"], w["exchange"], w.get("issue"), lv["time"]) for lv in levels
+                 if lv.get("direction") == d for w in lv.get("workers") or []] for d in ("td", "bu")}
     row = {"label": label, "flags": flags, "wall_s": wall, "stages": rec.get("stages"),
            "construction_time": rec["construction_time"], "load_time": rec.get("load_time"),
            "harmonic_mean_TEPS": rec["graph500"]["bfs  harmonic_mean_TEPS"],
@@ -50,8 +50,12 @@ def _run(args, flags, datasets, tmp, label, env=None) -> dict:
            "levels_first_search": [{k: lv.get(k) for k in ("level", "direction", "frontier", "edges", "time",
                                                          "kernel", "overhead", "rounds", "workers")}
                                     for lv in (rec["searches"][0].get("levels") or [])] if rec["searches"] else [],
-           "per_worker_level_median": {d: {"kernel": float(np.median([k for k, _ in v])),
-                                            "exchange": float(np.median([x for _, x in v])), "n": len(v)}
+           "per_worker_level_median": {d: {"kernel": float(np.median([x[0] for x in v])),
+                                            "exchange": float(np.median([x[1] for x in v])),
+                                            # host seconds issuing a level's device work (an NCCL mesh)
+                                            "issue": float(np.median([x[2] for x in v])) if v[0][2] is not None
+                                            else None,
+                                            "level": float(np.median([x[3] for x in v])), "n": len(v)}
                                         for d, v in split.items() if v},
            "describe": {k: v for k, v in rec.get("config", {}).items()
                         if k in ("workers", "frontier_sharing", "level_exchange", "nccl_off")}}
@@ -69,11 +73,16 @@ def _run(args, flags, datasets, tmp, label, env=None) -> dict:
     if row["load_steps"]:
         print("    load steps: " + ", ".join(f"{k} {v:.2f} s" for k, v in row["load_steps"].items()), flush=True)
     for lv in row["levels_first_search"]:           # where the first search's time went, level by level
-        ws = " ".join(f"{w['kernel'] * 1e6:.0f}/{w['exchange'] * 1e6:.0f}" for w in lv.get("workers") or [])
+        ws = " ".join(f"{w['kernel'] * 1e6:.0f}/{w['exchange'] * 1e6:.0f}"
+                      + (f"/{w['issue'] * 1e6:.0f}" if w.get("issue") is not None else "") for w in lv.get("workers") or [])
         print(f"    level {lv['level']:2d} {lv['direction']} frontier {lv['frontier']:>10,} "
               f"time {lv['time'] * 1e6:7.0f} us" + (f"  kernel {lv['kernel'] * 1e6:6.0f} us" if lv.get("kernel")
                                                    is not None else "")
-              + (f"  worker kernel/exchange us {ws}" if ws else ""), flush=True)
+              + (f"  worker kernel/exchange[/issue] us {ws}" if ws else ""), flush=True)
+    for d, m in row["per_worker_level_median"].items():
+        print(f"    {d} levels, medians a worker: level {m['level'] * 1e6:.0f} us, kernel {m['kernel'] * 1e6:.0f}, "
+              f"exchange {m['exchange'] * 1e6:.0f}" + (f", issue {m['issue'] * 1e6:.0f}" if m["issue"] is not None
+                                                       else "") + f" (n {m['n']})", flush=True)
     return row
 
 

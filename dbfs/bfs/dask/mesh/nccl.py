@@ -41,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 
 import numpy as np
 
@@ -188,7 +189,9 @@ class _Timeline:
     :meth:`begin` once a level starts, :meth:`mark` (``"k"`` after kernels, ``"x"``
     after collectives) as it goes; :meth:`settle` after the level's host read (the
     events are then complete) returns (kernel s, exchange s): each span between two
-    events counts for the kind of the later one, host gaps included."""
+    events counts for the kind of the later one, host gaps included. ``issue`` is
+    then the host seconds from the first mark to the last (the level's launches and
+    collectives being issued): near the device span, the device waited on the host."""
 
     def __init__(self, n: int = 16):
         import cupy as cp  # deferred: cupy
@@ -197,10 +200,15 @@ class _Timeline:
         self.events = [cp.cuda.Event() for _ in range(n)]
         self.marks = []
         self.stream = 0
+        self.t_first = self.t_last = 0.0
+        self.issue = 0.0
 
     def _record(self, kind) -> None:
         ev = self.events[len(self.marks) % len(self.events)]
         self.rt.eventRecord(ev.ptr, self.stream)        # the runtime call: no stream lookup a mark
+        self.t_last = time.perf_counter()
+        if not self.marks:
+            self.t_first = self.t_last
         self.marks.append((ev, kind))
 
     def begin(self) -> None:
@@ -214,6 +222,7 @@ class _Timeline:
         self._record(kind)
 
     def settle(self) -> tuple:
+        self.issue += self.t_last - self.t_first
         k = x = 0.0
         for (a, _), (b, kind) in zip(self.marks, self.marks[1:]):
             dt = self.rt.eventElapsedTime(a.ptr, b.ptr) / 1e3

@@ -6,7 +6,8 @@ Contract
 of that worker's partitions together on its Numba threads, and
 returns ``{"parents": {rank: int64 slice, local order}, "seconds",
 "records" (mesh worker 0 only), "kernel_total", "levels", "own" (this
-worker's (kernel, exchange) seconds per level)}``, or ``{"lost":
+worker's (kernel s, exchange s, bytes sent) per level, and on an NCCL mesh
+the host seconds issuing the level's device work)}``, or ``{"lost":
 why}`` when a peer was lost. ``seconds`` is
 Graph500 Kernel 2 time on this worker: from the start barrier, just before
 the root is visited, to the last count exchange (every worker then knows
@@ -536,9 +537,11 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
     level = 0
     kernel_total = 0.0
     mesh = s.mesh
+    tl = getattr(s, "tl", None)         # an NCCL search's timeline: the host seconds issuing its levels
     while n_f:
         t_lv = time.perf_counter()
         x_t0, x_n0, x_b0 = mesh.seconds, mesh.rounds, mesh.sent
+        i_0 = tl.issue if tl is not None else 0.0
         kt = 0.0
         if algorithm == "do":
             d = pol.next(n_f, m_f, m_u)
@@ -565,7 +568,7 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
         t_end = time.perf_counter()
         lt = t_end - t_lv
         x_lv = mesh.seconds - x_t0
-        own.append((kt, x_lv, mesh.sent - x_b0))
+        own.append((kt, x_lv, mesh.sent - x_b0) + ((tl.issue - i_0,) if tl is not None else ()))
         if widx == 0:
             rec.append({"level": level, "direction": d, "frontier": int(n_f), "edges": int(g_ex),
                         "discovered": int(g_new), "time": lt, "kernel": k_max, "overhead": max(0.0, lt - k_max),

@@ -345,7 +345,8 @@ def _run_once(dg: DistributedGraph, root, algorithm, pol, stats):
     if records:
         for lv, r in enumerate(records):     # per worker: kernel vs exchange seconds, bytes sent in the level
             r["workers"] = [{"worker": i, "kind": dg.worker_kinds.get(w, "cpu"),
-                             "kernel": s["own"][lv][0], "exchange": s["own"][lv][1], "sent_bytes": s["own"][lv][2]}
+                             "kernel": s["own"][lv][0], "exchange": s["own"][lv][1], "sent_bytes": s["own"][lv][2],
+                             **({"issue": s["own"][lv][3]} if len(s["own"][lv]) > 3 else {})}
                             for i, (w, s) in enumerate(zip(dg.mesh_workers, summaries)) if lv < len(s["own"])]
             if r["workers"]:        # the slowest worker's kernel (an NCCL level's counts carry no peer seconds)
                 r["kernel"] = max(x["kernel"] for x in r["workers"])
