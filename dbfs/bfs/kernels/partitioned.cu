@@ -8,6 +8,24 @@
 // First Search on the Kepler Architecture" (IEEE TPDS 2016): claimed
 // vertices sent to their owners, counters reduced by collectives.
 
+// ----------------------------------------------------- the root's visit
+// One thread, on every worker of a partitioned search: the root's bit in the
+// worker's global `visited_g`; where this worker holds the root (i >= 0: its
+// row in that partition) parent[i] = root (global id), its local visited bit
+// and queue[0] = i. One launch where setting each element from the host
+// would take several.
+extern "C" __global__ void visit_root_part(vid_t* parent, u32* visited, vid_t* queue, u32* visited_g, i64 i,
+                                           i64 root) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        visited_g[root >> 5] |= 1u << (root & 31);
+        if (i >= 0) {
+            parent[i] = (vid_t)root;
+            visited[i >> 5] |= 1u << (i & 31);
+            queue[0] = (vid_t)i;
+        }
+    }
+}
+
 // ----------------------------------------------------- partition absorb
 // The owner's side of a distributed top-down level (dbfs/bfs/dask/search/gpu_search.py):
 // entries k with l = V[k] - first in [0, count) claim row i = l + pad of this

@@ -114,7 +114,7 @@ class _NcclSearch(_GpuSearch):
         self.R = R
         self.allhist = cp.zeros(W * P, cp.uint64)
         self.one = cp.zeros(1, cp.int64)
-        self.wm = np.zeros(W, np.int64)              # each worker's frontier edges, from the last read
+        self.wm = [0] * W                            # each worker's frontier edges, from the last read
         worker_of = np.empty(P, np.int32)
         for j, rks in enumerate(ranks_of):
             worker_of[list(rks)] = j
@@ -122,9 +122,10 @@ class _NcclSearch(_GpuSearch):
         self.others = {j: sorted(rks) for j, rks in enumerate(ranks_of) if j != widx}
         sh = self.starts_h
         # (worker, rank) -> the rank's vertices where another worker holds it: region caps are min(wm, this)
-        self.own_not = np.array([[0 if rk in ranks_of[j] else int(sh[rk + 1] - sh[rk]) for rk in range(P)]
-                                 for j in range(W)], np.int64)
+        self.own_not = [[0 if rk in ranks_of[j] else int(sh[rk + 1] - sh[rk]) for rk in range(P)]
+                        for j in range(W)]
         self.tl = _Timeline()
+        self.sp = cp.cuda.get_current_stream().ptr   # the search's stream (its task's thread keeps it)
         self.dev = plugin.scratch.setdefault("gpu", {})
         # one rank per worker, ranks in mesh order, every slice the same whole number of 64-vertex words
         # (N a multiple of 64 P, as 2^SCALE with P a power of two): the global bitmap is the allgather of
@@ -133,7 +134,14 @@ class _NcclSearch(_GpuSearch):
         self.hold = holds_parents(ranks_of)         # the parents stay on the device (:meth:`parents`)
         self.gather = self.hold and all(
             int(sh[rk]) % 64 == 0 and int(sh[rk + 1] - sh[rk]) == 32 * self.slice for rk in range(self.P))
+        if self.gather:     # this rank's bitmaps ARE its slices of the global ones: allgathered in place, no copy
+            st, w = self.states[widx], self.slice
+            st.fbm, st.nxt = self.front[widx * w:(widx + 1) * w], self.front_next[widx * w:(widx + 1) * w]
         cp.cuda.Device().synchronize()
+
+    def _zero_counters(self) -> None:
+        """Every worker's counter block and the bucket sizes to zero: one memset on the search's stream."""
+        cp.cuda.runtime.memsetAsync(self.cbuf.data.ptr, 0, self.cbuf.nbytes, self.sp)
 
     def _read(self, examined=None):
         """The level's one host read of every worker's counters; returns the global (new frontier, its edges,
@@ -141,13 +149,17 @@ class _NcclSearch(_GpuSearch):
         frontier edges."""
         self.blocks.get(out=self.hbuf)
         self.comm.check()
-        h = self.hbuf.reshape(self.W, self.R, 4)
+        v, R = self.hbuf.tolist(), self.R               # a few dozen counters: Python ints, no NumPy calls
+        mine = self.widx * R * 4
         for r, st in enumerate(self.states.values(), 1):
-            st.nq, st.m = int(h[self.widx, r, 0]), int(h[self.widx, r, 1])
-        rows = h[:, 1:, :]
-        self.wm[:] = rows[:, :, 1].sum(1)
-        ex = int(rows[:, :, 2].sum()) if examined is None else int(examined)
-        return int(rows[:, :, 0].sum()), int(self.wm.sum()), ex
+            st.nq, st.m = v[mine + 4 * r], v[mine + 4 * r + 1]
+        n = ex = 0
+        for j in range(self.W):
+            blk = v[j * R * 4 + 4:(j + 1) * R * 4]      # worker j's rank rows (its claim row skipped)
+            n += sum(blk[0::4])
+            self.wm[j] = sum(blk[1::4])
+            ex += sum(blk[2::4])
+        return n, sum(self.wm), ex if examined is None else int(examined)
 
     def _exchange_bitmap(self, dst, totals=False):
         """This worker's bits of a frontier into the global bitmap ``dst`` on every worker, with the
@@ -156,7 +168,9 @@ class _NcclSearch(_GpuSearch):
         if self.gather:
             w = self.slice
             seg = dst[self.widx * w:(self.widx + 1) * w]
-            cp.copyto(seg, self.states[self.widx].fbm[:w])
+            own = self.states[self.widx].fbm
+            if own.data.ptr != seg.data.ptr:    # (the rank's bitmap is a slice of ``dst`` already: see __init__)
+                cp.copyto(seg, own[:w])
         else:
             dst.fill(0)
             self._or_own(dst)
@@ -182,7 +196,7 @@ class _NcclSearch(_GpuSearch):
         self.comm.allreduce(self.one, "max")
         deg = int(self.one.get()[0])
         self.comm.check()
-        self.wm[:] = 0
+        self.wm = [0] * self.W
         self.wm[self._worker_of_rank(self.o_root)] = deg
         return deg
 
@@ -192,19 +206,19 @@ class _NcclSearch(_GpuSearch):
     def _capped(self) -> bool:
         """Whether every worker's regions fit :data:`CAPPED_PAIRS` (the same answer on every worker: it
         reads only the frontier edges all of them read)."""
-        return int(np.minimum(self.wm[:, None], self.own_not).sum(1).max()) <= CAPPED_PAIRS
+        return max(sum(min(m, c) for c in row) for m, row in zip(self.wm, self.own_not)) <= CAPPED_PAIRS
 
     def td_level(self, level, kt):
         if not self._capped():
             return self._td_exact(kt)
-        own = int(self.wm[self.widx])
+        own = self.wm[self.widx]
         mine = regions(own, self.starts_h, [rk for rk in range(self.P) if rk not in self.states])
         at = {rk: (first, cap) for rk, first, cap in mine}
         sends = {j: [(rk, *at[rk]) for rk in rks] for j, rks in self.others.items()}
         recvs = {j: regions(self.wm[j], self.starts_h, sorted(self.my_ranks)) for j in self.others}
         tl, comm = self.tl, self.comm
         tl.begin()
-        self.cbuf.fill(0)
+        self._zero_counters()
         nsend = sum(2 * c for r in sends.values() for _, _, c in r)
         out = _room(self.dev, "regions", nsend, self.qdt)
         if nsend:           # -1 in every slot (all bits set): the slots no claim fills are skipped
@@ -238,7 +252,7 @@ class _NcclSearch(_GpuSearch):
         tl.mark("k")
         comm.allreduce(self.blocks)
         tl.mark("x")
-        return self._totals(self._read(int(self.wm.sum())), kt)
+        return self._totals(self._read(sum(self.wm)), kt)
 
     def _absorb_dev(self, nc, ub, remote):
         """``absorb`` of this worker's claims (their count ``nc`` on the device, at most ``ub``) and of the
@@ -261,7 +275,7 @@ class _NcclSearch(_GpuSearch):
     def _td_exact(self, kt):
         tl, comm, P = self.tl, self.comm, self.P
         tl.begin()
-        self.cbuf.fill(0)
+        self._zero_counters()
         examined = self._claim()
         ub = min(examined, self.N)          # the claims are at most the edges examined
         if ub:
@@ -296,7 +310,7 @@ class _NcclSearch(_GpuSearch):
                     remote[rk].append((RL[pos:pos + n], RU[pos:pos + n]))
                     pos += n
             tl.mark("x")
-        ex = int(self.wm.sum())
+        ex = sum(self.wm)
         self._absorb(self.claims[:nc], nc, remote)
         tl.mark("k")
         comm.allreduce(self.blocks)
@@ -325,8 +339,8 @@ class _NcclSearch(_GpuSearch):
 
     def bu_level(self, kt):
         self.tl.begin()
-        self.cbuf.fill(0)                   # the other workers' blocks too: the allreduce sums them
-        self._bu_steps()
+        self._zero_counters()               # the other workers' blocks too: the allreduce sums them
+        self._bu_steps(zero=False)
         self._exchange_bitmap(self.front_next, totals=True)
         g = self._read()
         cp.bitwise_or(self.visited_g, self.front_next, out=self.visited_g)

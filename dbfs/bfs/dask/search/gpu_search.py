@@ -175,14 +175,12 @@ class _GpuSearch(_Search):
             self.k["start_search"]((1,), (1,), (st.parent, st.visited, st.fbm, st.queue, _i64(root)))
             st.nq, st.m = 1, self._deg_of_root(st, root)
             return
+        st, i = next(iter(self.states.values())), -1      # (a worker not holding the root: its bit only)
         if self.o_root in self.states:
             st = self.states[self.o_root]
             i = self.l_root + st.p.pad
-            st.parent[i] = root
-            st.visited[i >> 5] |= np.uint32(1 << (i & 31))
-            st.queue[0] = i
             st.nq, st.m = 1, self._deg_of_root(st, i)
-        self.visited_g[root >> 5] |= np.uint32(1 << (root & 31))
+        self.k["visit_root_part"]((1,), (1,), (st.parent, st.visited, st.queue, self.visited_g, _i64(i), _i64(root)))
 
     def to_queues(self):
         t = time.perf_counter()
@@ -341,10 +339,12 @@ class _GpuSearch(_Search):
             cp.bitwise_or(self.visited_g, self.front, out=self.visited_g)
         return kt
 
-    def _bu_steps(self):
-        """``bu_step`` over every partition's rows against the global frontier (counts in ``cnt`` rows 1..);
-        each partition's new local bitmap becomes its ``fbm``."""
-        self.cnt.fill(0)
+    def _bu_steps(self, zero: bool = True):
+        """``bu_step`` over every partition's rows against the global frontier (counts in ``cnt`` rows 1..,
+        zeroed first unless ``zero`` is False: the caller did); each partition's new local bitmap becomes its
+        ``fbm``."""
+        if zero:
+            self.cnt.fill(0)
         for r, st in enumerate(self.states.values(), 1):
             p = st.p
             nw = st.fbm.shape[0]
