@@ -74,7 +74,8 @@ def _run(args, flags, datasets, tmp, label, env=None) -> dict:
         print("    load steps: " + ", ".join(f"{k} {v:.2f} s" for k, v in row["load_steps"].items()), flush=True)
     for lv in row["levels_first_search"]:           # where the first search's time went, level by level
         ws = " ".join(f"{w['kernel'] * 1e6:.0f}/{w['exchange'] * 1e6:.0f}"
-                      + (f"/{w['issue'] * 1e6:.0f}" if w.get("issue") is not None else "") for w in lv.get("workers") or [])
+                      + (f"/{w['issue'] * 1e6:.0f}" if w.get("issue") is not None else "")
+                      for w in lv.get("workers") or [])
         print(f"    level {lv['level']:2d} {lv['direction']} frontier {lv['frontier']:>10,} "
               f"time {lv['time'] * 1e6:7.0f} us" + (f"  kernel {lv['kernel'] * 1e6:6.0f} us" if lv.get("kernel")
                                                    is not None else "")

@@ -95,7 +95,7 @@ class DistributedResult:
     opts: dict = field(default_factory=dict)
     events: list = field(default_factory=list)
     attempts: int = 1
-    on_device: bool = False                 # the slices are device arrays in the id width (DistributedGraph.parents_on_device)
+    on_device: bool = False                 # device slices, the id width (DistributedGraph.parents_on_device)
 
     def release(self) -> None:
         self.parents.clear()
@@ -544,7 +544,8 @@ def validate_many_distributed(client, dataset_path, dgraph: DistributedGraph, re
     """Graph500 validation of several searches together on the GPU workers ``gpus``
     (:func:`dbfs.validate.gpus.validate_on_gpus`: each checks its share of the input edges, one pass for the
     batch; parents kept on the devices are joined there over NCCL instead,
-    :func:`dbfs.bfs.dask.search.validate_nccl.validate_on_mesh`). A lost worker is survived as in :func:`validate_distributed` (every search of the batch rerun).
+    :func:`dbfs.bfs.dask.search.validate_nccl.validate_on_mesh`). A lost worker is survived as in
+    :func:`validate_distributed` (every search of the batch rerun).
 
     Returns
     -------
