@@ -246,8 +246,17 @@ def test_span_reads_read_each_row_once_when_kept():
             assert np.array_equal(np.concatenate([x for _, _, x in got]), e[128:700])
         assert sr.rows_read == src.rows == reads * 572
         assert got[0][2].dtype == (np.uint32 if keep else np.int64)
-    sr.iperm = np.arange(500)[::-1].copy()
-    assert np.array_equal(np.concatenate([x for _, _, x in sr.sweep()]), 499 - e[128:700])
+    rev = np.arange(500)[::-1].copy()
+    for keep in (True, False):          # kept: renumbered once in place, in its width; else mapped each sweep
+        src = _Counting(e, 64)
+        sr = SpanReads(src, 128, 700, keep=keep, narrow=np.uint32)
+        list(sr.sweep())
+        sr.renumber(rev)
+        for _ in range(2):
+            got = [x for _, _, x in sr.sweep()]
+            assert np.array_equal(np.concatenate(got), 499 - e[128:700])
+        assert (sr.iperm is None) == keep and got[0].dtype == (np.uint32 if keep else np.int64)
+        assert sr.rows_read == (1 if keep else 3) * 572
 
 
 def test_span_reads_keep_an_id_that_does_not_fit_as_read():

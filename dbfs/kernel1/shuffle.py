@@ -129,7 +129,7 @@ def reader_spans(m: int, chunk_rows: int, G: int) -> list:
 class SpanReads:
     """Rows ``[r0, r1)`` of a chunk source (``step``, ``read(a, b)``: NumPy or CuPy (rows, 2)) swept chunk by chunk:
     read ONCE and kept (``keep``; narrowed to ``narrow``, e.g. 32-bit ids, when given) or read again each sweep.
-    ``rows_read`` counts the rows asked of the source; ``iperm`` (set later) maps every id a sweep yields."""
+    ``rows_read`` counts the rows asked of the source; :meth:`renumber` maps every id later sweeps yield."""
 
     def __init__(self, source, r0: int, r1: int, keep: bool = True, narrow=None):
         self.source, self.r0, self.r1 = source, int(r0), int(r1)
@@ -148,6 +148,16 @@ class SpanReads:
 
     def _spans(self):
         return [(a, min(a + self.step, self.r1)) for a in range(self.r0, self.r1, self.step)]
+
+    def renumber(self, iperm) -> None:
+        """Every id the later sweeps yield is ``iperm[id]``: a kept span is renumbered once, here, chunk by chunk
+        in its own width (``iperm``'s values fit it: they are ids); a span read again is mapped each sweep."""
+        whole = self.keep and len(self.kept) == len(self._spans())
+        if not whole:
+            self.iperm = iperm
+            return
+        for i, e in enumerate(self.kept):
+            self.kept[i] = iperm[e.astype(np.int64, copy=False)].astype(e.dtype, copy=False)
 
     def sweep(self):
         """Yield ``(a, b, rows)`` for every chunk of the span, in row order."""

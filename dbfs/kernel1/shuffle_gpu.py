@@ -205,7 +205,7 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
         perm, iperm = degree_order(raw_ptr, idt, relabel_bounds)
         raw_ptr[1:] = cp.cumsum(cp.diff(raw_ptr)[perm])
         own_ptr[1:] = cp.cumsum(cp.diff(own_ptr)[perm])
-        reads.iperm = iperm
+        reads.renumber(iperm)
     host_raw = cp.asnumpy(raw_ptr)
     out = max(np.dtype(idt).itemsize * int(host_raw[rg.stop] - host_raw[rg.start]) + 8 * len(rg)
               for rg in map(part.vertex_range, range(part.P)))      # the rows built so far stay on the device

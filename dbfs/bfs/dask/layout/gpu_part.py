@@ -159,6 +159,7 @@ class _GpuPart:
     keep_parents = False
     #: a partition relabelled within itself (:func:`from_device_rows` with ``perm``): the device
     #: ``perm[new] = original`` of all N, and the host map of this block's original local index -> new one
+    #: (the id width)
     perm = None
     iperm_loc = None
 
@@ -350,9 +351,11 @@ def from_device_rows(indptr, indices, meta: dict, worker: str = "", perm=None):
         _place(gp, cp.asnumpy(indptr), indptr, indices)
         if perm is not None:
             first, stop = (int(x) for x in gp.starts_host[gp.rank:gp.rank + 2])
-            loc = cp.asnumpy(perm[first:stop]).astype(np.int64) - first      # new local -> original local
-            gp.iperm_loc = np.empty_like(loc)
-            gp.iperm_loc[loc] = np.arange(loc.size, dtype=np.int64)
+            loc = perm[first:stop] - first                  # new local -> original local, on the device
+            inv = cp.empty_like(loc)
+            inv[loc] = cp.arange(loc.size, dtype=loc.dtype)
+            gp.iperm_loc = cp.asnumpy(inv)                  # (the inverse on the host, the id width: one copy)
+            del loc, inv
             gp.perm = perm
             gp.device_bytes += perm.nbytes
     except cp.cuda.memory.OutOfMemoryError:
