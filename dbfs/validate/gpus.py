@@ -51,7 +51,7 @@ from dbfs.store.virtual import device_rows
 from dbfs.validate.cpu import _EDGE_RULES, MAX_EXAMPLES, RULES, Failure, ValidationResult, _fail
 from dbfs.validate.gpu import DEVICE_EDGE_ROWS, _check_prefix, _EdgeCheck, _levels, _sweep, _width
 
-__all__ = ["validate_on_gpus", "edge_rows_on_device", "device_free", "check_share", "finish"]
+__all__ = ["validate_on_gpus", "edge_rows_on_device", "device_free", "check_share", "finish", "run_shares"]
 
 
 
@@ -227,10 +227,19 @@ def validate_on_gpus(client, dataset_path, searches, partitioning: Partitioning,
     roots = [int(r) for r, _ in searches]
     flat = [f for _, sl in searches for f in sl]
     G = len(gpu_workers)
+    what = f"the validation of {len(roots)} search(es) on {G} GPU worker(s)"
+    return run_shares(client, gpu_workers, _share,
+                      lambda g: (str(dataset_path), g, G, device, partitioning, roots, *flat),
+                      partitioning.n_vertices, roots, gather, what)
+
+
+def run_shares(client, workers, task, args_of, n: int, roots, gather, what: str) -> list:
+    """One ``task(*args_of(g))`` pinned to each of ``workers`` (``validate-gpu-share-*`` keys), then
+    :func:`finish` of their shares on the first (``validate-gpu-finish-*``); the ValidationResults, gathered by
+    ``gather(futures, what)``."""
     tag = uuid.uuid4().hex
-    shares = [client.submit(_share, str(dataset_path), g, G, device, partitioning, roots, *flat, workers=[w],
-                            allow_other_workers=False, pure=False, key=f"validate-gpu-share-{g}-{tag}")
-              for g, w in enumerate(gpu_workers)]
-    done = client.submit(finish, partitioning.n_vertices, roots, *shares, workers=[gpu_workers[0]],
-                         allow_other_workers=False, pure=False, key=f"validate-gpu-finish-{tag}")
-    return gather([done], f"the validation of {len(roots)} search(es) on {G} GPU worker(s)")[0]
+    shares = [client.submit(task, *args_of(g), workers=[w], allow_other_workers=False, pure=False,
+                            key=f"validate-gpu-share-{g}-{tag}") for g, w in enumerate(workers)]
+    done = client.submit(finish, n, roots, *shares, workers=[workers[0]], allow_other_workers=False, pure=False,
+                         key=f"validate-gpu-finish-{tag}")
+    return gather([done], what)[0]

@@ -35,8 +35,6 @@ Reference: Graph 500 Benchmark 1 specification 3.0.1, section 8
 """
 from __future__ import annotations
 
-import uuid
-
 import numpy as np
 
 from dbfs.bfs.dask.mesh.plugin import get_plugin
@@ -44,7 +42,7 @@ from dbfs.bfs.dask.mesh.transport import _PeerLost
 from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 from dbfs.validate.cpu import _fail
-from dbfs.validate.gpus import check_share, finish
+from dbfs.validate.gpus import check_share, run_shares
 
 __all__ = ["validate_on_mesh"]
 
@@ -118,13 +116,10 @@ def validate_on_mesh(dg, results: list, gather) -> list:
     """
     if not results:
         return []
-    client, ws = dg.client, dg.mesh_workers
+    ws = dg.mesh_workers
     roots = [int(r.root) for r in results]
-    tag = uuid.uuid4().hex
-    shares = [client.submit(_share_on_mesh, dg.mesh_id, str(dg.dataset_path), g, dg.partitioning, roots,
-                            *[r.parents[g] for r in results], workers=[w], allow_other_workers=False, pure=False,
-                            key=f"validate-gpu-share-{g}-{tag}")
-              for g, w in enumerate(ws)]
-    done = client.submit(finish, dg.n_vertices, roots, *shares, workers=[ws[0]], allow_other_workers=False,
-                         pure=False, key=f"validate-gpu-finish-{tag}")
-    return gather([done], f"the validation of {len(roots)} search(es) over NCCL on {len(ws)} GPU worker(s)")[0]
+    return run_shares(dg.client, ws, _share_on_mesh,
+                      lambda g: (dg.mesh_id, str(dg.dataset_path), g, dg.partitioning, roots,
+                                 *[r.parents[g] for r in results]),
+                      dg.n_vertices, roots, gather,
+                      f"the validation of {len(roots)} search(es) over NCCL on {len(ws)} GPU worker(s)")
