@@ -94,15 +94,19 @@ def stored_for_run(target, root, cfg: RunConfig) -> bool:
         return False
 
 
-def check_fits(target, root, cfg: RunConfig) -> dict:
+def check_fits(target, root, cfg: RunConfig, client=None) -> dict:
     """Refuse in one line, before any work, a run whose searches cannot fit this machine
-    (:func:`dbfs.preflight.check_run`); the estimate otherwise."""
+    (:func:`dbfs.preflight.check_run`) or, given the run's ``client``, its cluster (the backend's
+    ``fits_cluster``); the estimate otherwise."""
     if isinstance(target, GraphSpec):
         n, m, scale = target.n_vertices, target.n_edges, target.scale
     else:
         ds = store.open_dataset(target, root)
         n, m, scale = ds.n_vertices, ds.n_edges, ds.scale
-    return preflight.check_run(cfg.backend, n, m, scale)
+    est = preflight.check_run(cfg.backend, n, m, scale)
+    if client is not None:
+        est["cluster"] = get_backend(cfg.backend).fits_cluster(client, n, m, scale)
+    return est
 
 
 def open_backend(target, root_dir, cfg: RunConfig, client=None, given=(), pub: Publisher | None = None,
@@ -116,7 +120,7 @@ def open_backend(target, root_dir, cfg: RunConfig, client=None, given=(), pub: P
     Kernel 1 attributes)."""
     B = get_backend(cfg.backend)
     B.check(cfg, given)
-    check_fits(target, root_dir, cfg)
+    check_fits(target, root_dir, cfg, client)
     pub = pub if pub is not None else install(client, cfg.quiet)
     stages = {} if stages is None else stages
     clock = time.perf_counter()

@@ -23,7 +23,13 @@ vertex (parents, queues, bitmaps, the validation's per-vertex arrays).
   memory available together cannot hold CSR + 30 N.
 - ``dask``: the partitions live on the cluster's workers, whose memory this
   process cannot see before the cluster starts: nothing is checked by
-  :func:`check_run`. Once it has started, :func:`check_gpu_ranks` checks
+  :func:`check_run`. Once it has started (before anything is generated),
+  :func:`check_cluster` refuses a graph whose CSR and each worker's
+  N-sized claim array exceed all the memory its workers have, host
+  (their memory limits) and device (their GPUs) together: a run that
+  cannot fit anywhere on the cluster, however it is split. A worker
+  without a memory limit makes the cluster's host memory unknown: then
+  nothing is refused. :func:`check_gpu_ranks` checks
   partitions built on GPU workers (P > 1, every rank in device memory):
   each worker's free device memory >= CSR / P + 30 N (an average rank and
   the search's arrays over all N); a worker that cannot load a stored
@@ -40,10 +46,11 @@ import numpy as np
 import psutil
 
 from dbfs.errors import DbfsError
-from dbfs.graph import index_dtype
+from dbfs.graph import id_dtype, index_dtype
 from dbfs.units import human
 
-__all__ = ["csr_bytes", "host_available", "device_total", "check_run", "check_gpu_ranks", "PER_VERTEX"]
+__all__ = ["csr_bytes", "host_available", "device_total", "check_run", "check_cluster", "check_gpu_ranks",
+           "PER_VERTEX"]
 
 PER_VERTEX = 40          # bytes per vertex a search and its validation add (upper bound)
 GPU_PER_VERTEX = 30      # bytes per vertex of the GPU backend's device working set
@@ -108,6 +115,39 @@ def check_run(backend: str, n: int, m: int, scale: int | None = None, host: int 
                          f"memory together ({human(have)} available)", need_dev, dev + have,
                          "use a smaller --scale, or --backend dask with GPU and CPU workers (--cluster local-gpu)")
     return est
+
+
+def check_cluster(n: int, m: int, host: dict, device: dict, scale: int | None = None) -> dict:
+    """Refuse (one line, before any work) a dask run that no split of the graph over the cluster can hold.
+
+    Parameters
+    ----------
+    n, m : int
+        Vertices and input edges.
+    host : dict
+        Worker -> its memory limit in bytes (0 or None: no limit, the cluster's memory unknown).
+    device : dict
+        GPU worker -> its device's memory in bytes.
+    scale : int, optional
+        For the message.
+
+    Returns
+    -------
+    dict
+        ``{"need": bytes, "have": bytes}``, or ``{}`` when the host memory is unknown.
+    """
+    if not host or any(not v for v in host.values()):
+        return {}
+    ip, ix = csr_bytes(n, m)
+    need = ip + ix + len(host) * n * np.dtype(id_dtype(n)).itemsize
+    h, d = sum(int(v) for v in host.values()), sum(int(v) for v in device.values())
+    if need > h + d:
+        what = f"SCALE {scale}" if scale is not None else f"a graph of {n:,} vertices and {m:,} edges"
+        raise DbfsError(f"{what} does not fit the Dask cluster: its CSR and each worker's search arrays need up to "
+                        f"{human(need)}, its {len(host)} worker(s) have {human(h + d)} of memory ({human(h)} host, "
+                        f"{human(d)} device; {human(need - h - d)} short): use a smaller --scale, or a cluster with "
+                        f"more memory (more workers, nodes or GPUs)")
+    return {"need": need, "have": h + d}
 
 
 def check_gpu_ranks(n: int, m: int, P: int, free: dict, scale: int | None = None) -> dict:

@@ -122,6 +122,33 @@ def test_run_too_large_refused_before_work(tmp_path, dbfs_cli):
     assert check_run("dask", 1 << 40, 1 << 44, host=1, device=1)["csr"] > 0     # the cluster's memory: not here
 
 
+def test_dask_run_the_cluster_cannot_hold_is_refused_before_work(tmp_path, dbfs_cli):
+    """--backend dask: once the cluster has started and before anything is generated (a virtual SCALE 32 list's
+    checksum alone would take hours here), a graph no split over its workers can hold is refused in one line
+    naming the cluster's memory, host and device, and the bytes short; nothing is made. The rule lets the
+    runs #37 plans through (SCALE 30 on one H200 box, 31 and 32 on four H200s) and checks nothing when a
+    worker has no memory limit."""
+    from dbfs.errors import DbfsError
+    from dbfs.preflight import check_cluster
+
+    res = dbfs_cli("run", "--scale", 32, "--backend", "dask", "--datasets", tmp_path / "ds", ok=False)
+    err = res.stderr.strip().splitlines()
+    assert res.exit_code == 2 and "Traceback" not in res.stderr, res.stderr
+    assert "SCALE 32 does not fit the Dask cluster" in err[-1] and "short" in err[-1], err
+    assert "LocalCluster" in res.stderr            # (the cluster started: its memory is what was checked)
+    assert not (tmp_path / "ds").exists() or not any((tmp_path / "ds").iterdir())
+    gib = 1 << 30
+    h200 = 139 * gib
+    assert check_cluster(1 << 30, 1 << 34, {"g": 120 * gib}, {"g": h200})["need"] < 120 * gib + h200
+    four = dict.fromkeys("abcd", h200)
+    assert check_cluster(1 << 31, 1 << 35, dict.fromkeys("abcd", 120 * gib), four)["have"] > 0
+    assert check_cluster(1 << 32, 1 << 36, dict.fromkeys("abcd", 120 * gib), four)["have"] > 0
+    with pytest.raises(DbfsError) as e:
+        check_cluster(1 << 32, 1 << 36, {"a": 11 * gib, "b": 11 * gib}, {}, scale=32)
+    assert "\n" not in str(e.value) and "2 worker(s) have 22.0 GiB of memory" in str(e.value), str(e.value)
+    assert check_cluster(1 << 32, 1 << 36, {"a": 0, "b": 11 * gib}, {}) == {}
+
+
 def test_partitions_on_gpu_workers_that_cannot_hold_them_are_refused_in_one_line():
     """P > 1 built on GPU workers (every rank in device memory): refused before Kernel 1 naming the worker
     short of memory and by how much; SCALE 28 in 2 on two 80 GB devices fits (it ran: docs/BENCHMARKS.md),

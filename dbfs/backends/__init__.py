@@ -171,6 +171,13 @@ class Backend:
         """What the run's JSON records about where the searches ran (per worker for dask); {} here."""
         return {}
 
+    @classmethod
+    def fits_cluster(cls, client, n: int, m: int, scale: int | None = None) -> dict:
+        """Refuse in one line, once the run's cluster has started and before anything is generated, a graph
+        that this backend's workers cannot hold (:func:`dbfs.preflight.check_cluster`); {} here: the
+        searches run in this process, checked before the cluster (:func:`dbfs.preflight.check_run`)."""
+        return {}
+
     # ---- the stages before the searches
     @classmethod
     def dataset(cls, target, root_dir, client=None, quiet=False):

@@ -65,7 +65,7 @@ from dbfs.bfs.dask.search.graphs import OnWorkers, Resident, Stored, open_graph
 from dbfs.errors import DbfsError
 from dbfs.kernel1.partitioned import disk_need
 from dbfs.partition import check_partition_count
-from dbfs.preflight import check_gpu_ranks
+from dbfs.preflight import check_cluster, check_gpu_ranks
 from dbfs.progress import say
 from dbfs.spec import GraphSpec
 from dbfs.split import PLACEMENT_ORDER
@@ -114,6 +114,17 @@ class DaskBackend(Backend):
                 cls._why_on_workers(ds, cfg, client):
             return "none", "no room on disk for a relabelled variant; the workers build the plain partitions"
         return "degree", "CPU workers search the degree-ordered partitions faster"
+
+    @classmethod
+    def fits_cluster(cls, client, n: int, m: int, scale: int | None = None) -> dict:
+        """As the base class, with each worker's memory limit and each GPU worker's device memory (the device
+        contexts made now, as Kernel 1 would make them)."""
+        if client is None:
+            return {}
+        info = client.scheduler_info(n_workers=-1)["workers"]
+        host = {w: int(v.get("memory_limit") or 0) for w, v in info.items()}
+        device = {w: int(v["total"]) for w, v in ready_devices(client, cls._gpu_workers(client)).items()}
+        return check_cluster(n, m, host, device, scale)
 
     @staticmethod
     def _gpu_workers(client) -> list:
