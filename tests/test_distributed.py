@@ -438,6 +438,25 @@ def test_parents_joined_over_a_communicator_validate_as_serial(kron10, golden10)
             [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures], i
 
 
+def test_parents_stay_on_the_devices_only_with_one_rank_a_worker_over_nccl():
+    """The rule the client (``DistributedGraph.parents_on_device``) and every GPU worker (``_NcclSearch.hold``)
+    both ask of the same ranks: mesh worker i holds rank i alone, and the levels go over NCCL."""
+    from dbfs.bfs.dask.layout.placement import DistributedGraph
+    from dbfs.bfs.dask.mesh.nccl import holds_parents
+    from dbfs.partition import Partitioning
+
+    assert holds_parents([[0], [1]]) and holds_parents([(0,), (1,), (2,), (3,)])
+    assert not holds_parents([[0, 2], [1, 3]]) and not holds_parents([[1], [0]]) and not holds_parents([[0], []])
+    dg = DistributedGraph(client=None, dataset_path=None, variant="p2-block", partitioning=Partitioning(128, 2),
+                          nnz_total=0, rank_worker={0: "a", 1: "b"}, part_futures={}, mesh_workers=["a", "b"])
+    assert not dg.parents_on_device                     # the TCP mesh or CUDA IPC: host copies
+    dg.level_exchange = "nccl"
+    assert dg.parents_on_device
+    dg.rank_worker = {0: "a", 1: "a"}
+    dg.mesh_workers = ["a"]
+    assert not dg.parents_on_device                     # two ranks on one worker
+
+
 def test_errors(client, kron10):
     with pytest.raises(DbfsError, match="missing or incomplete"):
         D.load_distributed(client, kron10.path, "p7-block")
