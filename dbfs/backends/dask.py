@@ -178,9 +178,10 @@ class DaskBackend(Backend):
         Returns Kernel 1's typed result for :meth:`load` (:mod:`dbfs.bfs.dask.search.graphs`: :class:`Stored`,
         :class:`OnWorkers` or :class:`Resident`; ``str()`` of each is the variant's name) and its attributes."""
         check_partition_count(cfg.partitions, ds.n_vertices)
-        free = {w: int(v["free"]) for w, v in ready_devices(client, cls._gpu_workers(client)).items()}
+        all_gpus = cls._gpu_workers(client)
+        free = {w: int(v["free"]) for w, v in ready_devices(client, all_gpus).items()}
         #  (the workers' CUDA contexts made before Kernel 1's clock)
-        within = cfg.relabel == "degree" and bool(cls._gpu_workers(client))     # each partition relabelled in itself
+        within = cfg.relabel == "degree" and bool(all_gpus)     # each partition relabelled in itself
         why = cls._why_on_workers(ds, cfg, client) if cfg.partitions > 1 and cfg.partitioning == "block" and \
             (cfg.relabel == "none" or within) and cfg.placement == "block" and cfg.device_memory_limit is None and \
             kernel1.reusable_variant(ds.path, cfg.partitions, "block", cfg.dedupe, cfg.relabel) is None else ""
@@ -189,7 +190,7 @@ class DaskBackend(Backend):
                 check_gpu_ranks(ds.n_vertices, ds.n_edges, cfg.partitions, free, ds.scale)
             cls._forget_generated(ds, client)
             return cls._on_workers(ds, cfg, client, why)
-        gpus = cls._gpu_workers(client) if cfg.partitions == 1 and cfg.partitioning == "block" else []
+        gpus = all_gpus if cfg.partitions == 1 and cfg.partitioning == "block" else []
         if not gpus or kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe, cfg.relabel) is not None or \
                 (cfg.relabel == "none" and GpuBackend._csr_stores(ds)):
             cls._forget_generated(ds, client)
