@@ -76,6 +76,11 @@ def device_total() -> int | None:
         return None
 
 
+def _what(n: int, m: int, scale: int | None) -> str:
+    """The graph as the messages name it."""
+    return f"SCALE {scale}" if scale is not None else f"a graph of {n:,} vertices and {m:,} edges"
+
+
 def _short(what: str, need: int, have: int, fix: str) -> DbfsError:
     return DbfsError(f"{what}: the run needs up to {human(need)}, this machine has {human(have)} "
                      f"({human(need - have)} short): {fix}")
@@ -97,7 +102,7 @@ def check_run(backend: str, n: int, m: int, scale: int | None = None, host: int 
     """
     ip, ix = csr_bytes(n, m)
     est = {"csr": ip + ix, "per_vertex": PER_VERTEX * n}
-    what = f"SCALE {scale}" if scale is not None else f"a graph of {n:,} vertices and {m:,} edges"
+    what = _what(n, m, scale)
     if backend == "cpu":
         need = ip + ix + PER_VERTEX * n
         have = host_available() if host is None else host
@@ -142,7 +147,7 @@ def check_cluster(n: int, m: int, host: dict, device: dict, scale: int | None = 
     need = ip + ix + len(host) * n * np.dtype(id_dtype(n)).itemsize
     h, d = sum(int(v) for v in host.values()), sum(int(v) for v in device.values())
     if need > h + d:
-        what = f"SCALE {scale}" if scale is not None else f"a graph of {n:,} vertices and {m:,} edges"
+        what = _what(n, m, scale)
         raise DbfsError(f"{what} does not fit the Dask cluster: its CSR and each worker's search arrays need up to "
                         f"{human(need)}, its {len(host)} worker(s) have {human(h + d)} of memory ({human(h)} host, "
                         f"{human(d)} device; {human(need - h - d)} short): use a smaller --scale, or a cluster with "
@@ -173,7 +178,7 @@ def check_gpu_ranks(n: int, m: int, P: int, free: dict, scale: int | None = None
     ranks = -(-int(P) // len(free))                      # ranks on the fullest worker
     need = ranks * (ip + ix) // int(P) + GPU_PER_VERTEX * n
     w, have = min(free.items(), key=lambda kv: kv[1])
-    what = f"SCALE {scale}" if scale is not None else f"a graph of {n:,} vertices and {m:,} edges"
+    what = _what(n, m, scale)
     if need > have:
         raise DbfsError(f"{what} in {P} partitions on {len(free)} GPU worker(s) needs up to {human(need)} of device "
                         f"memory a worker ({ranks} partition(s) and the search's arrays), GPU worker {w} has "
