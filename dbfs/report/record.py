@@ -68,6 +68,12 @@ __all__ = ["machine", "result_dict", "search_records", "write_json", "write_part
            "slowest_levels_of_record", "TOP"]
 
 
+def _dbfs_version() -> str:
+    """dbfs's version, as :func:`machine` reports it (without reading the host's description; the package is
+    imported before any of its modules)."""
+    return getattr(sys.modules["dbfs"], "__version__", "?")
+
+
 def machine() -> dict:
     """Where a result was measured.
 
@@ -139,7 +145,8 @@ def result_dict(res, graph500: dict) -> dict:
     """
     searches = search_records(res.roots, res.times, res.nedges, res.validate_times if res.validated else None,
                               res.valid if res.validated else None, res.levels)
-    return {"complete": True, "dbfs_version": machine()["versions"].get("dbfs"), "machine": machine(),
+    where = machine()
+    return {"complete": True, "dbfs_version": where["versions"].get("dbfs"), "machine": where,
             "spec": res.spec,
             "dataset": res.dataset, "n_vertices": res.n_vertices, "n_edges": res.n_edges,
             "config": res.config, "graph500": graph500, "validated": res.validated,
@@ -157,7 +164,7 @@ def write_partial(path, doc: dict) -> Path:
     """Write a run's record as it goes (``"complete": false`` and what is known so far: ``doc``) to ``path``
     atomically; the finished run's :func:`write_json` replaces it. A run cut off (a job's time limit) leaves
     its stages, Kernel 1 and every search validated so far."""
-    return _atomic(path, {"complete": False, "dbfs_version": machine()["versions"].get("dbfs"), **doc})
+    return _atomic(path, {"complete": False, "dbfs_version": _dbfs_version(), **doc})
 
 
 def _atomic(path, doc: dict) -> Path:
