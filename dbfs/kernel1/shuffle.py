@@ -149,11 +149,15 @@ class SpanReads:
     def _spans(self):
         return [(a, min(a + self.step, self.r1)) for a in range(self.r0, self.r1, self.step)]
 
+    @property
+    def _all_kept(self) -> bool:
+        """Whether every chunk of the span is kept already (a sweep then reads nothing)."""
+        return self.keep and len(self.kept) == len(self._spans())
+
     def renumber(self, iperm) -> None:
         """Every id the later sweeps yield is ``iperm[id]``: a kept span is renumbered once, here, chunk by chunk
         in its own width (``iperm``'s values fit it: they are ids); a span read again is mapped each sweep."""
-        whole = self.keep and len(self.kept) == len(self._spans())
-        if not whole:
+        if not self._all_kept:
             self.iperm = iperm
             return
         for i, e in enumerate(self.kept):
@@ -161,7 +165,7 @@ class SpanReads:
 
     def sweep(self):
         """Yield ``(a, b, rows)`` for every chunk of the span, in row order."""
-        have = self.keep and len(self.kept) == len(self._spans())
+        have = self._all_kept
         if self.keep and not have:
             self.kept = []
         for i, (a, b) in enumerate(self._spans()):
