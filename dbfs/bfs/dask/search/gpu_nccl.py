@@ -167,10 +167,7 @@ class _NcclSearch(_GpuSearch):
         comm = self.comm
         if self.gather:
             w = self.slice
-            seg = dst[self.widx * w:(self.widx + 1) * w]
-            own = self.states[self.widx].fbm
-            if own.data.ptr != seg.data.ptr:    # (the rank's bitmap is a slice of ``dst`` already: see __init__)
-                cp.copyto(seg, own[:w])
+            seg = dst[self.widx * w:(self.widx + 1) * w]     # this rank's bitmap itself (see __init__): sent in place
         else:
             dst.fill(0)
             self._or_own(dst)
