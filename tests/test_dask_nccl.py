@@ -257,6 +257,7 @@ def test_nccl_validation_joins_the_parents_on_the_devices(nclient, nds, monkeypa
     import dbfs.bfs.dask as D
     from dbfs.bfs.dask.layout.placement import gpu_workers
     from dbfs.bfs.dask.search import client as C
+    from dbfs.bfs.reference import bfs_levels
     from dbfs.validate import validate
 
     ds, edges, roots, _ = nds
@@ -269,23 +270,31 @@ def test_nccl_validation_joins_the_parents_on_the_devices(nclient, nds, monkeypa
             ("cupy", "int32")
         full = [D.gather_parent(r, nclient, dg) for r in results]
         rg = dg.partitioning.vertex_range(1)
+        want = [p.copy() for p in full]
         loc = int(np.flatnonzero(full[-1][rg.start:rg.stop] >= 0)[-1])
-        results[-1].parents[1] = nclient.submit(_with_parent, results[-1].parents[1], loc, -1,
-                                                workers=[dg.rank_worker[1]], pure=False)
-        want = full[-1].copy()
-        want[rg.start + loc] = -1
+        want[-1][rg.start + loc] = -1                   # an unreached vertex beside reached ones: span
+        # a parent one level up that is not a neighbour: only the tree-edge rule fails
+        lev = bfs_levels(edges, results[-2].root, ds.n_vertices)
+        v = next(x for x in range(rg.start, rg.stop) if lev[x] >= 2)
+        near = set(edges[edges[:, 0] == v, 1].tolist()) | set(edges[edges[:, 1] == v, 0].tolist())
+        u = next(int(x) for x in np.flatnonzero(lev == lev[v] - 1) if int(x) not in near)
+        want[-2][v] = u
+        for k, (i, val) in ((-1, (loc, -1)), (-2, (v - rg.start, u))):
+            results[k].parents[1] = nclient.submit(_with_parent, results[k].parents[1], i, val,
+                                                   workers=[dg.rank_worker[1]], pure=False)
 
         def host_path(*a, **k):
             raise AssertionError("the parents went through Dask")
 
         monkeypatch.setattr(C, "validate_on_gpus", host_path)
         got = C.validate_many_distributed(nclient, ds.path, dg, results, gpu_workers(nclient))
-        for i, (v, r, p) in enumerate(zip(got, results, full[:-1] + [want])):
+        for i, (res, r, p) in enumerate(zip(got, results, want)):
             vs = validate(edges, r.root, p)
-            assert v.ok == vs.ok and v.nedge == vs.nedge, i
-            assert [(f.rule, f.count, f.message, f.vertices.tolist()) for f in v.failures] == \
+            assert res.ok == vs.ok and res.nedge == vs.nedge, i
+            assert [(f.rule, f.count, f.message, f.vertices.tolist()) for f in res.failures] == \
                 [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures], i
-        assert all(v.ok for v in got[:-1]) and not got[-1].ok
+        assert all(res.ok for res in got[:-2]) and not got[-1].ok
+        assert got[-2].rules_failed == ["tree-edge"]
     finally:
         dg.close()
 

@@ -144,14 +144,15 @@ def test_degree_orders():
 
 
 def test_validate_batch_of_a_worker_built_csr():
-    """Searches validated per regeneration of a virtual edge list on the GPU worker (dbfs.bfs.dask.layout.built):
-    bounded by the validation's peak (K searches' parents, levels and flags beside one pointer jumping) and by
-    the plan's most, never below 1."""
-    from dbfs.bfs.dask.layout.built import _MARGIN, validate_batch
+    """Searches validated per read of the edges on a GPU (dbfs.validate.gpu.batch_size): bounded by the
+    validation's peak (K searches' parents, (level, parent) table rows and flags beside one pointer jumping)
+    and by the most asked, never below 1."""
+    from dbfs.validate.gpu import _MARGIN, VALIDATE_MOST, batch_size
 
-    G, n = 1 << 30, 1 << 30                   # SCALE 30, uint32 ids: 9 B per search, 22 B the validation's own
-    assert validate_batch(int(61.9 * G), n, 4) == 3          # what the H200 leaves after the split CSR
-    assert validate_batch(int(61.9 * G), n, 1) == 1          # the plan's most
-    assert validate_batch(_MARGIN + 22 * n + 9 * n - 1, n, 4) == 1 == validate_batch(0, n, 4)
-    assert validate_batch(_MARGIN + 22 * n + 27 * n, n, 8) == 3
-    assert validate_batch(_MARGIN + 42 * (1 << 33) + 34 * (1 << 33), 1 << 33, 8) == 2   # int64 ids past 2^32
+    G, n = 1 << 30, 1 << 30                   # SCALE 30, int32 ids: 13 B per search, 22 B the validation's own
+    assert batch_size(int(61.9 * G), n, 4) == 2              # what the H200 leaves after the split CSR
+    assert batch_size(int(61.9 * G), n, 1) == 1              # the most asked
+    assert batch_size(_MARGIN + 22 * n + 13 * n - 1, n, 4) == 1 == batch_size(0, n, 4)
+    assert batch_size(_MARGIN + 22 * n + 39 * n, n, 8) == 3
+    assert batch_size(_MARGIN + 42 * (1 << 33) + 50 * (1 << 33), 1 << 33, 8) == 2   # int64 ids past 2^31
+    assert batch_size(1 << 50, n) == VALIDATE_MOST

@@ -404,6 +404,31 @@ def test_gpu_matches_cpu(cp, golden10, golden16, s16, case10):
         assert_same(validate_gpu(d10, root, cp.asarray(bad)), validate(edges, root, bad))
 
 
+@pytest.mark.gpu
+def test_gpu_batch_table_matches_cpu(cp, case10, golden10):
+    """validate_many_gpu on the device: one batch table for good and corrupted searches mixed (the fused
+    kernel's counts per search, a failing search's chunk redone for its examples), int64 and uint32 edges,
+    every result the CPU validator's, whatever the batch holds."""
+    edges, root, parent, lev = case10
+    searches = [(root, parent)]
+    for name, corrupt in CORRUPTIONS.items():
+        bad = parent.copy()
+        corrupt(edges, root, bad, lev)
+        searches.append((root, bad))
+    g10 = build_csr(golden10["edges"], n_vertices=N10)
+    good = [(r, bfs(g10, r, algorithm="do").parent) for r in golden10["roots"][:5]]
+    for e, group in ((edges, searches), (golden10["edges"], good)):
+        want = [validate(e, r, p, N10) for r, p in group]
+        for dev in (cp.asarray(e), cp.asarray(e.astype(np.uint32))):
+            for k in (1, 3, len(group)):
+                got = []
+                for i in range(0, len(group), k):
+                    got += validate_many_gpu(dev, [(r, cp.asarray(p)) for r, p in group[i:i + k]], N10,
+                                             chunk_edges=2000)
+                for g, w in zip(got, want):
+                    assert_same(g, w)
+
+
 def test_levels_can_be_left_out(golden10):
     from dbfs.validate.gpu import validate_gpu as vg
 

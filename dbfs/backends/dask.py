@@ -13,7 +13,7 @@ no N-sized array reaches the client (:func:`dbfs.bfs.dask.validate_distributed`)
 or, on a cluster with GPU workers, on those workers, each checking its share
 of the input edges for a batch of searches per pass
 (:func:`dbfs.bfs.dask.validate_many_distributed`; the batch sized by the
-least free device memory after the load, at most :data:`GPU_VALIDATE_MOST`);
+least free device memory after the load, at most :data:`dbfs.validate.gpu.VALIDATE_MOST`);
 the search keys are sampled by asking the workers whether the candidates' CSR
 rows are empty (:func:`dbfs.bfs.dask.eligible_distributed`), not by a pass
 over the edge list.
@@ -71,9 +71,7 @@ from dbfs.spec import GraphSpec
 from dbfs.split import PLACEMENT_ORDER
 from dbfs.store.space import free_bytes
 from dbfs.units import human
-
-#: most searches a batch validated on the GPU workers holds (their parents wait on the workers till then)
-GPU_VALIDATE_MOST = 4
+from dbfs.validate.gpu import VALIDATE_MOST
 
 __all__ = ["DaskBackend"]
 
@@ -218,7 +216,7 @@ class DaskBackend(Backend):
             raise DbfsError("--backend dask needs a Dask cluster: drop --scheduler threads")
         self.ds, self.held, self.result = ds, [], None
         self.pg = open_graph(self.client, ds.path, built, placement=self.cfg.placement,
-                             device_memory_limit=self.cfg.device_memory_limit, validate_most=GPU_VALIDATE_MOST)
+                             device_memory_limit=self.cfg.device_memory_limit, validate_most=VALIDATE_MOST)
         self.validate_batch = self.pg.validate_batch
         if self.pg.gpus:                # every search validated on the GPU workers, a batch per pass
             say(f"validation on {len(self.pg.gpus)} GPU worker(s), each checking 1/{len(self.pg.gpus)} of the "

@@ -33,16 +33,16 @@ from dbfs import kernel1, store
 from dbfs.backends import Backend, check_split_placement
 from dbfs.energy import PowerMeter, mteps_per_watt
 from dbfs.kernel1.build_gpu import build_gpu, kernel1_fits
-from dbfs.kernel1.build_placed import VALIDATE_BATCH, build_placed
+from dbfs.kernel1.build_placed import build_placed
 from dbfs.preflight import csr_bytes, host_available
 from dbfs.progress import say
 from dbfs.report.stats import teps_stats
 from dbfs.roots import eligible
 from dbfs.spec import GraphSpec
 from dbfs.split import PLACEMENT_ORDER
-from dbfs.store.gpu import DeviceRows, eligible_gpu, search_edges
+from dbfs.store.gpu import DeviceRows, _free_device_bytes, eligible_gpu, search_edges
 from dbfs.store.space import MARGIN, free_bytes
-from dbfs.validate.gpu import validate_gpu, validate_many_gpu
+from dbfs.validate.gpu import batch_size, validate_gpu, validate_many_gpu
 
 __all__ = ["GpuBackend", "ENERGY_MIN_SECONDS"]
 
@@ -145,12 +145,10 @@ class GpuBackend(Backend):
             self.graph = kernel1.load_csr(ds.path, variant)
             self.load_time = time.perf_counter() - t0
         self.parent = self.parent_dev = self._pinned = None
-        # an edge list not on the device costs one pass (a generation, or a read of every stored chunk) per
-        # validation: validate a batch of searches per pass (the placed build kept device memory for their
-        # parents and levels)
+        # validation reads (or regenerates) the edges once per batch of searches, and checks a batch's tuples
+        # against one table of their levels and parents: as many as the device memory left holds
         self.edges = search_edges(ds)   # decided once: device copy, regenerated rows or the stored array
-        streamed = type(self.edges).__module__.split(".")[0] != "cupy"     # not a device copy
-        self.validate_batch = ds.memo.get("validate_batch", VALIDATE_BATCH) if streamed else 1
+        self.validate_batch = batch_size(_free_device_bytes(), self.n)
         self.held = []
         return self.load_time
 

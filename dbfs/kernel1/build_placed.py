@@ -39,16 +39,17 @@ __all__ = ["build_placed", "placed_budgets", "host_need", "reserve_per_vertex", 
 #: search's parents, queues, bitmaps and degree scan (~29 N) or a validation's int32 pointer jumping
 #: beside the kept parents and their original-id copy (~34 N)
 SEARCH_PER_VERTEX = 44
-#: searches the GPU backend validates per pass over a streamed edge list, regenerated (virtual) or read from
-#: zarr (stored, too large for a device copy); each one more keeps its parents and levels, 8 B per vertex,
-#: on the device (:func:`reserve_per_vertex`)
-VALIDATE_BATCH = 4
+#: searches a placement keeps device memory for, validated per pass over a streamed edge list (regenerated,
+#: or read from zarr); each one more keeps its parents, its (level, parent) row of the batch table and a found
+#: flag, 13 B per vertex at 4-byte ids (:func:`reserve_per_vertex`); the backend sizes the real batch from the
+#: memory left after the load (:func:`dbfs.validate.gpu.batch_size`)
+VALIDATE_BATCH = 3
 
 
 def reserve_per_vertex(batch: int = 1) -> int:
     """Device bytes per vertex the searches and validations of a placed CSR keep free, validating
     ``batch`` searches at once."""
-    return SEARCH_PER_VERTEX + 8 * (max(1, int(batch)) - 1)
+    return SEARCH_PER_VERTEX + 13 * (max(1, int(batch)) - 1)
 
 
 _SLACK = 2 << 30
@@ -141,8 +142,7 @@ def build_placed(ds, dedupe: bool = True, device_limit: int | None = None, quiet
     # validated in batches (the backend) wherever each validation streams the edges: regenerated, or stored
     # and too large for a device copy beside the CSR
     streamed = (ds.storage == "virtual" and ds.spec.kind == "kronecker") or not edges_fit(ds, free)
-    batch, piece, passes = _fit_host(ds, item, free, device_limit, VALIDATE_BATCH if streamed else 1)
-    ds.memo["validate_batch"] = batch
+    _, piece, passes = _fit_host(ds, item, free, device_limit, VALIDATE_BATCH if streamed else 1)
     budget_name = "--device-memory-limit" if device_limit is not None else "the free device memory"
     g = build_csr_placed(device_chunks(ds, step=min(PLACED_STEP, max(int(ds.n_edges), 1))), ds.n_vertices,
                          piece // item, pass_budget if pass_budget is not None else passes, dedupe=dedupe,

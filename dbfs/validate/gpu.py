@@ -43,14 +43,19 @@ vector ops, no Python loop over vertices/edges:
   end, so the cycle set is the scatter ``on[anc[v]] = True`` over those v.
 - ``parent-unreached`` counts reached v whose parent is unreached (the CPU
   walk's last vertex before an unreached one).
-- edges: on CuPy one fused kernel per chunk counts the four edge quantities
-  and sets the tree-edge flags; only a chunk with a failure is redone with
-  the array ops below, which also collect its examples (so examples and
-  counts are those of the array path). On NumPy, and for that redo: per
-  chunk, masks give edge-range, edge-span, level-diff and nedge;
-  tree edges are a scatter of True flags, ``found[v] = True`` where
-  ``parent[v] == u`` (and symmetrically), race-free on a GPU; every vertex
-  of level > 0 must be found.
+- edges, a batch of K searches at once: a (level, parent) table with the K
+  searches of a vertex side by side (one row of 2K ids), so a tuple costs
+  two random row reads for the whole batch, not four reads per search. On
+  CuPy one fused kernel per chunk counts the four edge quantities of every
+  search and sets the tree-edge flags; only a search whose counts show a
+  failure is redone on that chunk with the array ops below, which also
+  collect its examples (so examples and counts are those of the array
+  path). On NumPy, and for that redo: per chunk, masks give edge-range,
+  edge-span, level-diff and nedge; tree edges are a scatter of True flags,
+  ``found[v] = True`` where ``parent[v] == u`` (and symmetrically),
+  race-free on a GPU; every vertex of level > 0 must be found.
+  (A random read costs its 32-byte sector whatever it uses of it: the
+  table turns 4K scattered reads a tuple into two rows of 2K ids.)
 """
 from __future__ import annotations
 
@@ -58,10 +63,27 @@ import numpy as np
 
 from dbfs.validate.cpu import _EDGE_RULES, MAX_EXAMPLES, RULES, Failure, ValidationResult
 
-__all__ = ["validate_gpu", "validate_many_gpu", "DEVICE_EDGE_ROWS"]
+__all__ = ["validate_gpu", "validate_many_gpu", "batch_size", "DEVICE_EDGE_ROWS", "VALIDATE_MOST"]
 
 #: input edge rows one device pass of the validation reads at a time (validate.gpus too)
 DEVICE_EDGE_ROWS = 1 << 26
+#: most searches one batch validates over one read of the edges (their parents wait on the device till then)
+VALIDATE_MOST = 16
+#: device bytes per vertex as (a, b) for a * id width + b: the validation's own arrays (pointer jumping:
+#: reached, ids, ancestors, distances, their temporaries; the edge checks), then each search of a batch (its
+#: parents as handed in, its (level, parent) row in the batch table, its found flag). The first is measured
+#: (docs/DISTRIBUTED.md: a validation's peak with 1 and with 2 searches per batch).
+_MODEL = ((5, 2), (3, 1))
+#: device bytes kept free besides the model: the edge chunks and the kernels' counters
+_MARGIN = 4 << 30
+
+
+def batch_size(free: int, n: int, most: int = VALIDATE_MOST) -> int:
+    """Searches one batch validates when ``free`` device bytes are left for it on a graph of ``n`` vertices:
+    at most ``most``, at least 1 (:data:`_MODEL`: K * each + the pointer jumping, per vertex)."""
+    vb = np.dtype(_width(n)).itemsize
+    jump, each = (a * vb + b for a, b in _MODEL)
+    return int(max(1, min(int(most), (int(free) - _MARGIN - jump * n) // max(1, each * n))))
 
 def _is_cupy(a) -> bool:
     return type(a).__module__.startswith("cupy")
@@ -145,87 +167,137 @@ def _examples(xp, u, v, mask, have):
     return np.concatenate([have, pairs])[:MAX_EXAMPLES]
 
 
-_EDGE_KERNEL = r"""
-extern "C" __global__ void dbfs_validate_edges(const ET* e, long long k, long long n, const VT* lev,
-                                               const VT* parent, bool* found, unsigned long long* cnt) {
-    unsigned long long c_bad = 0, c_span = 0, c_diff = 0, c_nedge = 0;
+_BATCH_KERNEL = r"""
+extern "C" __global__ void dbfs_validate_batch(const ET* __restrict__ e, long long m, long long n, long long w,
+                                               const VT* __restrict__ lp, bool* found,
+                                               unsigned long long* cnt) {
+    // lp: n rows of w (level, parent) pairs, the first K used; found: K rows of n flags;
+    // cnt: K rows of (bad, span, diff, nedge)
+    unsigned int bad = 0, span[K], diff[K], ne[K];
+#pragma unroll
+    for (int s = 0; s < K; ++s) { span[s] = 0; diff[s] = 0; ne[s] = 0; }
     long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < k; i += stride) {
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
         long long u = (long long)e[2 * i], v = (long long)e[2 * i + 1];
-        if (u < 0 || v < 0 || u >= n || v >= n) { c_bad++; continue; }
-        long long lu = lev[u], lv = lev[v];
-        if (lu == -2 || lv == -2) continue;
-        bool ru = lu >= 0, rv = lv >= 0;
-        if (ru != rv) { c_span++; continue; }
-        if (!ru) continue;
-        long long d = lu - lv;
-        if (d > 1 || d < -1) c_diff++;
-        if (u != v) {
-            c_nedge++;
-            if (parent[v] == u) found[v] = true;
-            if (parent[u] == v) found[u] = true;
+        if (u < 0 || v < 0 || u >= n || v >= n) { bad++; continue; }
+        const VT* ru = lp + 2 * w * u;
+        const VT* rv = lp + 2 * w * v;
+#pragma unroll
+        for (int s = 0; s < K; ++s) {
+            long long lu = ru[2 * s], lv = rv[2 * s];
+            if (lu == -2 || lv == -2) continue;
+            bool a = lu >= 0, b = lv >= 0;
+            if (a != b) { span[s]++; continue; }
+            if (!a) continue;
+            long long d = lu - lv;
+            if (d > 1 || d < -1) diff[s]++;
+            if (u != v) {
+                ne[s]++;
+                if ((long long)rv[2 * s + 1] == u) found[s * n + v] = true;
+                if ((long long)ru[2 * s + 1] == v) found[s * n + u] = true;
+            }
         }
     }
-    for (int off = 16; off > 0; off >>= 1) {
-        c_bad += __shfl_down_sync(0xffffffffu, c_bad, off);
-        c_span += __shfl_down_sync(0xffffffffu, c_span, off);
-        c_diff += __shfl_down_sync(0xffffffffu, c_diff, off);
-        c_nedge += __shfl_down_sync(0xffffffffu, c_nedge, off);
-    }
-    if ((threadIdx.x & 31) == 0) {
-        atomicAdd(&cnt[0], c_bad); atomicAdd(&cnt[1], c_span);
-        atomicAdd(&cnt[2], c_diff); atomicAdd(&cnt[3], c_nedge);
+    unsigned long long b64 = bad;
+    for (int off = 16; off > 0; off >>= 1) b64 += __shfl_down_sync(0xffffffffu, b64, off);
+    if ((threadIdx.x & 31) == 0 && b64)
+        for (int s = 0; s < K; ++s) atomicAdd(&cnt[4 * s], b64);
+#pragma unroll
+    for (int s = 0; s < K; ++s) {
+        unsigned long long c1 = span[s], c2 = diff[s], c3 = ne[s];
+        for (int off = 16; off > 0; off >>= 1) {
+            c1 += __shfl_down_sync(0xffffffffu, c1, off);
+            c2 += __shfl_down_sync(0xffffffffu, c2, off);
+            c3 += __shfl_down_sync(0xffffffffu, c3, off);
+        }
+        if ((threadIdx.x & 31) == 0) {
+            if (c1) atomicAdd(&cnt[4 * s + 1], c1);
+            if (c2) atomicAdd(&cnt[4 * s + 2], c2);
+            if (c3) atomicAdd(&cnt[4 * s + 3], c3);
+        }
     }
 }
 """
 _KERNELS: dict = {}
+_EDGE_TYPES = {np.dtype(np.uint32): "unsigned int", np.dtype(np.int64): "long long", np.dtype(np.int32): "int",
+               np.dtype(np.uint64): "unsigned long long"}
 
 
-def _fused_counts(chunk, parent, lev, n, found):
-    """(bad, span, diff, nedge) of a CuPy (k, 2) chunk in one kernel launch,
-    setting ``found`` as the array path does (one pass, no temporaries)."""
+def _batch_counts(chunk, batch) -> list | None:
+    """(bad, span, diff, nedge) of every search of ``batch`` over a CuPy (k, 2) chunk in one kernel launch,
+    setting the tree-edge flags as the array path does (one pass, no temporaries); None for an edge type
+    the kernel does not take."""
     import cupy as cp  # deferred: cupy
 
-    et = {np.dtype(np.uint32): "unsigned int", np.dtype(np.int64): "long long",
-          np.dtype(np.int32): "int", np.dtype(np.uint64): "unsigned long long"}.get(np.dtype(chunk.dtype))
+    et = _EDGE_TYPES.get(np.dtype(chunk.dtype))
     if et is None:
         return None
-    vt = "int" if lev.dtype == cp.int32 else "long long"
-    fn = _KERNELS.get((et, vt))
+    vt = "int" if batch.table.dtype == cp.int32 else "long long"
+    K = batch.k
+    fn = _KERNELS.get((et, vt, K))
     if fn is None:
-        fn = _KERNELS[(et, vt)] = cp.RawKernel(_EDGE_KERNEL.replace("ET", et).replace("VT", vt),
-                                               "dbfs_validate_edges")
+        src = f"typedef {et} ET;\ntypedef {vt} VT;\n#define K {K}\n" + _BATCH_KERNEL
+        fn = _KERNELS[(et, vt, K)] = cp.RawKernel(src, "dbfs_validate_batch")
     chunk = cp.ascontiguousarray(chunk)
     k = int(chunk.shape[0])
-    cnt = cp.zeros(4, cp.uint64)
+    cnt = cp.zeros(4 * K, cp.uint64)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
     fn((max(1, min(-(-k // 256), 32 * sms)),), (256,),
-       (chunk, np.int64(k), np.int64(n), lev, parent, found, cnt))
+       (chunk, np.int64(k), np.int64(batch.n), np.int64(batch.w), batch.table, batch.found, cnt))
     return [int(x) for x in cnt.get()]
 
 
-class _EdgeCheck:
-    """The edge rules of one search, accumulated chunk by chunk (``found``, counts, examples, nedge)."""
+class _Batch:
+    """The edge rules of up to ``K`` searches over one read of the edges.
 
-    def __init__(self, xp, parent, lev, n):
-        self.parent, self.lev, self.n = parent, lev, n
-        self.found = xp.zeros(n, dtype=bool)
-        self.totals = [0, 0, 0]
-        self.examples = [np.empty(0, np.int64) for _ in range(3)]
-        self.nedge = 0
+    ``table`` is (n, K, 2) of the id width: a vertex's (level, parent) for every search of the batch side by
+    side, so an edge costs two random row reads for the whole batch (not four reads a search); ``found`` is
+    (K, n) tree-edge flags; per search the counts, examples and nedge."""
 
-    def chunk(self, xp, chunk):
-        parent, lev, n = self.parent, self.lev, self.n
-        if xp is not np:   # fast path: counts only; a chunk with a failure is redone below for its examples
-            c = _fused_counts(chunk, parent, lev, n, self.found)
-            if c is not None and c[0] == c[1] == c[2] == 0:
-                self.nedge += c[3]
-                return
-        u = chunk[:, 0].astype(np.int64)
-        v = chunk[:, 1].astype(np.int64)
-        bad = (u < 0) | (v < 0) | (u >= n) | (v >= n)
-        uu = xp.where(bad, 0, u)
-        vv = xp.where(bad, 0, v)
+    def __init__(self, xp, n: int, K: int, dtype):
+        self.xp, self.n, self.w, self.k = xp, int(n), max(1, int(K)), 0
+        self.table = xp.empty((self.n, self.w, 2), dtype)
+        self.found = xp.zeros((self.w, self.n), dtype=bool)
+        self.totals, self.examples, self.nedge = [], [], []
+
+    def add(self, parent, lev) -> int:
+        """Fold a search's parents and levels in; returns its slot (the caller may drop both arrays)."""
+        s, self.k = self.k, self.k + 1
+        self.table[:, s, 0] = lev
+        self.table[:, s, 1] = parent
+        self.totals.append([0, 0, 0])
+        self.examples.append([np.empty(0, np.int64) for _ in range(3)])
+        self.nedge.append(0)
+        return s
+
+    def lev(self, s: int):
+        return self.table[:, s, 0]
+
+    def parent(self, s: int):
+        return self.table[:, s, 1]
+
+    def chunk(self, chunk):
+        """Every search's edge rules over one chunk: the fused kernel on CuPy, the array ops on NumPy and for a
+        search whose counts show a failure (redone for its examples, so they are the array path's)."""
+        redo = range(self.k)
+        if self.xp is not np and self.k:
+            c = _batch_counts(chunk, self)
+            if c is not None:
+                redo = [s for s in range(self.k) if c[4 * s] or c[4 * s + 1] or c[4 * s + 2]]
+                for s in range(self.k):
+                    if s not in redo:
+                        self.nedge[s] += c[4 * s + 3]
+        if redo:
+            xp, n = self.xp, self.n
+            u = chunk[:, 0].astype(np.int64)
+            v = chunk[:, 1].astype(np.int64)
+            bad = (u < 0) | (v < 0) | (u >= n) | (v >= n)
+            uu, vv = xp.where(bad, 0, u), xp.where(bad, 0, v)
+            for s in redo:
+                self._arrays(s, u, v, uu, vv, bad)
+
+    def _arrays(self, s, u, v, uu, vv, bad):
+        xp, lev, parent, found = self.xp, self.lev(s), self.parent(s), self.found[s]
         lu = lev[uu]
         lv = lev[vv]
         ok = ~bad & (lu != -2) & (lv != -2)
@@ -233,22 +305,33 @@ class _EdgeCheck:
         span = ok & ((lu >= 0) != (lv >= 0))
         diff = both & (xp.abs(lu - lv) > 1)
         tree = both & (uu != vv)
-        self.nedge += int(tree.sum())
-        self.found[vv[tree & (parent[vv] == uu)]] = True
-        self.found[uu[tree & (parent[uu] == vv)]] = True
+        self.nedge[s] += int(tree.sum())
+        found[vv[tree & (parent[vv] == uu)]] = True
+        found[uu[tree & (parent[uu] == vv)]] = True
         for kind, mask in enumerate((bad, span, diff)):
             c = int(mask.sum())
             if c:
-                self.totals[kind] += c
-                self.examples[kind] = _examples(xp, u, v, mask, self.examples[kind])
+                self.totals[s][kind] += c
+                self.examples[s][kind] = _examples(xp, u, v, mask, self.examples[s][kind])
 
-    def failures(self):
-        return [_fail(rule, f"{self.totals[kind]} " + text.format(n=self.n), self.examples[kind], self.totals[kind])
-                for kind, (rule, text) in enumerate(_EDGE_RULES) if self.totals[kind]]
+    def failures(self, s: int) -> list:
+        tot, ex = self.totals[s], self.examples[s]
+        return [_fail(rule, f"{tot[kind]} " + text.format(n=self.n), ex[kind], tot[kind])
+                for kind, (rule, text) in enumerate(_EDGE_RULES) if tot[kind]]
 
 
-def _sweep(xp, edges, checks, chunk_edges):
-    """Read the edge list once, chunk by chunk, and feed every chunk to every check."""
+def _fold(xp, batch, root, parent, n):
+    """One search into ``batch``: its stopping Failure (length, range, root), or ``(slot, chain failures)``."""
+    f = parent if isinstance(parent, Failure) else _check_prefix(xp, parent, int(root), n)
+    if f:
+        return f
+    parent = parent.astype(_width(n), copy=False)
+    lev, chain = _levels(xp, parent, int(root), n)
+    return batch.add(parent, lev), chain
+
+
+def _sweep(xp, edges, batch, chunk_edges):
+    """Read the edge list once, chunk by chunk, and feed every chunk to the batch's checks."""
     m = int(edges.shape[0])
     step = max(1, int(chunk_edges))
     for s in range(0, m, step):
@@ -260,8 +343,7 @@ def _sweep(xp, edges, checks, chunk_edges):
         chunk = xp.asarray(chunk)
         if chunk.ndim != 2 or chunk.shape[1] != 2:
             raise ValueError(f"edges must have shape (M, 2); got a chunk of shape {chunk.shape}")
-        for c in checks:
-            c.chunk(xp, chunk)
+        batch.chunk(chunk)
         del chunk
 
 
@@ -317,46 +399,40 @@ def validate_many_gpu(edges, searches, n_vertices=None, xp=None, chunk_edges=DEV
     """:func:`validate_gpu` of several searches over ONE read of the edge list.
 
     ``searches`` is a list of ``(root, parent)``; each search's levels are
-    computed first (its vertex rules), then every edge chunk is read once and
-    checked against every search: what a regenerated (virtual) edge list
-    costs once per batch instead of once per search. Memory: a level array
-    (the id width) and a ``found`` flag per vertex per search. Returns one
-    :class:`ValidationResult` per search, in order.
+    computed first (its vertex rules), then every edge chunk is read once and checked
+    against every search (:class:`_Batch`): what a regenerated (virtual) edge
+    list costs once per batch instead of once per search. ``n_vertices``
+    None: the first parent's length. Memory: the batch's (level, parent)
+    table (two id widths) and a ``found`` flag per vertex per search. Returns
+    one :class:`ValidationResult` per search, in order.
     """
     if not searches:
         return []
     xp = _pick_xp(xp, searches[0][1], edges)
-    out, checks = [], []
+    n = int(n_vertices) if n_vertices is not None else int(np.shape(searches[0][1])[0])
+    batch = _Batch(xp, n, len(searches), _width(n))
+    out = []
     for root, parent in searches:
         if _is_cupy(parent) and xp is np:
             parent = parent.get()
-        parent = xp.asarray(parent)
-        n = int(n_vertices) if n_vertices is not None else int(parent.shape[0])
-        root = int(root)
-        f = _check_prefix(xp, parent, root, n)      # in the given width: a value past int32 is a range failure
-        if f:
-            out.append(ValidationResult(False, 0, [f]))
-            continue
-        parent = parent.astype(_width(n), copy=False)
-        lev, failures = _levels(xp, parent, root, n)
-        c = _EdgeCheck(xp, parent, lev, n)
-        checks.append(c)
-        out.append((c, failures))
-    _sweep(xp, edges, checks, chunk_edges)
+        # in the given width: a value past int32 is a range failure
+        out.append(_fold(xp, batch, root, xp.asarray(parent), n))
+    if batch.k:
+        _sweep(xp, edges, batch, chunk_edges)
     results = []
     for item in out:
-        if isinstance(item, ValidationResult):
-            results.append(item)
+        if isinstance(item, Failure):
+            results.append(ValidationResult(False, 0, [item]))
             continue
-        c, failures = item
-        failures += c.failures()
-        missing = (c.lev > 0) & ~c.found
+        s, failures = item
+        failures += batch.failures(s)
+        missing = (batch.lev(s) > 0) & ~batch.found[s]
         cnt = int(missing.sum())
         if cnt:
             failures.append(_fail("tree-edge",
                                   f"{cnt} reached vertex(es) have a parent that is not an input neighbour",
                                   _first(xp, missing), cnt))
         failures.sort(key=lambda x: RULES.index(x.rule))
-        results.append(ValidationResult(not failures, int(c.nedge), failures, _host(c.lev) if levels else None))
-        c.found = c.lev = c.parent = None
+        results.append(ValidationResult(not failures, int(batch.nedge[s]), failures,
+                                        _host(batch.lev(s)) if levels else None))
     return results

@@ -20,14 +20,17 @@ slices it does not hold), applies the vertex rules and the levels by pointer
 jumping (:mod:`dbfs.validate.gpu`: ``_check_prefix``, ``_levels``; every
 worker computes them, worker 0 reports the chain rules), then reads input
 rows ``[g M / G, (g + 1) M / G)`` once, in chunks, against every search of
-the batch (``_EdgeCheck``: the fused edge kernel). A Kronecker dataset's
+the batch (``_Batch``: the (level, parent) table and the fused edge kernel). A Kronecker dataset's
 rows are regenerated on the device (:func:`dbfs.store.virtual.device_rows`,
 the generator being a pure function of the row range: the same bytes as the
 stored list, whose checksum was checked when it was written), any other
 kind's are read from zarr (crc32c-checked) and uploaded. One last task on
 worker 0 ORs the workers' tree-edge bitmaps (packed bits of ``found``) and
 checks that every vertex above level 0 has its parent edge among the input
-edges (rule ``tree-edge``).
+edges (rule ``tree-edge``). Over a mesh's NCCL communicator
+(:mod:`dbfs.bfs.dask.search.validate_nccl`) the flags are OR-ed on the
+devices instead (``check_share``'s ``join``: one allreduce(max) of the
+batch's flag bytes) and worker 0 sends only the rule's count and examples.
 
 Encoding: bitmaps are ``numpy.packbits`` of a bool per vertex (big-endian
 bit order, ``ceil(N / 8)`` bytes). Edge-rule examples are concatenated in
@@ -47,9 +50,10 @@ import numpy as np
 from dbfs.partition import Partitioning
 from dbfs.store import open_edges
 from dbfs.store.datasets import open_dataset
+from dbfs.store.gpu import _free_device_bytes
 from dbfs.store.virtual import device_rows
 from dbfs.validate.cpu import _EDGE_RULES, MAX_EXAMPLES, RULES, Failure, ValidationResult, _fail
-from dbfs.validate.gpu import DEVICE_EDGE_ROWS, _check_prefix, _EdgeCheck, _levels, _sweep, _width
+from dbfs.validate.gpu import DEVICE_EDGE_ROWS, _Batch, _fold, _sweep, _width
 
 __all__ = ["validate_on_gpus", "edge_rows_on_device", "device_free", "check_share", "finish", "run_shares"]
 
@@ -107,53 +111,57 @@ def _share(dataset_path, g: int, G: int, device: bool, part: Partitioning, roots
     return check_share(cp, dataset_path, g, G, device, n, roots, joined)
 
 
-def check_share(cp, dataset_path, g: int, G: int, device: bool, n: int, roots, parent_of) -> list:
+def check_share(cp, dataset_path, g: int, G: int, device: bool, n: int, roots, parent_of, join=None) -> list:
     """The share of GPU worker ``g`` of ``G`` (module docstring) given ``parent_of(k)``: search ``k``'s whole
     parent array on this worker (any integer width, original ids) or the Failure that stops it (``length``).
     ``parent_of`` is called once for every search, in order, whatever the earlier ones gave (so it may hold
-    a collective every worker must join). Returns one dict per search."""
-    out, checks = [], []
+    a collective every worker must join). ``join(flags)``, where given, ORs the batch's (K, n) tree-edge
+    flags over every worker in place (a collective: called on every worker, even one whose read of the
+    edges failed, which raises after it); worker 0 then counts the tree-edge rule itself and no bitmap
+    leaves a worker. Returns one dict per search."""
+    batch = _Batch(cp, n, len(roots), _width(n))
+    out = []
     for k, root in enumerate(roots):
-        parent = parent_of(k)
-        f = parent if isinstance(parent, Failure) else _check_prefix(cp, parent, int(root), n)
-        if f:
-            out.append({"stop": f})
-            continue
-        parent = parent.astype(_width(n), copy=False)
-        lev, chain = _levels(cp, parent, int(root), n)
-        c = _EdgeCheck(cp, parent, lev, n)
-        checks.append(c)
-        out.append({"check": c, "chain": chain if g == 0 else []})
-    read, m = edge_rows_on_device(dataset_path, device)
-    a, b = g * m // G, (g + 1) * m // G
-    if checks and b > a:
-        _sweep(cp, _Window(read, a, b), checks, DEVICE_EDGE_ROWS)
+        got = _fold(cp, batch, root, parent_of(k), n)
+        out.append({"stop": got} if isinstance(got, Failure) else {"slot": got[0], "chain": got[1] if g == 0 else []})
+    failed = None
+    try:
+        read, m = edge_rows_on_device(dataset_path, device)
+        a, b = g * m // G, (g + 1) * m // G
+        if batch.k and b > a:
+            _sweep(cp, _Window(read, a, b), batch, DEVICE_EDGE_ROWS)
+    except Exception as e:      # re-raised once this worker has joined its peers' collective
+        if join is None:
+            raise
+        failed = e
+    if join is not None and batch.k:
+        join(batch.found[:batch.k])
+    if failed is not None:
+        raise failed
     res = []
     for o in out:
         if "stop" in o:
             res.append(o)
             continue
-        c = o.pop("check")
-        res.append({**o, "totals": list(c.totals), "examples": list(c.examples), "nedge": int(c.nedge),
-                    "found": _host(cp.packbits(c.found)), "above0": _host(cp.packbits(c.lev > 0)) if g == 0 else None})
-        c.found = c.lev = c.parent = None
-    del checks, out
+        s = o.pop("slot")
+        r = {**o, "totals": list(batch.totals[s]), "examples": list(batch.examples[s]),
+             "nedge": int(batch.nedge[s]), "found": None, "above0": None, "missing": None}
+        if join is None:
+            r["found"] = _host(cp.packbits(batch.found[s]))
+            r["above0"] = _host(cp.packbits(batch.lev(s) > 0)) if g == 0 else None
+        elif g == 0:            # every worker's flags are joined: the rule is counted here
+            miss = (batch.lev(s) > 0) & ~batch.found[s]
+            r["missing"] = (int(miss.sum()), _host(cp.flatnonzero(miss)[:MAX_EXAMPLES]).astype(np.int64))
+        res.append(r)
+    del batch, out
     if device:
         cp.get_default_memory_pool().free_all_blocks()     # the device memory goes back to the searches
     return res
 
 
-def _device_free() -> int:
-    """(on a GPU worker) free device bytes, counting CuPy's cached free blocks."""
-    import cupy as cp  # deferred: cupy
-
-    pool = cp.get_default_memory_pool()
-    return int(cp.cuda.runtime.memGetInfo()[0]) + int(pool.total_bytes() - pool.used_bytes())
-
-
 def device_free(client, gpu_workers) -> int:
     """The least free device memory among ``gpu_workers`` (bytes), what a batch of validations must fit."""
-    got = client.run(_device_free, workers=list(gpu_workers))
+    got = client.run(_free_device_bytes, workers=list(gpu_workers))
     return min(int(v) for v in got.values())
 
 
@@ -182,14 +190,17 @@ def finish(n: int, roots, *shares):
             if cnt:
                 ex = np.concatenate([p["examples"][kind] for p in parts])
                 failures.append(_fail(rule, f"{cnt} " + text.format(n=n), ex, cnt))
-        found = parts[0]["found"].copy()
-        for p in parts[1:]:
-            np.bitwise_or(found, p["found"], out=found)
-        missing = np.bitwise_and(parts[0]["above0"], np.bitwise_not(found))
-        cnt = int(np.bitwise_count(missing).sum())
+        if parts[0].get("missing") is not None:     # the flags were joined on the devices
+            cnt, first = parts[0]["missing"]
+        else:
+            found = parts[0]["found"].copy()
+            for p in parts[1:]:
+                np.bitwise_or(found, p["found"], out=found)
+            missing = np.bitwise_and(parts[0]["above0"], np.bitwise_not(found))
+            cnt, first = int(np.bitwise_count(missing).sum()), _first_bits(missing, n)
         if cnt:
             failures.append(_fail("tree-edge", f"{cnt} reached vertex(es) have a parent that is not an input "
-                                               f"neighbour", _first_bits(missing, n), cnt))
+                                               f"neighbour", first, cnt))
         failures.sort(key=lambda x: RULES.index(x.rule))
         results.append(ValidationResult(not failures, int(sum(p["nedge"] for p in parts)), failures, None))
     return results

@@ -61,41 +61,19 @@ from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _open_mesh, ensure_plugin
 from dbfs.bfs.dask.mesh.plugin import NAME
 from dbfs.bfs.dask.mesh.waits import WorkerLost, gather_watched
 from dbfs.errors import DbfsError
-from dbfs.graph import id_dtype
 from dbfs.kernel1.build_placed import build_placed
 from dbfs.partition import Partitioning
 from dbfs.store import generate, open_dataset
 from dbfs.store.gpu import search_edges
 from dbfs.units import human
-from dbfs.validate.gpu import validate_many_gpu
+from dbfs.validate.gpu import batch_size, validate_many_gpu
 
 __all__ = ["generate_on_worker", "forget", "build_on_worker", "adopt", "new_root", "eligible", "validate", "nedge",
-           "host_parents", "peaks", "validate_batch", "BUILD_TIMEOUT"]
+           "host_parents", "peaks", "BUILD_TIMEOUT"]
 
 #: seconds the Kernel 1 task may take: a generous bound over the longest build measured (docs/DISTRIBUTED.md)
 BUILD_TIMEOUT = 3600.0
 _PIN = {"allow_other_workers": False, "pure": False}
-
-
-#: device bytes per vertex as (a, b) for a * id width + b: the validation's own arrays (pointer jumping:
-#: reached, ids, ancestors, distances, their temporaries; the edge checks) and each search validated in a
-#: batch (its parents, levels and found flags). The first is measured (docs/DISTRIBUTED.md: a validation's
-#: peak with 1 and with 2 searches per batch): ~22 B per vertex of its own at a 4 B id width
-#: (dbfs.kernel1.build_placed.SEARCH_PER_VERTEX's ~34 N is the looser bound Kernel 1 plans with). A search's own
-#: arrays (parent, two queues, bitmaps: 3 * id width + 1) beside the K held parents always take less. And
-#: a margin for the edge chunks.
-_VALIDATE_MODEL = ((5, 2), (2, 1))
-_MARGIN = 4 << 30
-
-
-def validate_batch(free: int, n: int, most: int) -> int:
-    """Searches validated per read of the edges when ``free`` device bytes are left after the load of a graph of
-    ``n`` vertices: at most ``most``, at least 1. A validation holds the batch's parents, levels and flags beside
-    one pointer jumping (:data:`_VALIDATE_MODEL`: K * each + jump per vertex); the search's arrays are gone
-    by then, and a search's own peak (its arrays beside the K held parents) is always the smaller one."""
-    vb = np.dtype(id_dtype(n)).itemsize
-    jump, each = (a * vb + b for a, b in _VALIDATE_MODEL)
-    return int(max(1, min(int(most), (int(free) - _MARGIN - jump * n) // max(1, each * n))))
 
 
 class _BuiltPart(_GpuPart):
@@ -126,16 +104,16 @@ class _BuiltPart(_GpuPart):
         self.held_bytes = 0                   # most device bytes in use as a validation starts (CuPy's pool)
         self.before = []                      # (driver, pool) bytes in use as each validation starts
         self._finish()
-        self.validate_batch = self._batch(int(ds.memo.get("validate_batch", 1)))
+        self.validate_batch = self._batch()
         self.load_time = 0.0
         self.prepare_time = time.perf_counter() - t0
 
-    def _batch(self, most: int) -> int:
-        """:func:`validate_batch` for the device memory left after the load."""
+    def _batch(self) -> int:
+        """:func:`dbfs.validate.gpu.batch_size` for the device memory left after the load."""
         import cupy as cp  # deferred: cupy
 
         cp.get_default_memory_pool().free_all_blocks()
-        return validate_batch(int(cp.cuda.runtime.memGetInfo()[0]), self.n, most)
+        return batch_size(int(cp.cuda.runtime.memGetInfo()[0]), self.n)
 
     def new_id(self, root: int) -> int:
         iperm = self.graph.iperm

@@ -87,7 +87,7 @@ class _Comm:
         self.cp, self.nccl = cp, nccl
         self.widx, self.W = int(widx), int(W)
         self.comm = nccl.NcclCommunicator(self.W, uid, self.widx)
-        self.types = {np.dtype(np.uint32): nccl.NCCL_UINT32, np.dtype(np.uint64): nccl.NCCL_UINT64,
+        self.types = {np.dtype(np.uint8): nccl.NCCL_UINT8, np.dtype(np.uint32): nccl.NCCL_UINT32, np.dtype(np.uint64): nccl.NCCL_UINT64,
                       np.dtype(np.int32): nccl.NCCL_INT32, np.dtype(np.int64): nccl.NCCL_INT64}
         self.ops = {"sum": nccl.NCCL_SUM, "max": nccl.NCCL_MAX}
         self.lock = threading.Lock()

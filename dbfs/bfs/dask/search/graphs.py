@@ -38,7 +38,7 @@ partitions' workers (:func:`dbfs.bfs.dask.eligible_distributed`, no pass
 over the edges); validation on the cluster's GPU workers, each checking its
 share of the input edges for a batch of searches per pass (the batch sized
 by the least free device memory after the load, at most ``validate_most``:
-:func:`dbfs.bfs.dask.layout.built.validate_batch`), else as CPU Dask tasks over
+:func:`dbfs.validate.gpu.batch_size`), else as CPU Dask tasks over
 the stored edge chunks one search at a time; a lost worker's partitions are
 placed again and the step redone (:mod:`dbfs.bfs.dask.layout.recovery`).
 :class:`ResidentGraph` (the CSR in one GPU worker's memory): the same
@@ -67,6 +67,7 @@ from dbfs.bfs.dask.search.client import eligible_distributed, gather_parent, loa
     validate_many_distributed
 from dbfs.bfs.dask.layout.placement import gpu_workers
 from dbfs.errors import DbfsError
+from dbfs.validate.gpu import batch_size
 from dbfs.validate.gpus import device_free
 
 __all__ = ["Stored", "OnWorkers", "Resident", "PartitionedGraph", "DistributedPartitions", "ResidentGraph",
@@ -211,8 +212,7 @@ class DistributedPartitions(PartitionedGraph):
             self.gpus = gpu_workers(client)
             self.batched = bool(self.gpus)
             if self.gpus:           # every search validated on the GPU workers, a batch per pass
-                self.validate_batch = on_worker.validate_batch(device_free(client, self.gpus), dg.n_vertices,
-                                                               validate_most)
+                self.validate_batch = batch_size(device_free(client, self.gpus), dg.n_vertices, validate_most)
         except BaseException:
             dg.close()
             raise

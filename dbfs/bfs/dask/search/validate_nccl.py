@@ -18,10 +18,12 @@ failure on all of them, with no data collective); then, per search, one
 allgather of the slices (each padded to the widest rank) gives every device
 the whole parent array; the rest is :func:`dbfs.validate.gpus.check_share`
 (vertex rules, levels by pointer jumping, the edge rules over this worker's
-1/G of the input rows, regenerated on the device for a Kronecker dataset)
-and :func:`dbfs.validate.gpus.finish` on worker 0. Every collective comes
-before anything that reads the dataset, so a worker that fails there
-leaves no peer waiting in one. The searches run one at a time, so the
+1/G of the input rows, regenerated on the device for a Kronecker dataset),
+one allreduce(max) of the batch's tree-edge flag bytes (their OR: worker 0
+counts the ``tree-edge`` rule on its device, no bitmap leaves a worker),
+and :func:`dbfs.validate.gpus.finish` on worker 0. A worker whose read of
+the edges fails still joins that allreduce before it raises, so no peer is
+left waiting in a collective. The searches run one at a time, so the
 communicator is never used by a search and a validation at once; closing
 the mesh (a lost worker) aborts it, and the step is redone after the
 searches are rerun (:func:`dbfs.bfs.dask.search.client.validate_many_distributed`).
@@ -95,7 +97,12 @@ def _share_on_mesh(mesh_id: str, dataset_path: str, g: int, part: Partitioning, 
         p, parents[k] = parents[k], None
         return p
 
-    return check_share(cp, dataset_path, int(g), comm.W, True, part.n_vertices, roots, parent_of)
+    def join(flags):            # the tree-edge flags OR-ed over the mesh: a max of bytes
+        comm.allreduce(flags.view(cp.uint8), "max")
+        cp.cuda.get_current_stream().synchronize()
+        comm.check()
+
+    return check_share(cp, dataset_path, int(g), comm.W, True, part.n_vertices, roots, parent_of, join)
 
 
 def validate_on_mesh(dg, results: list, gather) -> list:
