@@ -405,10 +405,15 @@ def test_gpu_matches_cpu(cp, golden10, golden16, s16, case10):
 
 
 @pytest.mark.gpu
-def test_gpu_batch_table_matches_cpu(cp, case10, golden10):
+@pytest.mark.parametrize("sweeps", [64, 1])
+def test_gpu_batch_table_matches_cpu(cp, case10, golden10, sweeps, monkeypatch):
     """validate_many_gpu on the device: one batch table for good and corrupted searches mixed (the fused
     kernel's counts per search, a failing search's chunk redone for its examples), int64 and uint32 edges,
-    every result the CPU validator's, whatever the batch holds."""
+    levels by sweeps or (one sweep allowed) by pointer jumping, every result the CPU validator's, whatever
+    the batch holds."""
+    import dbfs.validate.gpu as vg
+
+    monkeypatch.setattr(vg, "SWEEPS_MOST", sweeps)
     edges, root, parent, lev = case10
     searches = [(root, parent)]
     for name, corrupt in CORRUPTIONS.items():

@@ -31,6 +31,11 @@ rules. ``xp=None`` picks CuPy when ``parent`` or ``edges`` is a CuPy array
 Method (Graph500 specification, section 8 "Validation"), all O(n) or O(M)
 vector ops, no Python loop over vertices/edges:
 
+- levels, on CuPy, by sweeps over the vertices where every reached chain
+  reaches the root (``lev[v] = lev[parent[v]] + 1`` once the parent's is
+  known, in place: about one sweep a BFS level); a sweep that settles
+  nothing (a broken chain) or a tree deeper than ``SWEEPS_MOST`` sweeps
+  goes to pointer jumping, which also names the failures.
 - levels by pointer jumping: ``anc`` = parent for reached non-root vertices,
   self for the root and unreached vertices (the chain ends); ``dist`` = 1 per
   step from a reached non-root vertex. Repeat ``dist += dist[anc]; anc =
@@ -67,6 +72,7 @@ __all__ = ["validate_gpu", "validate_many_gpu", "batch_size", "DEVICE_EDGE_ROWS"
 
 #: input edge rows one device pass of the validation reads at a time (validate.gpus too)
 DEVICE_EDGE_ROWS = 1 << 26
+_KERNELS: dict = {}             # the CUDA kernels compiled, by name and types
 #: most searches one batch validates over one read of the edges (their parents wait on the device till then)
 VALIDATE_MOST = 16
 #: device bytes per vertex as (a, b) for a * id width + b: the validation's own arrays (pointer jumping:
@@ -121,8 +127,65 @@ def _check_prefix(xp, parent, root, n):
     return None
 
 
+_SWEEP_KERNEL = r"""
+extern "C" __global__ void dbfs_levels_sweep(const VT* __restrict__ parent, VT* lev, long long n,
+                                             unsigned long long* cnt) {
+    // lev: -1 unreached, -3 reached with no level yet; cnt: (levels set, vertices still without one)
+    unsigned long long set = 0, left = 0;
+    long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long v = (long long)blockIdx.x * blockDim.x + threadIdx.x; v < n; v += stride) {
+        if (lev[v] != -3) continue;
+        VT lp = lev[parent[v]];
+        if (lp >= 0) { lev[v] = lp + 1; set++; } else left++;
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+        set += __shfl_down_sync(0xffffffffu, set, off);
+        left += __shfl_down_sync(0xffffffffu, left, off);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        if (set) atomicAdd(&cnt[0], set);
+        if (left) atomicAdd(&cnt[1], left);
+    }
+}
+"""
+#: sweeps :func:`_levels_by_sweeps` makes before it leaves a deep tree to pointer jumping
+SWEEPS_MOST = 64
+
+
+def _levels_by_sweeps(parent, root, n):
+    """(CuPy) the levels of a search whose every reached vertex's chain reaches the root, by sweeps over the
+    vertices (``lev[v] = lev[parent[v]] + 1`` where the parent's is known, in place, so a sweep can settle
+    several levels); None where a chain is broken or the tree is deeper than :data:`SWEEPS_MOST` sweeps
+    settle (pointer jumping then, which also names the failures)."""
+    import cupy as cp  # deferred: cupy
+
+    vt = "int" if parent.dtype == cp.int32 else "long long"
+    fn = _KERNELS.get(("sweep", vt))
+    if fn is None:
+        fn = _KERNELS[("sweep", vt)] = cp.RawKernel(f"typedef {vt} VT;\n" + _SWEEP_KERNEL, "dbfs_levels_sweep")
+    lev = cp.where(parent >= 0, parent.dtype.type(-3), parent.dtype.type(-1))
+    lev[root] = 0
+    cnt = cp.zeros(2, cp.uint64)
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    grid = (max(1, min(-(-n // 256), 32 * sms)),)
+    for _ in range(SWEEPS_MOST):
+        cnt.fill(0)
+        fn(grid, (256,), (parent, lev, np.int64(n), cnt))
+        got, left = (int(x) for x in cnt.get())
+        if not left:
+            return lev
+        if not got:
+            return None             # a broken chain: nothing more settles
+    return None
+
+
 def _levels(xp, parent, root, n):
-    """Pointer jumping. Returns (levels with -1/-2, chain failures)."""
+    """Levels by sweeps where every chain reaches the root (CuPy), else pointer jumping. Returns (levels with
+    -1/-2, chain failures)."""
+    if xp is not np:
+        lev = _levels_by_sweeps(parent, root, n)
+        if lev is not None:
+            return lev, []
     reached = parent >= 0
     ids = xp.arange(n, dtype=parent.dtype)
     anc = xp.where(reached, parent, ids)          # root and unreached point to themselves
@@ -218,7 +281,6 @@ extern "C" __global__ void dbfs_validate_batch(const ET* __restrict__ e, long lo
     }
 }
 """
-_KERNELS: dict = {}
 _EDGE_TYPES = {np.dtype(np.uint32): "unsigned int", np.dtype(np.int64): "long long", np.dtype(np.int32): "int",
                np.dtype(np.uint64): "unsigned long long"}
 
