@@ -209,16 +209,32 @@ class DeviceCSR:
 
 
 class _DeviceBlocks:
-    """A sink keeping each pass's block on the device; :meth:`csr` joins them (rows in order)."""
+    """A sink keeping each pass's block on the device; :meth:`csr` joins them (rows in order). Given the rows and
+    an upper bound on the entries (``rows``, ``entries``: the raw count before deduplication), each block is
+    copied into one array of that size as it comes and freed, so the join never holds the indices twice."""
 
-    def __init__(self):
+    def __init__(self, rows: int | None = None, entries: int | None = None, idt=None):
         self.ptrs, self.idxs = [], []
+        self.ptr = self.idx = None
+        if entries is not None:
+            self.ptr, self.idx = cp.zeros(int(rows) + 1, cp.int64), cp.empty(int(entries), idt)
+            self.row = self.at = 0
 
     def __call__(self, lo, hi, ptr, idx):
-        self.ptrs.append(ptr)
-        self.idxs.append(idx)
+        if self.idx is None:
+            self.ptrs.append(ptr)
+            self.idxs.append(idx)
+            return
+        k, r = int(idx.size), int(ptr.size) - 1
+        self.idx[self.at:self.at + k] = idx
+        self.ptr[self.row:self.row + r + 1] = ptr + self.at     # (the next block's first row start, the same)
+        self.at, self.row = self.at + k, self.row + r
 
     def csr(self, n, meta, idt) -> DeviceCSR:
+        if self.idx is not None:
+            if self.row != self.ptr.size - 1:
+                raise RuntimeError(f"Kernel 1 passes built {self.row} of {self.ptr.size - 1} rows")
+            return DeviceCSR(self.ptr, self.idx[:self.at], n, meta)
         if len(self.ptrs) == 1:
             return DeviceCSR(self.ptrs[0], self.idxs[0], n, meta)
         if not self.ptrs:

@@ -210,6 +210,9 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
     out = max(np.dtype(idt).itemsize * int(host_raw[rg.stop] - host_raw[rg.start]) + 8 * len(rg)
               for rg in map(part.vertex_range, range(part.P)))      # the rows built so far stay on the device
     plans = rank_passes(host_raw, part, budget, _ENTRY, fixed + out, budget_name, _ROW)
+    # this rank's rows, and its entries before deduplication: the joined CSR's room, filled pass by pass
+    sink = _DeviceBlocks(sum(hi - lo for lo, hi in plans[me]),
+                         sum(int(host_raw[hi] - host_raw[lo]) for lo, hi in plans[me]), idt)
     del host_raw
     passes = len(plans[0])
     host_own = cp.asnumpy(own_ptr)
@@ -221,7 +224,6 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
     del every, raw_ptr
     say(f"GPU Kernel 1 as one shuffle: rank {me} of {part.P}, {rows:,} edge rows read "
         f"({'kept on the device' if keep else 'read each pass'}), {passes} pass(es)", quiet)
-    sink = _DeviceBlocks()
     for i in range(passes):
         cp.get_default_memory_pool().free_all_blocks()
         ranges = [p[i] for p in plans]
