@@ -215,16 +215,17 @@ def test_kernel1_gpu_shuffle_refuses_a_wrong_checksum_on_every_gpu(nclient, nds,
     dg.close()
 
 
-def test_nccl_on_partitions_relabelled_within_themselves(nclient, nds):
-    """--relabel degree on GPU workers at P > 1: each partition numbered by degree within itself; roots,
-    parents and root eligibility in original ids, the same levels as the single GPU."""
+@pytest.mark.parametrize("P", [2, 4])
+def test_nccl_on_partitions_relabelled_within_themselves(nclient, nds, P):
+    """--relabel degree on GPU workers at P > 1 (one rank a worker, or two): each partition numbered by degree
+    within itself; roots, parents and root eligibility in original ids, the same levels as the single GPU."""
     import numpy as np
 
     import dbfs.bfs.dask as D
     from dbfs.bfs.dask.search.client import eligible_distributed
 
     ds, edges, roots, _ = nds
-    dg = D.build_distributed(nclient, ds.path, 2, relabel="degree")
+    dg = D.build_distributed(nclient, ds.path, P, relabel="degree")
     try:
         assert dg.frontier_sharing == "nccl" and dg.attrs["options"]["relabel"] == "degree"
         _searches(nclient, dg, nds, same_edges=False)
