@@ -73,10 +73,11 @@ def dbfs_run(scale: int, roots: int, datasets, json_path, flags: str = "", env: 
                             env={**os.environ, **(env or {})})
     for ln in proc.stderr:
         if not ln.startswith("dbfs: search "):
-            sys.stderr.write(ln)
+            sys.stderr.write(f"[{time.perf_counter() - t0:6.1f} s] {ln}")     # where the wall time goes
             sys.stderr.flush()
     proc.wait()
     wall = time.perf_counter() - t0
+    sys.stderr.write(f"[{wall:6.1f} s] exited {proc.returncode}\n")
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}")
     return json.loads(json_path.read_text()), wall
