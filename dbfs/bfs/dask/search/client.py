@@ -323,16 +323,16 @@ def _run_once(dg: DistributedGraph, root, algorithm, pol, stats):
     ranks_of = dg.ranks_of()
     pin = {"allow_other_workers": False, "pure": False}
     t0 = time.perf_counter()
-    futs = []
+    futs, sums = [], []
     for i, w in enumerate(dg.mesh_workers):
         parts = [dg.part_futures[rk] for rk in ranks_of[i]]
         futs.append(client.submit(_bsp_search, dg.mesh_id, i, ranks_of, parts, int(root), algorithm,
                                   pol, dg.nnz_total, workers=[w], **pin))
+        # submitted now, so each runs as its search ends, on its worker: the wait below is the only round
+        sums.append(client.submit(_search_summary, futs[-1], workers=[w], **pin))
     _wait_search(dg, futs, root)
     wall = time.perf_counter() - t0
-    summaries = gather_watched(client, [client.submit(_search_summary, f, workers=[w], **pin)
-                                        for f, w in zip(futs, dg.mesh_workers)],
-                               dg.mesh_workers, f"the search from root {root}", dg.timeout)
+    summaries = gather_watched(client, sums, dg.mesh_workers, f"the search from root {root}", dg.timeout)
     lost = [s["lost"] for s in summaries if "lost" in s]
     if lost:
         raise _PeerLost("; ".join(lost[:3]))
