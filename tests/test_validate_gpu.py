@@ -404,6 +404,31 @@ def test_gpu_matches_cpu(cp, golden10, golden16, s16, case10):
         assert_same(validate_gpu(d10, root, cp.asarray(bad)), validate(edges, root, bad))
 
 
+def test_cpu_batch_equals_one_at_a_time(case10, golden10):
+    """validate_many_cpu (one table a batch, one Numba pass a chunk): each search's result is the one-search
+    validator's, good and corrupted searches mixed, int64 and uint32 edges, any batch size and chunking."""
+    from dbfs.validate.batch_cpu import validate_many_cpu
+
+    edges, root, parent, lev = case10
+    searches = [(root, parent)]
+    for name, corrupt in CORRUPTIONS.items():
+        bad = parent.copy()
+        corrupt(edges, root, bad, lev)
+        searches.append((root, bad))
+    g10 = build_csr(golden10["edges"], n_vertices=N10)
+    good = [(r, bfs(g10, r, algorithm="do").parent) for r in golden10["roots"][:5]]
+    for e, group in ((edges, searches), (golden10["edges"], good)):
+        want = [validate(e, r, p, N10) for r, p in group]
+        for ev in (e, e.astype(np.uint32)):
+            for k, chunk in ((1, 1 << 22), (3, 2000), (len(group), 777)):
+                got = []
+                for i in range(0, len(group), k):
+                    got += validate_many_cpu(ev, group[i:i + k], N10, chunk_edges=chunk)
+                for g, w in zip(got, want):
+                    w.levels = None
+                    assert_same(g, w)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("sweeps", [64, 1])
 def test_gpu_batch_table_matches_cpu(cp, case10, golden10, sweeps, monkeypatch):

@@ -52,6 +52,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from dbfs.validate import RULES, validate
+from dbfs.validate.batch_cpu import validate_many_cpu
 
 MAX_N = 64
 #: chunk sizes for the validator's streaming edge pass (None: its default)
@@ -475,12 +476,25 @@ def assert_verdict(res, edges, root, parent, n):
     return want
 
 
+def assert_batch_same(edges, searches, n, c):
+    """The batched CPU validator gives each search of a batch exactly :func:`validate`'s result."""
+    e = np.asarray(edges, dtype=c.edge_dtype).reshape(-1, 2)
+    kw = {} if c.chunk_edges is None else {"chunk_edges": c.chunk_edges}
+    ss = [(r, np.asarray(p, dtype=c.parent_dtype)) for r, p in searches]
+    for (r, p), got in zip(ss, validate_many_cpu(e, ss, n_vertices=n, **kw)):
+        want = validate(e, r, p, n_vertices=n, **kw)
+        assert (got.ok, got.nedge) == (want.ok, want.nedge), (got.summary(), want.summary())
+        assert [(f.rule, f.count, f.message, f.vertices.tolist()) for f in got.failures] == \
+            [(f.rule, f.count, f.message, f.vertices.tolist()) for f in want.failures]
+
+
 def check_case(c):
     res = run_validator(c.edges, c.root, c.parent, c.n_vertices, c)
     assert assert_verdict(res, c.edges, c.root, c.parent, c.n), "the test's own BFS tree is invalid"
     n = c.n_vertices if c.n_vertices is not None else len(c.m_parent)
     res = run_validator(c.m_edges, c.m_root, c.m_parent, c.n_vertices, c)
     valid = assert_verdict(res, c.m_edges, c.m_root, c.m_parent, n)
+    assert_batch_same(c.m_edges, [(c.m_root, c.m_parent), (c.root, c.parent), (c.m_root, c.m_parent)], n, c)
     event("tree depth >= 4" if max(c.dist) >= 4 else "tree depth < 4")
     event("mutated tree " + ("still valid" if valid else "invalid"))
     for rule in res.rules_failed:

@@ -1,0 +1,206 @@
+"""Graph500 validation of several searches over one read of the edge list, on the CPU.
+
+Contract
+--------
+``validate_many_cpu(edges, searches, n_vertices=None, chunk_edges=2**22)
+-> [ValidationResult, ...]``: for each ``(root, parent)`` of ``searches``
+the same result as :func:`dbfs.validate.cpu.validate` on it (same ``ok``,
+``nedge``, failed rules in ``RULES`` order, counts, messages and examples),
+with ``levels`` None. ``batch_size_cpu(available, n)`` is how many searches
+one batch holds for ``available`` bytes of host memory. Independent of what
+it checks, as the one-search validator: nothing from :mod:`dbfs.bfs`, only
+the INPUT edges, read in row chunks (NumPy, zarr, anything sliceable).
+
+Method: each search's vertex rules (``length``, ``range``, ``root``) and its
+levels by one walk up the parent chains (:mod:`dbfs.validate.cpu`'s, with its
+``cycle`` and ``parent-unreached`` statuses); then a table with one row per
+vertex holding the (level, parent) of every search of the batch side by
+side, so an input tuple costs two random row reads (one cache line each at
+8 searches of 4-byte ids) for the whole batch instead of four scattered reads
+per search. One Numba pass per chunk counts, per search, the edge-range,
+edge-span, level-diff and nedge quantities and marks tree edges, over
+blocks of the chunk in parallel (per-block counters, summed after); a
+search whose counts show a failure in a chunk has that chunk re-scanned by
+the one-search example collector, so its examples are the first offending
+tuples in input order, as :func:`validate`'s.
+
+Encoding: the table is (n, K, 2) of int32 while ids fit (int64 past 2^31):
+``[v, s, 0]`` the level of v in search s (-1 unreached, -2 broken chain),
+``[v, s, 1]`` its parent; tree-edge marks are (K, n) uint8. Edge chunks
+stay in their stored dtype (no int64 copy of each chunk).
+
+Reference: Graph 500 Benchmark 1 specification 3.0.1, section 8
+"Validation"; the batch and the table follow :mod:`dbfs.validate.gpu`'s.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from dbfs.validate.cpu import (_EDGE_RULES, HOST_EDGE_ROWS, MAX_EXAMPLES, RULES, ValidationResult, _edge_examples,
+                               _fail, _levels_from_chains, check_chains, check_length, check_range, check_root,
+                               check_tree_edges)
+
+__all__ = ["validate_many_cpu", "batch_size_cpu", "CPU_VALIDATE_MOST"]
+
+#: most searches one CPU batch holds: 8 (level, parent) pairs of 4-byte ids fill one 64-byte cache line
+CPU_VALIDATE_MOST = 8
+#: host bytes per vertex as (a, b) for a * id width + b: the chain walk's own (levels, status, stack: int64,
+#: int8, int64), then each search of a batch (its int64 parents as held, its table row, its tree-edge mark)
+_MODEL = ((0, 17), (2, 9))
+
+
+def _width(n: int):
+    return np.int32 if n < 2**31 else np.int64
+
+
+def batch_size_cpu(available: int, n: int, most: int = CPU_VALIDATE_MOST) -> int:
+    """Searches one batch validates with ``available`` host bytes for it on a graph of ``n`` vertices: at
+    most ``most``, at least 1 (:data:`_MODEL`)."""
+    vb = np.dtype(_width(n)).itemsize
+    own, each = (a * vb + b for a, b in _MODEL)
+    return int(max(1, min(int(most), (int(available) - own * n) // max(1, each * n))))
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _batch_pass(chunk, table, k, found, counts):
+    """Per block t of the chunk, ``counts[t]`` = (edge-range, then per search s: nedge, edge-span,
+    level-diff); tree edges marked in ``found[s]``. ``k`` searches of the table are used. (Branches, not
+    flags added to counters: a real search's tests go the same way for most tuples, and the branches
+    measured faster.)"""
+    m = chunk.shape[0]
+    n = table.shape[0]
+    blocks = counts.shape[0]
+    step = (m + blocks - 1) // blocks
+    for t in prange(blocks):
+        c = np.zeros(1 + 3 * k, np.int64)        # this block's own (no cache line shared with another's)
+        for i in range(t * step, min(m, (t + 1) * step)):
+            u = np.int64(chunk[i, 0])
+            v = np.int64(chunk[i, 1])
+            if u < 0 or v < 0 or u >= n or v >= n:
+                c[0] += 1
+                continue
+            for s in range(k):
+                lu = table[u, s, 0]
+                lv = table[v, s, 0]
+                if lu == -2 or lv == -2:
+                    continue
+                if lu >= 0 and lv >= 0:
+                    d = lu - lv
+                    if d > 1 or d < -1:
+                        c[3 + 3 * s] += 1
+                    if u != v:
+                        c[1 + 3 * s] += 1
+                        if table[v, s, 1] == u:
+                            found[s, v] = 1
+                        if table[u, s, 1] == v:
+                            found[s, u] = 1
+                elif lu >= 0 or lv >= 0:
+                    c[2 + 3 * s] += 1
+        counts[t, :] = c
+
+
+def _aligned(shape, dtype, line: int = 64):
+    """An empty array whose first byte starts a ``line``-byte cache line (a table row of 8 searches is one
+    line, not two)."""
+    nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(nbytes + line, np.uint8)
+    at = (-raw.ctypes.data) % line
+    return raw[at:at + nbytes].view(dtype).reshape(shape)
+
+
+class _Searches:
+    """The batch's table, marks and per-search counts, examples and nedge (module docstring)."""
+
+    def __init__(self, n: int, K: int):
+        self.n, self.k = n, 0
+        self.table = _aligned((n, max(1, K), 2), _width(n))
+        self.found = np.zeros((max(1, K), n), np.uint8)
+        self.totals, self.examples, self.nex, self.nedge = [], [], [], []
+
+    def add(self, parent, lev) -> int:
+        s, self.k = self.k, self.k + 1
+        self.table[:, s, 0] = lev
+        self.table[:, s, 1] = parent
+        self.totals.append([0, 0, 0])
+        self.examples.append([np.empty(2 * MAX_EXAMPLES + 2, np.int64) for _ in range(3)])
+        self.nex.append([0, 0, 0])
+        self.nedge.append(0)
+        return s
+
+    def chunk(self, chunk) -> None:
+        counts = np.zeros((4 * numba.get_num_threads(), 1 + 3 * self.k), np.int64)
+        _batch_pass(chunk, self.table, self.k, self.found, counts)
+        c = counts.sum(axis=0)
+        for s in range(self.k):
+            self.nedge[s] += int(c[1 + 3 * s])
+            got = (int(c[0]), int(c[2 + 3 * s]), int(c[3 + 3 * s]))
+            if any(got):
+                lev = self.table[:, s, 0]
+                for kind, cnt in enumerate(got):
+                    if cnt:
+                        self.totals[s][kind] += cnt
+                        self.nex[s][kind] = _edge_examples(chunk, lev, kind, self.examples[s][kind],
+                                                           self.nex[s][kind])
+
+    def failures(self, s: int) -> list:
+        tot = self.totals[s]
+        return [_fail(rule, f"{tot[kind]} " + text.format(n=self.n), self.examples[s][kind][:self.nex[s][kind]],
+                      tot[kind]) for kind, (rule, text) in enumerate(_EDGE_RULES) if tot[kind]]
+
+
+def validate_many_cpu(edges, searches, n_vertices=None, chunk_edges=HOST_EDGE_ROWS) -> list:
+    """Validate several searches over one read of ``edges`` (module docstring).
+
+    Parameters
+    ----------
+    edges : array-like
+        int (M, 2) input tuples, sliceable by rows.
+    searches : list of (int, array-like)
+        ``(root, parent)`` per search, parents as :func:`dbfs.validate.validate` takes them.
+    n_vertices : int, optional
+        Defaults to the first parent's length.
+    chunk_edges : int
+        Input rows read per chunk.
+
+    Returns
+    -------
+    list of ValidationResult
+        One per search, in order, ``levels`` None.
+    """
+    if not searches:
+        return []
+    n = int(n_vertices) if n_vertices is not None else int(np.shape(searches[0][1])[0])
+    batch = _Searches(n, len(searches))
+    out = []
+    for root, parent in searches:
+        parent = np.ascontiguousarray(np.asarray(parent), dtype=np.int64)
+        root = int(root)
+        f = check_length(parent, n) or check_range(parent, n) or check_root(parent, root, n)
+        if f:
+            out.append(f)
+            continue
+        lev, status = _levels_from_chains(parent, root)
+        out.append((batch.add(parent, lev), root, check_chains(status)))
+        del lev, status
+    m = int(edges.shape[0])
+    step = max(1, int(chunk_edges))
+    for a in range(0, m if batch.k else 0, step):
+        chunk = np.ascontiguousarray(np.asarray(edges[a:min(a + step, m)]))
+        if chunk.ndim != 2 or chunk.shape[1] != 2:
+            raise ValueError(f"edges must have shape (M, 2); got a chunk of shape {chunk.shape}")
+        batch.chunk(chunk)
+    results = []
+    for item in out:
+        if not isinstance(item, tuple):
+            results.append(ValidationResult(False, 0, [item]))
+            continue
+        s, root, failures = item
+        failures = failures + batch.failures(s)
+        f = check_tree_edges(batch.table[:, s, 0], batch.found[s], root)
+        if f:
+            failures.append(f)
+        failures.sort(key=lambda x: RULES.index(x.rule))
+        results.append(ValidationResult(not failures, int(batch.nedge[s]), failures, None))
+    return results
