@@ -8,7 +8,9 @@ as Kernel 1 work); each search is timed around the kernel
 call with the garbage collector paused (Graph500 3.0.1 section 7: the clock
 stops once the parent array is written); validation runs afterwards,
 untimed, on the stored INPUT edge list (in memory when it fits a quarter of
-the free RAM, else streamed from zarr by chunks).
+the free RAM, else streamed from zarr by chunks), several searches over one
+read of it (:mod:`dbfs.validate.batch_cpu`; as many as a quarter of the
+available host memory holds, at most 8).
 
 ``--device-memory-limit BYTES`` (with ``--placement block|degree|degree-low``,
 the GPU backend's orders, :data:`dbfs.split.PLACEMENT_ORDER`) simulates the
@@ -34,11 +36,13 @@ from dbfs.backends import Backend, check_split_placement, warm
 from dbfs.bfs import algorithm_names, bfs, collector_paused
 from dbfs.bfs.cpu import SPLIT_ALGORITHMS, split_graph, warm_kernels
 from dbfs.errors import DbfsError
+from dbfs.preflight import host_available
 from dbfs.progress import say
 from dbfs.roots import eligible
 from dbfs.split import PLACEMENT_ORDER, plan_split
 from dbfs.units import human
 from dbfs.validate import validate
+from dbfs.validate.batch_cpu import batch_size_cpu, validate_many_cpu
 
 __all__ = ["CpuBackend", "edges_for_validation", "nedge_only", "warm_search_side", "warm_validation"]
 
@@ -65,10 +69,12 @@ def warm_validation(edge_dtype) -> None:
 
 
 def warm_search_side(indptr, indices, edge_dtype) -> None:
-    """Load the Numba kernels of the searches (:func:`dbfs.bfs.cpu.warm_kernels` for these CSR arrays) and
-    :func:`warm_validation`'s."""
+    """Load the Numba kernels of the searches (:func:`dbfs.bfs.cpu.warm_kernels` for these CSR arrays),
+    :func:`warm_validation`'s and the batched validation's."""
     warm_kernels(indptr, indices)
     warm_validation(edge_dtype)
+    triangle = np.array([[0, 1], [0, 2], [1, 2]], dtype=edge_dtype)
+    validate_many_cpu(triangle, [(0, np.zeros(3, np.int64)), (1, np.ones(3, np.int64))])
 
 
 def nedge_only(edges, parent, n) -> int:
@@ -131,6 +137,8 @@ class CpuBackend(Backend):
         self.load_time = time.perf_counter() - t0
         self.edges = edges_for_validation(ds)
         self.parent = None
+        # searches validated together, over one read of the edges (their parents held till then)
+        self.validate_batch, self.held = batch_size_cpu(host_available() // 4, self.n), []
         return self.load_time
 
     def warm(self):
@@ -169,10 +177,19 @@ class CpuBackend(Backend):
             res = bfs(self.graph, root, algorithm=cfg.algorithm, backend="cpu", stats=True, **cfg.opts)
             t = time.perf_counter() - t0
         self.parent, self.level_stats = res.parent, res.level_stats
+        if self.validate_batch > 1:     # the last K searches' parents, for validate_many
+            self.held = self.held[max(0, len(self.held) + 1 - self.validate_batch):] + [(int(root), res.parent)]
         return t
 
     def validate(self, root):
         return validate(self.edges, root, self.parent, n_vertices=self.n)
+
+    def validate_many(self, roots):
+        """The last ``len(roots)`` searches validated over one read of the edges
+        (:func:`dbfs.validate.batch_cpu.validate_many_cpu`)."""
+        held, self.held = self.held[-len(roots):], []
+        assert [r for r, _ in held] == [int(r) for r in roots], "validate_many: not the last searches"
+        return validate_many_cpu(self.edges, held, n_vertices=self.n)
 
     def nedge(self, root):
         return nedge_only(self.edges, self.parent, self.n)
