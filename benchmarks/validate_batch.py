@@ -1,0 +1,69 @@
+"""CPU validation one search at a time against batches over one read of the edges, same searches, same run.
+
+    python -m benchmarks.validate_batch [--scale 20] [--roots 8] [--batches 1 2 4 8] [--reps 3]
+
+Builds the Graph500 graph in memory (dbfs generator and Kernel 1), searches
+its first ``--roots`` search keys, then times, ``--reps`` times each (the
+best kept): :func:`dbfs.validate.validate` of every search one at a time
+(what ``--backend cpu`` did), and :func:`dbfs.validate.batch_cpu.validate_many_cpu`
+over the same searches in batches of each ``--batches`` size. Prints the
+seconds a search and each batch size's speed-up over one at a time; every
+result must be valid and equal (ok, nedge) across the two. Writes
+``benchmarks/results/validate_batch-<stamp>.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=int, default=20)
+    ap.add_argument("--roots", type=int, default=8)
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args()
+
+    from benchmarks.common import write_record
+    from dbfs.bfs import bfs, prepare
+    from dbfs.generate.graph500 import kronecker_edges
+    from dbfs.kernel1 import build_csr
+    from dbfs.roots import graph500_roots
+    from dbfs.validate import validate
+    from dbfs.validate.batch_cpu import validate_many_cpu
+
+    edges = kronecker_edges(args.scale)
+    n = 1 << args.scale
+    roots = graph500_roots(edges, args.scale, n=args.roots).tolist()
+    graph = prepare(build_csr(edges, n_vertices=n))
+    searches = [(r, bfs(graph, r, algorithm="do").parent) for r in roots]
+    del graph
+    validate(edges[:3], 0, searches[0][1][:3] * 0)              # the kernels loaded before any clock
+    validate_many_cpu(edges[:3], [(0, searches[0][1][:3] * 0)] * 2)
+
+    def best(fn):
+        out = None
+        for _ in range(args.reps):
+            t0 = time.perf_counter()
+            res = fn()
+            dt = time.perf_counter() - t0
+            out = (dt, res) if out is None or dt < out[0] else out
+        return out
+
+    t1, want = best(lambda: [validate(edges, r, p, n_vertices=n) for r, p in searches])
+    assert all(v.ok for v in want)
+    rows = [{"batch": 0, "seconds_a_search": t1 / len(searches)}]
+    print(f"SCALE {args.scale}, {len(searches)} searches, best of {args.reps}: one at a time "
+          f"{1e3 * t1 / len(searches):.1f} ms a search")
+    for k in args.batches:
+        tk, got = best(lambda: [v for i in range(0, len(searches), k)
+                                for v in validate_many_cpu(edges, searches[i:i + k], n_vertices=n)])
+        assert [(v.ok, v.nedge) for v in got] == [(v.ok, v.nedge) for v in want], "a batch disagrees"
+        rows.append({"batch": k, "seconds_a_search": tk / len(searches), "speedup": t1 / tk})
+        print(f"  batches of {k}: {1e3 * tk / len(searches):.1f} ms a search, {t1 / tk:.2f}x one at a time")
+    print("record:", write_record("validate_batch", {"params": vars(args), "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
