@@ -404,11 +404,9 @@ def test_gpu_matches_cpu(cp, golden10, golden16, s16, case10):
         assert_same(validate_gpu(d10, root, cp.asarray(bad)), validate(edges, root, bad))
 
 
-def test_cpu_batch_equals_one_at_a_time(case10, golden10):
-    """validate_many_cpu (one table a batch, one Numba pass a chunk): each search's result is the one-search
-    validator's, good and corrupted searches mixed, int64 and uint32 edges, any batch size and chunking."""
-    from dbfs.validate.batch_cpu import validate_many_cpu
-
+def _mixed_batches(case10, golden10):
+    """(edges, [(root, parent), ...]) twice: case10's search with every corruption of it, then five good
+    searches of the SCALE 10 golden graph."""
     edges, root, parent, lev = case10
     searches = [(root, parent)]
     for name, corrupt in CORRUPTIONS.items():
@@ -417,7 +415,15 @@ def test_cpu_batch_equals_one_at_a_time(case10, golden10):
         searches.append((root, bad))
     g10 = build_csr(golden10["edges"], n_vertices=N10)
     good = [(r, bfs(g10, r, algorithm="do").parent) for r in golden10["roots"][:5]]
-    for e, group in ((edges, searches), (golden10["edges"], good)):
+    return [(edges, searches), (golden10["edges"], good)]
+
+
+def test_cpu_batch_equals_one_at_a_time(case10, golden10):
+    """validate_many_cpu (one table a batch, one Numba pass a chunk): each search's result is the one-search
+    validator's, good and corrupted searches mixed, int64 and uint32 edges, any batch size and chunking."""
+    from dbfs.validate.batch_cpu import validate_many_cpu
+
+    for e, group in _mixed_batches(case10, golden10):
         want = [validate(e, r, p, N10) for r, p in group]
         for ev in (e, e.astype(np.uint32)):
             for k, chunk in ((1, 1 << 22), (3, 2000), (len(group), 777)):
@@ -439,15 +445,7 @@ def test_gpu_batch_table_matches_cpu(cp, case10, golden10, sweeps, monkeypatch):
     import dbfs.validate.gpu as vg
 
     monkeypatch.setattr(vg, "SWEEPS_MOST", sweeps)
-    edges, root, parent, lev = case10
-    searches = [(root, parent)]
-    for name, corrupt in CORRUPTIONS.items():
-        bad = parent.copy()
-        corrupt(edges, root, bad, lev)
-        searches.append((root, bad))
-    g10 = build_csr(golden10["edges"], n_vertices=N10)
-    good = [(r, bfs(g10, r, algorithm="do").parent) for r in golden10["roots"][:5]]
-    for e, group in ((edges, searches), (golden10["edges"], good)):
+    for e, group in _mixed_batches(case10, golden10):
         want = [validate(e, r, p, N10) for r, p in group]
         for dev in (cp.asarray(e), cp.asarray(e.astype(np.uint32))):
             for k in (1, 3, len(group)):
