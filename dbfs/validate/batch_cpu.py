@@ -38,11 +38,11 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from dbfs.validate.cpu import (_EDGE_RULES, HOST_EDGE_ROWS, MAX_EXAMPLES, RULES, ValidationResult, _edge_examples,
-                               _fail, _levels_from_chains, check_chains, check_length, check_range, check_root,
-                               check_tree_edges)
+from dbfs.validate.cpu import (_EDGE_RULES, HOST_EDGE_ROWS, MAX_EXAMPLES, RULES, Failure, ValidationResult,
+                               _edge_examples, _fail, _levels_from_chains, check_chains, check_length, check_range,
+                               check_root, check_tree_edges)
 
-__all__ = ["validate_many_cpu", "batch_size_cpu", "CPU_VALIDATE_MOST"]
+__all__ = ["validate_many_cpu", "batch_size_cpu", "SearchTable", "CPU_VALIDATE_MOST"]
 
 #: most searches one CPU batch holds: 8 (level, parent) pairs of 4-byte ids fill one 64-byte cache line
 CPU_VALIDATE_MOST = 8
@@ -110,26 +110,53 @@ def _aligned(shape, dtype, line: int = 64):
     return raw[at:at + nbytes].view(dtype).reshape(shape)
 
 
-class _Searches:
-    """The batch's table, marks and per-search counts, examples and nedge (module docstring)."""
+class SearchTable:
+    """A batch's searches: their stops or chain failures, the (level, parent) table, tree-edge marks and the
+    per-search edge counts, examples and nedge (module docstring). :meth:`fold` each search in, :meth:`chunk`
+    every chunk of the edges (or hand :meth:`for_edges` copies to tasks that each read some of them), then
+    :meth:`results`."""
 
     def __init__(self, n: int, K: int):
-        self.n, self.k = n, 0
-        self.table = _aligned((n, max(1, K), 2), _width(n))
-        self.found = np.zeros((max(1, K), n), np.uint8)
-        self.totals, self.examples, self.nex, self.nedge = [], [], [], []
+        self.n, self.k = int(n), 0
+        self.table = _aligned((self.n, max(1, K), 2), _width(self.n))
+        self.items = []                 # per search, in order: its stopping Failure, or (slot, root, chain failures)
+        self.found = None               # the marks and counters, made once every search is in
 
-    def add(self, parent, lev) -> int:
+    def _counters(self):
+        if self.found is not None and self.found.shape[0] == max(1, self.k):
+            return
+        self.found = np.zeros((max(1, self.k), self.n), np.uint8)
+        self.totals = [[0, 0, 0] for _ in range(self.k)]
+        self.examples = [[np.empty(2 * MAX_EXAMPLES + 2, np.int64) for _ in range(3)] for _ in range(self.k)]
+        self.nex = [[0, 0, 0] for _ in range(self.k)]
+        self.nedge = [0] * self.k
+
+    def fold(self, root, parent) -> None:
+        """One search in: the rules that stop validation (``parent`` may be that Failure already), else its
+        levels and chain rules, and its table column."""
+        root = int(root)
+        if not isinstance(parent, Failure):
+            parent = np.ascontiguousarray(np.asarray(parent), dtype=np.int64)
+        f = parent if isinstance(parent, Failure) else \
+            check_length(parent, self.n) or check_range(parent, self.n) or check_root(parent, root, self.n)
+        if f:
+            self.items.append(f)
+            return
+        lev, status = _levels_from_chains(parent, root)
         s, self.k = self.k, self.k + 1
         self.table[:, s, 0] = lev
         self.table[:, s, 1] = parent
-        self.totals.append([0, 0, 0])
-        self.examples.append([np.empty(2 * MAX_EXAMPLES + 2, np.int64) for _ in range(3)])
-        self.nex.append([0, 0, 0])
-        self.nedge.append(0)
-        return s
+        self.items.append((s, root, check_chains(status)))
+
+    def for_edges(self) -> "SearchTable":
+        """This batch with fresh marks and counters over the same table (for a task reading some edges)."""
+        e = object.__new__(SearchTable)
+        e.n, e.k, e.table, e.items, e.found = self.n, self.k, self.table, [], None
+        e._counters()
+        return e
 
     def chunk(self, chunk) -> None:
+        self._counters()
         counts = np.zeros((4 * numba.get_num_threads(), 1 + 3 * self.k), np.int64)
         _batch_pass(chunk, self.table, self.k, self.found, counts)
         c = counts.sum(axis=0)
@@ -144,10 +171,34 @@ class _Searches:
                         self.nex[s][kind] = _edge_examples(chunk, lev, kind, self.examples[s][kind],
                                                            self.nex[s][kind])
 
-    def failures(self, s: int) -> list:
-        tot = self.totals[s]
-        return [_fail(rule, f"{tot[kind]} " + text.format(n=self.n), self.examples[s][kind][:self.nex[s][kind]],
-                      tot[kind]) for kind, (rule, text) in enumerate(_EDGE_RULES) if tot[kind]]
+    def summary(self) -> dict:
+        """The edge counts, examples (in input order) and nedge of every search, small."""
+        self._counters()
+        return {"nedge": list(self.nedge), "totals": [list(t) for t in self.totals],
+                "examples": [[self.examples[s][kind][:self.nex[s][kind]].copy() for kind in range(3)]
+                             for s in range(self.k)]}
+
+    def results(self, summaries, found) -> list:
+        """One ValidationResult per search from the edge ``summaries`` (in input order) and the tree-edge
+        marks ``found`` (k, n) of every read of the edges."""
+        out = []
+        for item in self.items:
+            if isinstance(item, Failure):
+                out.append(ValidationResult(False, 0, [item]))
+                continue
+            s, root, failures = item
+            failures = list(failures)
+            for kind, (rule, text) in enumerate(_EDGE_RULES):
+                cnt = sum(x["totals"][s][kind] for x in summaries)
+                if cnt:
+                    ex = np.concatenate([x["examples"][s][kind] for x in summaries])
+                    failures.append(_fail(rule, f"{cnt} " + text.format(n=self.n), ex, cnt))
+            f = check_tree_edges(self.table[:, s, 0], found[s], root)
+            if f:
+                failures.append(f)
+            failures.sort(key=lambda x: RULES.index(x.rule))
+            out.append(ValidationResult(not failures, int(sum(x["nedge"][s] for x in summaries)), failures, None))
+        return out
 
 
 def validate_many_cpu(edges, searches, n_vertices=None, chunk_edges=HOST_EDGE_ROWS) -> list:
@@ -172,35 +223,15 @@ def validate_many_cpu(edges, searches, n_vertices=None, chunk_edges=HOST_EDGE_RO
     if not searches:
         return []
     n = int(n_vertices) if n_vertices is not None else int(np.shape(searches[0][1])[0])
-    batch = _Searches(n, len(searches))
-    out = []
+    st = SearchTable(n, len(searches))
     for root, parent in searches:
-        parent = np.ascontiguousarray(np.asarray(parent), dtype=np.int64)
-        root = int(root)
-        f = check_length(parent, n) or check_range(parent, n) or check_root(parent, root, n)
-        if f:
-            out.append(f)
-            continue
-        lev, status = _levels_from_chains(parent, root)
-        out.append((batch.add(parent, lev), root, check_chains(status)))
-        del lev, status
+        st.fold(root, parent)
     m = int(edges.shape[0])
     step = max(1, int(chunk_edges))
-    for a in range(0, m if batch.k else 0, step):
+    for a in range(0, m if st.k else 0, step):
         chunk = np.ascontiguousarray(np.asarray(edges[a:min(a + step, m)]))
         if chunk.ndim != 2 or chunk.shape[1] != 2:
             raise ValueError(f"edges must have shape (M, 2); got a chunk of shape {chunk.shape}")
-        batch.chunk(chunk)
-    results = []
-    for item in out:
-        if not isinstance(item, tuple):
-            results.append(ValidationResult(False, 0, [item]))
-            continue
-        s, root, failures = item
-        failures = failures + batch.failures(s)
-        f = check_tree_edges(batch.table[:, s, 0], batch.found[s], root)
-        if f:
-            failures.append(f)
-        failures.sort(key=lambda x: RULES.index(x.rule))
-        results.append(ValidationResult(not failures, int(batch.nedge[s]), failures, None))
-    return results
+        st.chunk(chunk)
+    summary = st.summary()
+    return st.results([summary], st.found)
