@@ -328,6 +328,34 @@ def test_validate_dask_matches_serial_on_bad_results(client, kron10, golden10):
                 [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures], name
 
 
+def test_validate_dask_batch_matches_serial(client, kron10, golden10, tmp_path):
+    """Good and corrupted searches and one with a slice missing, validated as one batch of Dask tasks (one
+    table, one read of the edges in four tasks, their marks OR-ed in a tree): each result the serial
+    validator's, rule for rule."""
+    from dbfs.validate.dask import validate_partitioned_many
+
+    four, _ = store.generate(GraphSpec.make("kronecker", 10, 16, 2, 3), root=tmp_path, chunk_edges=4096,
+                             client=None, quiet=True)      # the same edges in four zarr chunks
+    root = golden10["roots"][0]
+    with D.load_distributed(client, kron10.path, kron10.variant(3, client)) as dg:
+        res, _, _ = D.search(dg, root)
+        good = D.gather_parent(res)
+        part = res.partitioning
+        cases = [("good", good)] + list(_corrupted(good, root).items())
+        batch = [(root, _scattered(client, res, p)) for _, p in cases]
+        batch.insert(2, (root, _scattered(client, res, good)[:-1]))
+        got = validate_partitioned_many(client, four.path, batch, part, chunk_edges=4096)
+        assert len(got) == len(cases) + 1
+        short = got.pop(2)
+        assert not short.ok and short.rules_failed == ["length"] and "parent slices for 3 partitions" in \
+            short.failures[0].message
+        for (name, p), vd in zip(cases, got):
+            vs = validate(kron10.edges, root, p)
+            assert (vd.ok, vd.nedge) == (vs.ok, vs.nedge), name
+            assert [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vd.failures] == \
+                [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures], name
+
+
 def test_validate_on_worker_shares_matches_serial(client, kron10, golden10):
     """The GPU workers' validation method (each worker one share of the input rows, a batch of searches per
     pass, tree-edge bitmaps OR-ed on one worker), run with NumPy on the CPU workers: the same rules, counts,

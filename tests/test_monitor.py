@@ -87,8 +87,8 @@ def test_validation_task_keys():
 
     from dbfs.validate import dask as vd
 
-    keys = {key_split(vd._key(s)) for s in ("vertex", "edges", "or")}
-    assert keys == {"validate-chunk-vertex", "validate-chunk-edges", "validate-chunk-or"}
+    keys = {key_split(vd._key(s)) for s in ("join", "edges", "or")}
+    assert keys == {"validate-chunk-join", "validate-chunk-edges", "validate-chunk-or"}
     assert vd._key("edges") != vd._key("edges")
 
 

@@ -7,13 +7,15 @@ Contract
 the INPUT edge list, one function per rule of the Graph500 specification,
 section 8 "Validation" (reference code 3.0.1 ``validate.c``); an invalid run
 reports its failures as :class:`Failure` records (rule, message, count,
-examples), in ``RULES`` order. Three backends, one result:
+examples), in ``RULES`` order. Four validators, one result:
 
 - :mod:`dbfs.validate.cpu`: ``validate``, Numba passes over edge chunks; it
   also defines ``Failure``, ``ValidationResult``, ``RULES``, ``MAX_EXAMPLES``;
 - :mod:`dbfs.validate.gpu`: ``validate_gpu``, the same on CuPy (imported only
   when given CuPy arrays) or NumPy;
-- :mod:`dbfs.validate.dask`: ``validate_partitioned``, the same as Dask tasks
+- :mod:`dbfs.validate.batch_cpu`: ``validate_many_cpu``, several searches over one
+  read of the edges, on the CPU;
+- :mod:`dbfs.validate.dask`: ``validate_partitioned`` (and ``_many``), the same as Dask tasks
   over a partitioned parent array and the on-disk edge list.
 
 Independent of what it checks: no module of this package imports anything
