@@ -25,6 +25,7 @@ from dbfs import kernel1, store
 from dbfs.backends import RunConfig
 from dbfs.bfs.dask.search.graphs import DistributedPartitions, OnWorkers, PartitionedGraph, Resident, Stored, open_graph
 from dbfs.errors import DbfsError
+from dbfs.validate.batch_cpu import CPU_VALIDATE_MOST
 from dbfs.spec import GraphSpec
 
 pytestmark = pytest.mark.distributed
@@ -57,7 +58,8 @@ def test_stored_and_on_workers_graphs_answer_the_contract(kind, client, kron):
     g = _open(kind, client, kron)
     try:
         assert isinstance(g, DistributedPartitions)
-        assert (g.gpus, g.batched, g.validate_batch, g.events) == ([], False, 1, [])
+        # CPU workers: a batch of searches validated as Dask tasks over one read of the edges
+        assert (g.gpus, g.batched, g.events) == ([], True, []) and 1 <= g.validate_batch <= CPU_VALIDATE_MOST
         assert g.dg.source == ("zarr" if kind == "stored" else "edges") and g.load_time > 0
         cands = np.arange(kron.n_vertices, dtype=np.int64)
         mask = g.eligible(cands)

@@ -71,7 +71,7 @@ from dbfs.graph import check_root_id
 from dbfs.kernel1 import variant_name
 from dbfs.partition import Partitioning
 from dbfs.store import open_dataset
-from dbfs.validate.dask import validate_partitioned
+from dbfs.validate.dask import validate_partitioned_many
 from dbfs.validate.gpus import validate_on_gpus
 
 __all__ = ["DistributedResult", "load_distributed", "build_distributed", "eligible_distributed", "search",
@@ -525,27 +525,37 @@ def validate_distributed(client, dataset_path, dgraph: DistributedGraph, result:
     dbfs.validate.ValidationResult
         With ``levels`` None.
     """
+    return _validate_tasks(client, dataset_path, dgraph, [result], [int(root)], chunk_edges, retries)[0]
+
+
+def _validate_tasks(client, dataset_path, dgraph, results: list, roots: list, chunk_edges, retries: int) -> list:
+    """:func:`dbfs.validate.dask.validate_partitioned_many` of ``results`` (checked against ``roots``) as Dask
+    tasks on any workers, one read of the edges for all; a lost worker survived as in
+    :func:`validate_distributed`."""
+    what = f"the search from root {roots[0]}" if len(roots) == 1 else f"the searches from roots {roots}"
+
     def step():
-        watch = set(result.rank_worker.values())
+        watch = set().union(*(set(r.rank_worker.values()) for r in results))
 
-        def gather(futs, what):
-            return gather_watched(client, futs, watch, f"{what} of the search from root {root}", dgraph.timeout)
+        def gather(futs, step_what):
+            return gather_watched(client, futs, watch, f"{step_what} of {what}", dgraph.timeout)
 
-        return validate_partitioned(client, Path(dataset_path), _original(dgraph, result, client),
-                                    result.partitioning, int(root),
-                                    workers=[result.rank_worker[rk] for rk in range(dgraph.P)],
-                                    chunk_edges=chunk_edges, gather=gather)
+        return validate_partitioned_many(client, Path(dataset_path),
+                                         [(root, _original(dgraph, r, client)) for r, root in zip(results, roots)],
+                                         results[0].partitioning, chunk_edges=chunk_edges, gather=gather)
 
-    return _with_parents(dgraph, [result], step, f"the validation of the search from root {root}", retries)
+    return _with_parents(dgraph, results, step, f"the validation of {what}", retries)
 
 
 def validate_many_distributed(client, dataset_path, dgraph: DistributedGraph, results: list, gpus: list,
                               retries: int = 2) -> list:
-    """Graph500 validation of several searches together on the GPU workers ``gpus``
+    """Graph500 validation of several searches together: on the GPU workers ``gpus``
     (:func:`dbfs.validate.gpus.validate_on_gpus`: each checks its share of the input edges, one pass for the
     batch; parents kept on the devices are joined there over NCCL instead,
-    :func:`dbfs.bfs.dask.search.validate_nccl.validate_on_mesh`). A lost worker is survived as in
-    :func:`validate_distributed` (every search of the batch rerun).
+    :func:`dbfs.bfs.dask.search.validate_nccl.validate_on_mesh`), or, with no GPU workers, as Dask tasks on
+    any workers (:func:`dbfs.validate.dask.validate_partitioned_many`: one table of the batch, one read of
+    the edges). A lost worker is survived as in :func:`validate_distributed` (every search of the batch
+    rerun).
 
     Returns
     -------
@@ -553,6 +563,8 @@ def validate_many_distributed(client, dataset_path, dgraph: DistributedGraph, re
         In the order of ``results``; ``levels`` None.
     """
     roots = [r.root for r in results]
+    if not gpus:
+        return _validate_tasks(client, dataset_path, dgraph, results, roots, None, retries)
 
     def step():
         watch = set(gpus).union(*(set(r.rank_worker.values()) for r in results))

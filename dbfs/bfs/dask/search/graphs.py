@@ -39,7 +39,8 @@ over the edges); validation on the cluster's GPU workers, each checking its
 share of the input edges for a batch of searches per pass (the batch sized
 by the least free device memory after the load, at most ``validate_most``:
 :func:`dbfs.validate.gpu.batch_size`), else as CPU Dask tasks over
-the stored edge chunks one search at a time; a lost worker's partitions are
+the stored edge chunks for a batch of searches per read (one table of their levels
+and parents, :func:`dbfs.validate.dask.validate_partitioned_many`); a lost worker's partitions are
 placed again and the step redone (:mod:`dbfs.bfs.dask.layout.recovery`).
 :class:`ResidentGraph` (the CSR in one GPU worker's memory): the same
 search; eligibility, validation (a batch per read or regeneration of the
@@ -63,10 +64,12 @@ from pathlib import Path
 import numpy as np
 
 from dbfs.bfs.dask.layout import built as on_worker
-from dbfs.bfs.dask.search.client import eligible_distributed, gather_parent, load_distributed, search, validate_distributed, \
+from dbfs.bfs.dask.search.client import eligible_distributed, gather_parent, load_distributed, search, \
     validate_many_distributed
 from dbfs.bfs.dask.layout.placement import gpu_workers
 from dbfs.errors import DbfsError
+from dbfs.preflight import host_available
+from dbfs.validate.batch_cpu import batch_size_cpu
 from dbfs.validate.gpu import batch_size
 from dbfs.validate.gpus import device_free
 
@@ -202,26 +205,35 @@ class PartitionedGraph(ABC):
         self.dg.close()
 
 
+def _least_memory(client) -> int:
+    """The smallest memory limit among the cluster's workers in bytes (a worker without one: what this host has
+    available)."""
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    return min([int(v.get("memory_limit") or 0) for v in info.values() if v.get("memory_limit")] +
+               [host_available()])
+
+
 class DistributedPartitions(PartitionedGraph):
     """The partitions of a DistributedGraph ``dg`` (stored, or built on the workers): validated on the cluster's
-    GPU workers in batches of at most ``validate_most``, or as CPU Dask tasks one search at a time."""
+    GPU workers in batches of at most ``validate_most``, or as Dask tasks on any workers in batches
+    (:func:`dbfs.validate.dask.validate_partitioned_many`, as many as a quarter of the smallest worker's memory
+    holds, :func:`dbfs.validate.batch_cpu.batch_size_cpu`)."""
 
     def __init__(self, client, dataset_path, dg, validate_most: int = 1):
         self.client, self.dataset_path, self.dg = client, Path(dataset_path), dg
         try:
             self.gpus = gpu_workers(client)
-            self.batched = bool(self.gpus)
+            self.batched = True
             if self.gpus:           # every search validated on the GPU workers, a batch per pass
                 self.validate_batch = batch_size(device_free(client, self.gpus), dg.n_vertices, validate_most)
+            else:                   # as Dask tasks: a quarter of the smallest worker's memory holds the batch
+                self.validate_batch = batch_size_cpu(_least_memory(client) // 4, dg.n_vertices)
         except BaseException:
             dg.close()
             raise
 
     def validate_many(self, results) -> list:
-        results = list(results)
-        if self.gpus:
-            return validate_many_distributed(self.client, self.dataset_path, self.dg, results, self.gpus)
-        return [validate_distributed(self.client, self.dataset_path, self.dg, r, r.root) for r in results]
+        return validate_many_distributed(self.client, self.dataset_path, self.dg, list(results), self.gpus)
 
     def eligible(self, cands) -> np.ndarray:
         return eligible_distributed(self.dg, cands)     # rows on the workers, no pass over the edges
