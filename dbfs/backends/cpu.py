@@ -61,20 +61,19 @@ def edges_for_validation(ds, budget_bytes: int | None = None):
 
 
 def warm_validation(edge_dtype) -> None:
-    """Load the Numba kernels of the validation and of the root selection: both run on a three-vertex
-    triangle with ``edge_dtype`` ids."""
+    """Load the Numba kernels of the validation (one search, and a batch) and of the root selection: all
+    run on a three-vertex triangle with ``edge_dtype`` ids."""
     triangle = np.array([[0, 1], [0, 2], [1, 2]], dtype=edge_dtype)
     validate(triangle, 0, np.zeros(3, np.int64))
+    validate_many_cpu(triangle, [(0, np.zeros(3, np.int64)), (1, np.ones(3, np.int64))])
     eligible(triangle, np.arange(3, dtype=np.int64))
 
 
 def warm_search_side(indptr, indices, edge_dtype) -> None:
-    """Load the Numba kernels of the searches (:func:`dbfs.bfs.cpu.warm_kernels` for these CSR arrays),
-    :func:`warm_validation`'s and the batched validation's."""
+    """Load the Numba kernels of the searches (:func:`dbfs.bfs.cpu.warm_kernels` for these CSR arrays) and
+    :func:`warm_validation`'s."""
     warm_kernels(indptr, indices)
     warm_validation(edge_dtype)
-    triangle = np.array([[0, 1], [0, 2], [1, 2]], dtype=edge_dtype)
-    validate_many_cpu(triangle, [(0, np.zeros(3, np.int64)), (1, np.ones(3, np.int64))])
 
 
 def nedge_only(edges, parent, n) -> int:
