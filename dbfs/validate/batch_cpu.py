@@ -38,9 +38,10 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from dbfs.validate.cpu import (_EDGE_RULES, HOST_EDGE_ROWS, MAX_EXAMPLES, RULES, Failure, ValidationResult,
-                               _edge_examples, _fail, _levels_from_chains, check_chains, check_length, check_range,
-                               check_root, check_tree_edges)
+from dbfs.validate.cpu import (HOST_EDGE_ROWS, MAX_EXAMPLES, RULES, Failure, ValidationResult, _edge_examples,
+                               _levels_from_chains, check_chains, check_length, check_range, check_root,
+                               check_tree_edges, joined_edge_failures)
+from dbfs.validate.gpu import _width
 
 __all__ = ["validate_many_cpu", "batch_size_cpu", "SearchTable", "CPU_VALIDATE_MOST"]
 
@@ -49,10 +50,6 @@ CPU_VALIDATE_MOST = 8
 #: host bytes per vertex as (a, b) for a * id width + b: the chain walk's own (levels, status, stack: int64,
 #: int8, int64), then each search of a batch (its int64 parents as held, its table row, its tree-edge mark)
 _MODEL = ((0, 17), (2, 9))
-
-
-def _width(n: int):
-    return np.int32 if n < 2**31 else np.int64
 
 
 def batch_size_cpu(available: int, n: int, most: int = CPU_VALIDATE_MOST) -> int:
@@ -187,12 +184,8 @@ class SearchTable:
                 out.append(ValidationResult(False, 0, [item]))
                 continue
             s, root, failures = item
-            failures = list(failures)
-            for kind, (rule, text) in enumerate(_EDGE_RULES):
-                cnt = sum(x["totals"][s][kind] for x in summaries)
-                if cnt:
-                    ex = np.concatenate([x["examples"][s][kind] for x in summaries])
-                    failures.append(_fail(rule, f"{cnt} " + text.format(n=self.n), ex, cnt))
+            failures = list(failures) + joined_edge_failures(
+                [{"totals": x["totals"][s], "examples": x["examples"][s]} for x in summaries], self.n)
             f = check_tree_edges(self.table[:, s, 0], found[s], root)
             if f:
                 failures.append(f)

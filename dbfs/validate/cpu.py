@@ -433,12 +433,21 @@ def check_edges(edges, parent, lev, n, chunk_edges):
             if c:
                 totals[kind] += int(c)
                 nex[kind] = _edge_examples(chunk, lev, kind, examples[kind], nex[kind])
-    failures = []
-    for kind, (rule, text) in enumerate(_EDGE_RULES):
-        if totals[kind]:
-            failures.append(_fail(rule, f"{totals[kind]} " + text.format(n=n),
-                                  examples[kind][:nex[kind]], totals[kind]))
-    return nedge, failures, has_edge
+    return nedge, edge_failures(totals, [examples[k][:nex[k]] for k in range(3)], n), has_edge
+
+
+def edge_failures(totals, examples, n) -> list:
+    """The Failures of the three streamed edge rules (in pass order) from their counts and examples: one
+    per rule whose count is not zero (every validator reports them through this)."""
+    return [_fail(rule, f"{totals[kind]} " + text.format(n=n), examples[kind], totals[kind])
+            for kind, (rule, text) in enumerate(_EDGE_RULES) if totals[kind]]
+
+
+def joined_edge_failures(parts, n) -> list:
+    """:func:`edge_failures` of several reads of the edges (``parts``: dicts with ``totals`` and ``examples``
+    per rule, in input order): counts summed, examples concatenated."""
+    return edge_failures([sum(p["totals"][k] for p in parts) for k in range(3)],
+                         [np.concatenate([p["examples"][k] for p in parts]) for k in range(3)], n)
 
 
 def check_tree_edges(lev, has_edge, root):

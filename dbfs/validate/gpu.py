@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dbfs.validate.cpu import _EDGE_RULES, MAX_EXAMPLES, RULES, Failure, ValidationResult
+from dbfs.validate.cpu import MAX_EXAMPLES, RULES, Failure, ValidationResult, edge_failures
 
 __all__ = ["validate_gpu", "validate_many_gpu", "batch_size", "DEVICE_EDGE_ROWS", "VALIDATE_MOST"]
 
@@ -377,9 +377,7 @@ class _Batch:
                 self.examples[s][kind] = _examples(xp, u, v, mask, self.examples[s][kind])
 
     def failures(self, s: int) -> list:
-        tot, ex = self.totals[s], self.examples[s]
-        return [_fail(rule, f"{tot[kind]} " + text.format(n=self.n), ex[kind], tot[kind])
-                for kind, (rule, text) in enumerate(_EDGE_RULES) if tot[kind]]
+        return edge_failures(self.totals[s], self.examples[s], self.n)
 
 
 def _fold(xp, batch, root, parent, n):

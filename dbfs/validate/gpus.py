@@ -52,7 +52,7 @@ from dbfs.store import open_edges
 from dbfs.store.datasets import open_dataset
 from dbfs.store.gpu import _free_device_bytes
 from dbfs.store.virtual import device_rows
-from dbfs.validate.cpu import _EDGE_RULES, MAX_EXAMPLES, RULES, Failure, ValidationResult, _fail
+from dbfs.validate.cpu import MAX_EXAMPLES, RULES, Failure, ValidationResult, _fail, joined_edge_failures
 from dbfs.validate.gpu import DEVICE_EDGE_ROWS, _Batch, _fold, _sweep, _width
 
 __all__ = ["validate_on_gpus", "edge_rows_on_device", "device_free", "check_share", "finish", "run_shares"]
@@ -184,12 +184,7 @@ def finish(n: int, roots, *shares):
         if "stop" in parts[0]:
             results.append(ValidationResult(False, 0, [parts[0]["stop"]]))
             continue
-        failures = list(parts[0]["chain"])
-        for kind, (rule, text) in enumerate(_EDGE_RULES):
-            cnt = sum(p["totals"][kind] for p in parts)
-            if cnt:
-                ex = np.concatenate([p["examples"][kind] for p in parts])
-                failures.append(_fail(rule, f"{cnt} " + text.format(n=n), ex, cnt))
+        failures = list(parts[0]["chain"]) + joined_edge_failures(parts, n)
         if parts[0].get("missing") is not None:     # the flags were joined on the devices
             cnt, first = parts[0]["missing"]
         else:
