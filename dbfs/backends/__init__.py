@@ -297,6 +297,18 @@ class Backend:
         backend with ``validate_batch`` > 1."""
         raise NotImplementedError
 
+    def _hold(self, root, parent) -> None:
+        """Keep this search's ``(root, parent)`` for :meth:`validate_many` (the last ``validate_batch`` kept)."""
+        if self.validate_batch > 1:
+            self.held = self.held[max(0, len(self.held) + 1 - self.validate_batch):] + [(int(root), parent)]
+
+    def _take_held(self, roots) -> list:
+        """The kept ``(root, parent)`` of the last ``len(roots)`` searches, which were from ``roots``; none
+        kept after."""
+        held, self.held = self.held[-len(roots):], []
+        assert [r for r, _ in held] == [int(r) for r in roots], "validate_many: not the last searches"
+        return held
+
     def parents(self):
         raise NotImplementedError
 

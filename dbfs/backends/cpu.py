@@ -176,8 +176,7 @@ class CpuBackend(Backend):
             res = bfs(self.graph, root, algorithm=cfg.algorithm, backend="cpu", stats=True, **cfg.opts)
             t = time.perf_counter() - t0
         self.parent, self.level_stats = res.parent, res.level_stats
-        if self.validate_batch > 1:     # the last K searches' parents, for validate_many
-            self.held = self.held[max(0, len(self.held) + 1 - self.validate_batch):] + [(int(root), res.parent)]
+        self._hold(root, res.parent)
         return t
 
     def validate(self, root):
@@ -186,9 +185,7 @@ class CpuBackend(Backend):
     def validate_many(self, roots):
         """The last ``len(roots)`` searches validated over one read of the edges
         (:func:`dbfs.validate.batch_cpu.validate_many_cpu`)."""
-        held, self.held = self.held[-len(roots):], []
-        assert [r for r, _ in held] == [int(r) for r in roots], "validate_many: not the last searches"
-        return validate_many_cpu(self.edges, held, n_vertices=self.n)
+        return validate_many_cpu(self.edges, self._take_held(roots), n_vertices=self.n)
 
     def nedge(self, root):
         return nedge_only(self.edges, self.parent, self.n)

@@ -187,8 +187,7 @@ class GpuBackend(Backend):
         self._sample_memory()
         self.parent_dev = gpu.original_parent(self.graph, parent)    # after the clock stopped
         del parent
-        if self.validate_batch > 1:     # the last K searches' parents, for validate_many
-            self.held = self.held[max(0, len(self.held) + 1 - self.validate_batch):] + [(int(root), self.parent_dev)]
+        self._hold(root, self.parent_dev)
         self.parent = None
         self.level_stats = rec
         return t
@@ -196,9 +195,7 @@ class GpuBackend(Backend):
     def validate_many(self, roots):
         """The last ``len(roots)`` searches validated over one regeneration of the edge list
         (:func:`dbfs.validate.gpu.validate_many_gpu`)."""
-        held, self.held = self.held[-len(roots):], []
-        assert [r for r, _ in held] == [int(r) for r in roots], "validate_many: not the last searches"
-        res = validate_many_gpu(self.edges, held, n_vertices=self.n, levels=False)
+        res = validate_many_gpu(self.edges, self._take_held(roots), n_vertices=self.n, levels=False)
         self._sample_memory()
         return res
 
