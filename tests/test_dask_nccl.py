@@ -244,6 +244,12 @@ def _with_parent(sl, i, v):
     return out
 
 
+def _kept_bytes(mesh_id, dask_worker=None):
+    from dbfs.bfs.dask.mesh.plugin import get_plugin
+
+    return sum(int(v.nbytes) for v in get_plugin(dask_worker).shms[mesh_id].kept.values())
+
+
 def _kind(sl):
     return type(sl).__module__.split(".")[0], str(sl.dtype)
 
@@ -288,7 +294,12 @@ def test_nccl_validation_joins_the_parents_on_the_devices(nclient, nds, monkeypa
             raise AssertionError("the parents went through Dask")
 
         monkeypatch.setattr(C, "validate_on_gpus", host_path)
+        dg.keep_bytes = 1 << 30     # each worker keeps its share of the input rows on its device
         got = C.validate_many_distributed(nclient, ds.path, dg, results, gpu_workers(nclient))
+        kept = nclient.run(_kept_bytes, dg.mesh_id, workers=dg.mesh_workers)
+        assert len(kept) == 2 and all(b > 0 for b in kept.values()), kept
+        again = C.validate_many_distributed(nclient, ds.path, dg, results, gpu_workers(nclient))
+        assert [(g.ok, g.nedge, g.rules_failed) for g in again] == [(g.ok, g.nedge, g.rules_failed) for g in got]
         for i, (res, r, p) in enumerate(zip(got, results, want)):
             vs = validate(edges, r.root, p)
             assert res.ok == vs.ok and res.nedge == vs.nedge, i

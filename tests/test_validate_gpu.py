@@ -196,21 +196,51 @@ def test_many_searches_in_one_read_equal_one_at_a_time(case10, golden10):
     for r in golden10["roots"][:3]:
         searches.append((r, bfs(build_csr(golden10["edges"], n_vertices=N10), r).parent))
 
-    class Counted:
-        def __init__(self, e):
-            self.e, self.shape, self.reads = e, e.shape, 0
-
-        def __getitem__(self, key):
-            self.reads += 1
-            return self.e[key]
-
     for e, group in ((edges, searches[:-3]), (golden10["edges"], searches[-3:])):
-        src = Counted(e)
+        src = _Counted(e)
         got = validate_many_gpu(src, group, N10, xp=np, chunk_edges=3000)
         assert src.reads == -(-e.shape[0] // 3000), "one read of every chunk for the whole batch"
         assert len(got) == len(group) >= 2
         for (r, p), g in zip(group, got):
             assert_same(g, validate(e, r, p, N10))
+
+
+class _Counted:
+    """An edge list that counts the row chunks read from it."""
+
+    def __init__(self, e):
+        self.e, self.shape, self.reads = e, e.shape, 0
+
+    def __getitem__(self, key):
+        self.reads += 1
+        return self.e[key]
+
+
+def _kept_batches(xp, e, group, budget):
+    """Two batches over one KeptRows store: (the chunks read from the source by each, the results)."""
+    from dbfs.validate.gpu import KeptRows
+
+    src, store = _Counted(e), {}
+    reads, got = [], []
+    for half in (group[:len(group) // 2], group[len(group) // 2:]):
+        before = src.reads
+        got += validate_many_gpu(KeptRows(xp, src, store, budget, ("ds",)), half, N10, xp=xp, chunk_edges=3000)
+        reads.append(src.reads - before)
+    return reads, got, store
+
+
+@pytest.mark.parametrize("kept_chunks", [0, 3, 99])
+def test_kept_rows_are_read_once_and_change_nothing(case10, golden10, kept_chunks):
+    """KeptRows: a second batch reads from the source only the chunks the budget did not keep (none, some or
+    all kept), and every result is still the CPU validator's."""
+    e, group = _mixed_batches(case10, golden10)[0]
+    nchunks = -(-e.shape[0] // 3000)
+    reads, got, store = _kept_batches(np, e, group, kept_chunks * 3000 * 2 * e.itemsize)
+    assert len(store) == min(kept_chunks, nchunks)
+    assert sum(int(v.nbytes) for v in store.values()) <= kept_chunks * 3000 * 2 * e.itemsize
+    assert reads == [nchunks, nchunks - len(store)]
+    for (r, p), g in zip(group, got):
+        assert_same(g, validate(e, r, p, N10))
 
 
 # ------------------------------------------------------------ corruptions
@@ -455,6 +485,17 @@ def test_gpu_batch_table_matches_cpu(cp, case10, golden10, sweeps, monkeypatch):
                                              chunk_edges=2000)
                 for g, w in zip(got, want):
                     assert_same(g, w)
+
+
+@pytest.mark.gpu
+def test_kept_rows_on_the_device(cp, case10, golden10):
+    """KeptRows on CuPy: host rows uploaded once and kept on the device; the second batch reads none of them,
+    and the results are the CPU validator's."""
+    e, group = _mixed_batches(case10, golden10)[0]
+    reads, got, store = _kept_batches(cp, e, [(r, cp.asarray(p)) for r, p in group], 1 << 30)
+    assert reads[1] == 0 and all(type(v).__module__.startswith("cupy") for v in store.values())
+    for (r, p), g in zip(group, got):
+        assert_same(g, validate(e, r, p, N10))
 
 
 def test_levels_can_be_left_out(golden10):

@@ -14,7 +14,9 @@ first rows, ``degree-low`` the last, i.e. the low-degree rows of a
 degree-ordered CSR), the rest in pinned host memory read zero-copy. The
 searches read that CSR without a reload; every search is validated on the
 device against the INPUT edges (:mod:`dbfs.validate.gpu`; a virtual list is
-regenerated there chunk by chunk; a relabelled search's parents are mapped
+regenerated there chunk by chunk, and the chunks stay on the device for the
+next batches as far as the memory the batch model leaves allows,
+:class:`dbfs.validate.gpu.KeptRows`; a relabelled search's parents are mapped
 to original ids on the device first). Timing: the device is synchronised
 before each clock read; parents are copied to the host only when asked
 (``parents()``). ``energy``: GPU power through NVML over back-to-back
@@ -42,7 +44,7 @@ from dbfs.spec import GraphSpec
 from dbfs.split import PLACEMENT_ORDER
 from dbfs.store.gpu import DeviceRows, _free_device_bytes, eligible_gpu, search_edges
 from dbfs.store.space import MARGIN, free_bytes
-from dbfs.validate.gpu import batch_size, validate_gpu, validate_many_gpu
+from dbfs.validate.gpu import KeptRows, batch_size, keep_budget, validate_gpu, validate_many_gpu
 
 __all__ = ["GpuBackend", "ENERGY_MIN_SECONDS"]
 
@@ -148,7 +150,13 @@ class GpuBackend(Backend):
         # validation reads (or regenerates) the edges once per batch of searches, and checks a batch's tuples
         # against one table of their levels and parents: as many as the device memory left holds
         self.edges = search_edges(ds)   # decided once: device copy, regenerated rows or the stored array
-        self.validate_batch = batch_size(_free_device_bytes(), self.n)
+        free = _free_device_bytes()
+        self.validate_batch = batch_size(free, self.n)
+        self.rows = self.edges          # what the validation reads: regenerated or stored rows kept on the device
+        if not type(self.edges).__module__.startswith("cupy"):     # between batches, as far as the memory left allows
+            import cupy as cp  # deferred: cupy
+
+            self.rows = KeptRows(cp, self.edges, {}, keep_budget(free, self.n, self.validate_batch))
         self.held = []
         return self.load_time
 
@@ -195,12 +203,12 @@ class GpuBackend(Backend):
     def validate_many(self, roots):
         """The last ``len(roots)`` searches validated over one regeneration of the edge list
         (:func:`dbfs.validate.gpu.validate_many_gpu`)."""
-        res = validate_many_gpu(self.edges, self._take_held(roots), n_vertices=self.n, levels=False)
+        res = validate_many_gpu(self.rows, self._take_held(roots), n_vertices=self.n, levels=False)
         self._sample_memory()
         return res
 
     def validate(self, root):
-        res = validate_gpu(self.edges, root, self.parent_dev, n_vertices=self.n, levels=False)
+        res = validate_gpu(self.rows, root, self.parent_dev, n_vertices=self.n, levels=False)
         self._sample_memory()
         return res
 
@@ -246,5 +254,6 @@ class GpuBackend(Backend):
                         "searches / 1e6 / mean W"}
 
     def close(self):
+        self.rows = None                # the kept edge rows go back to the device
         if getattr(self, "meter", None) is not None:
             self.meter.close()

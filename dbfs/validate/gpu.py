@@ -68,7 +68,8 @@ import numpy as np
 
 from dbfs.validate.cpu import MAX_EXAMPLES, RULES, Failure, ValidationResult, edge_failures
 
-__all__ = ["validate_gpu", "validate_many_gpu", "batch_size", "DEVICE_EDGE_ROWS", "VALIDATE_MOST"]
+__all__ = ["validate_gpu", "validate_many_gpu", "batch_size", "keep_budget", "KeptRows", "DEVICE_EDGE_ROWS",
+           "VALIDATE_MOST"]
 
 #: input edge rows one device pass of the validation reads at a time (validate.gpus too)
 DEVICE_EDGE_ROWS = 1 << 26
@@ -90,6 +91,41 @@ def batch_size(free: int, n: int, most: int = VALIDATE_MOST) -> int:
     vb = np.dtype(_width(n)).itemsize
     jump, each = (a * vb + b for a, b in _MODEL)
     return int(max(1, min(int(most), (int(free) - _MARGIN - jump * n) // max(1, each * n))))
+
+
+def keep_budget(free: int, n: int, k: int) -> int:
+    """Device bytes the input rows may keep between batches (:class:`KeptRows`) when ``free`` bytes are left
+    after the load and batches of ``k`` searches validate on a graph of ``n`` vertices: what the batch model
+    leaves, less three margins (the searches' own arrays and the pool's fragments)."""
+    vb = np.dtype(_width(n)).itemsize
+    jump, each = (a * vb + b for a, b in _MODEL)
+    return max(0, int(free) - 3 * _MARGIN - jump * n - int(k) * each * n)
+
+
+class KeptRows:
+    """An (M, 2) edge source (``source[a:b]``: rows made on the device, regenerated or uploaded) whose chunks,
+    once made, stay in ``store`` (keyed by ``key`` and the row range) while their bytes stay within
+    ``budget``: a later batch reads them instead of making them again. The store is the caller's and lives as
+    long as the graph it validates (a run, or a mesh of GPU workers)."""
+
+    def __init__(self, xp, source, store: dict, budget: int, key=()):
+        self.xp, self.source, self.store, self.budget, self.key = xp, source, store, int(budget), tuple(key)
+        self.shape = tuple(source.shape)
+        self.dtype = getattr(source, "dtype", None)
+
+    def kept_bytes(self) -> int:
+        return sum(int(v.nbytes) for v in self.store.values())
+
+    def __getitem__(self, key):
+        lo, hi, _ = key.indices(self.shape[0])
+        k = (*self.key, lo, hi)
+        got = self.store.get(k)
+        if got is None:
+            got = self.xp.asarray(self.source[lo:hi])
+            if self.kept_bytes() + int(got.nbytes) <= self.budget:
+                self.store[k] = got
+        return got
+
 
 def _is_cupy(a) -> bool:
     return type(a).__module__.startswith("cupy")

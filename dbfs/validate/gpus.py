@@ -53,7 +53,7 @@ from dbfs.store.datasets import open_dataset
 from dbfs.store.gpu import _free_device_bytes
 from dbfs.store.virtual import device_rows
 from dbfs.validate.cpu import MAX_EXAMPLES, RULES, Failure, ValidationResult, _fail, joined_edge_failures
-from dbfs.validate.gpu import DEVICE_EDGE_ROWS, _Batch, _fold, _sweep, _width
+from dbfs.validate.gpu import DEVICE_EDGE_ROWS, KeptRows, _Batch, _fold, _sweep, _width
 
 __all__ = ["validate_on_gpus", "edge_rows_on_device", "device_free", "check_share", "finish", "run_shares"]
 
@@ -111,14 +111,17 @@ def _share(dataset_path, g: int, G: int, device: bool, part: Partitioning, roots
     return check_share(cp, dataset_path, g, G, device, n, roots, joined)
 
 
-def check_share(cp, dataset_path, g: int, G: int, device: bool, n: int, roots, parent_of, join=None) -> list:
+def check_share(cp, dataset_path, g: int, G: int, device: bool, n: int, roots, parent_of, join=None,
+                keep=None) -> list:
     """The share of GPU worker ``g`` of ``G`` (module docstring) given ``parent_of(k)``: search ``k``'s whole
     parent array on this worker (any integer width, original ids) or the Failure that stops it (``length``).
     ``parent_of`` is called once for every search, in order, whatever the earlier ones gave (so it may hold
     a collective every worker must join). ``join(flags)``, where given, ORs the batch's (K, n) tree-edge
     flags over every worker in place (a collective: called on every worker, even one whose read of the
     edges failed, which raises after it); worker 0 then counts the tree-edge rule itself and no bitmap
-    leaves a worker. Returns one dict per search."""
+    leaves a worker. ``keep``, where given, is ``(store, budget)``: this worker's rows stay on the device in
+    ``store`` (the caller's, living as long as its graph) for the next batches, within ``budget`` bytes
+    (:class:`dbfs.validate.gpu.KeptRows`). Returns one dict per search."""
     batch = _Batch(cp, n, len(roots), _width(n))
     out = []
     for k, root in enumerate(roots):
@@ -129,7 +132,10 @@ def check_share(cp, dataset_path, g: int, G: int, device: bool, n: int, roots, p
         read, m = edge_rows_on_device(dataset_path, device)
         a, b = g * m // G, (g + 1) * m // G
         if batch.k and b > a:
-            _sweep(cp, _Window(read, a, b), batch, DEVICE_EDGE_ROWS)
+            rows = _Window(read, a, b)
+            if keep is not None and device:
+                rows = KeptRows(cp, rows, keep[0], keep[1], (str(dataset_path), a, b))
+            _sweep(cp, rows, batch, DEVICE_EDGE_ROWS)
     except Exception as e:      # re-raised once this worker has joined its peers' collective
         if join is None:
             raise

@@ -91,6 +91,7 @@ class DistributedGraph:
     level_exchange: str = ""                # "nccl": a level's exchanges are NCCL collectives ('' = the mesh)
     nccl_off: str = ""                      # why a mesh of GPU workers does not use NCCL ('' = on or not tried)
     load_steps: dict = field(default_factory=dict)     # wall seconds of the load's steps (client view)
+    keep_bytes: int = 0                     # device bytes a GPU worker may keep its share of the input rows in
 
     @property
     def P(self) -> int:

@@ -96,6 +96,7 @@ class _Comm:
         self.rounds = 0              # collectives (a group of calls counts once)
         self.sent = 0                # bytes this worker put on the wire
         self._grouped = False
+        self.kept = {}               # the validation's input rows kept on this device while the mesh lives
 
     # ------------------------------------------------------------ calls
     def _stream(self) -> int:
@@ -177,6 +178,7 @@ class _Comm:
             if self.closed:
                 return
             self.closed = True
+        self.kept = {}
         try:
             self.comm.abort()
         except Exception:             # already torn down with its device context

@@ -20,6 +20,7 @@ the same calls whichever Kernel 1 made it::
 
     g = open_graph(client, dataset_path, result, placement=..., device_memory_limit=..., validate_most=K)
     res, seconds, levels = g.search(root, algorithm="do", stats=True, **opts)   # res: DistributedResult
+    g.search_many(roots, ...)       # -> that triple per root, the batch in one task a worker
     g.validate_many([res, ...])     # -> ValidationResults against the INPUT edges, in order
     g.eligible(cands)               # -> bool mask: which candidate roots have a non-self-loop edge
     g.nedge(res)                    # -> Graph500 nedge of one search
@@ -65,12 +66,12 @@ import numpy as np
 
 from dbfs.bfs.dask.layout import built as on_worker
 from dbfs.bfs.dask.search.client import eligible_distributed, gather_parent, load_distributed, search, \
-    validate_many_distributed
+    search_many, validate_many_distributed
 from dbfs.bfs.dask.layout.placement import gpu_workers
 from dbfs.errors import DbfsError
 from dbfs.preflight import host_available
 from dbfs.validate.batch_cpu import batch_size_cpu
-from dbfs.validate.gpu import batch_size
+from dbfs.validate.gpu import batch_size, keep_budget
 from dbfs.validate.gpus import device_free
 
 __all__ = ["Stored", "OnWorkers", "Resident", "PartitionedGraph", "DistributedPartitions", "ResidentGraph",
@@ -172,6 +173,10 @@ class PartitionedGraph(ABC):
         """One search from ORIGINAL vertex ``root``: (DistributedResult, Kernel 2 seconds, level records)."""
         return search(self.dg, root, algorithm=algorithm, stats=stats, **opts)
 
+    def search_many(self, roots, algorithm: str = "do", stats: bool = True, **opts) -> list:
+        """Searches from ORIGINAL vertices ``roots`` in one task a worker: the triple of :meth:`search` per root."""
+        return search_many(self.dg, roots, algorithm=algorithm, stats=stats, **opts)
+
     @abstractmethod
     def validate_many(self, results) -> list:
         """ValidationResults of the searches ``results`` against the input edges, in order."""
@@ -225,7 +230,10 @@ class DistributedPartitions(PartitionedGraph):
             self.gpus = gpu_workers(client)
             self.batched = True
             if self.gpus:           # every search validated on the GPU workers, a batch per pass
-                self.validate_batch = batch_size(device_free(client, self.gpus), dg.n_vertices, validate_most)
+                free = device_free(client, self.gpus)
+                self.validate_batch = batch_size(free, dg.n_vertices, validate_most)
+                # what the batch leaves: each worker's share of the input rows kept between batches (over NCCL)
+                dg.keep_bytes = keep_budget(free, dg.n_vertices, self.validate_batch)
             else:                   # as Dask tasks: a quarter of the smallest worker's memory holds the batch
                 self.validate_batch = batch_size_cpu(_least_memory(client) // 4, dg.n_vertices)
         except BaseException:

@@ -18,7 +18,9 @@ failure on all of them, with no data collective); then, per search, one
 allgather of the slices (each padded to the widest rank) gives every device
 the whole parent array; the rest is :func:`dbfs.validate.gpus.check_share`
 (vertex rules, levels by pointer jumping, the edge rules over this worker's
-1/G of the input rows, regenerated on the device for a Kronecker dataset),
+1/G of the input rows, regenerated on the device for a Kronecker dataset;
+the rows stay on the device in the communicator's ``kept`` store for the
+next batches, within ``dg.keep_bytes``, and go when the mesh closes),
 one allreduce(max) of the batch's tree-edge flag bytes (their OR: worker 0
 counts the ``tree-edge`` rule on its device, no bitmap leaves a worker),
 and :func:`dbfs.validate.gpus.finish` on worker 0. A worker whose read of
@@ -80,7 +82,7 @@ def _joined(xp, comm, part: Partitioning, g: int, mine: list) -> list:
     return out
 
 
-def _share_on_mesh(mesh_id: str, dataset_path: str, g: int, part: Partitioning, roots, *mine):
+def _share_on_mesh(mesh_id: str, dataset_path: str, g: int, part: Partitioning, roots, keep_bytes: int, *mine):
     """(task pinned to mesh worker ``g``) :func:`dbfs.validate.gpus.check_share` of this worker's share of the
     input rows, the parent arrays joined over the mesh's communicator (module docstring)."""
     import cupy as cp  # deferred: cupy
@@ -102,7 +104,8 @@ def _share_on_mesh(mesh_id: str, dataset_path: str, g: int, part: Partitioning, 
         cp.cuda.get_current_stream().synchronize()
         comm.check()
 
-    return check_share(cp, dataset_path, int(g), comm.W, True, part.n_vertices, roots, parent_of, join)
+    return check_share(cp, dataset_path, int(g), comm.W, True, part.n_vertices, roots, parent_of, join,
+                       keep=(comm.kept, keep_bytes))
 
 
 def validate_on_mesh(dg, results: list, gather) -> list:
@@ -126,7 +129,7 @@ def validate_on_mesh(dg, results: list, gather) -> list:
     ws = dg.mesh_workers
     roots = [int(r.root) for r in results]
     return run_shares(dg.client, ws, _share_on_mesh,
-                      lambda g: (dg.mesh_id, str(dg.dataset_path), g, dg.partitioning, roots,
+                      lambda g: (dg.mesh_id, str(dg.dataset_path), g, dg.partitioning, roots, dg.keep_bytes,
                                  *[r.parents[g] for r in results]),
                       dg.n_vertices, roots, gather,
                       f"the validation of {len(roots)} search(es) over NCCL on {len(ws)} GPU worker(s)")
