@@ -13,6 +13,7 @@ Contract (the Graph500 reference's ``make_graph_data_structure`` /
     b.prepare()                    # -> seconds (per-graph search structures: Kernel 1 time)
     roots = b.roots(n)             # the Graph500 search keys
     b.search(root)                 # -> seconds (Graph500 Kernel 2 time); b.level_stats
+    b.search_many(roots)           # -> [(seconds, level_stats)] of searches one after another
     b.validate(root)               # -> ValidationResult against the INPUT edges
     b.validate_many(roots)         # -> the same for the last searches, when b.validate_batch > 1
     b.nedge(root)                  # -> Graph500 nedge without the other checks
@@ -281,6 +282,16 @@ class Backend:
 
     def search(self, root: int) -> float:
         raise NotImplementedError
+
+    def search_many(self, roots) -> list:
+        """``(seconds, level_stats)`` of searches from ``roots``, in order, as :meth:`search` one by one; a
+        backend whose searches run on a cluster starts them as one batch (one round trip). Each search's
+        parents are kept as :meth:`search` keeps them (the last ones for :meth:`validate_many`)."""
+        out = []
+        for r in roots:
+            t = self.search(int(r))
+            out.append((t, self.level_stats))
+        return out
 
     def validate(self, root: int):
         raise NotImplementedError

@@ -249,16 +249,25 @@ class DaskBackend(Backend):
         pass
 
     def search(self, root):
+        return self.search_many([root])[0][0]
+
+    def search_many(self, roots):
+        """The searches from ``roots`` as one batch on the workers (one task a worker, one round trip)."""
         if self.result is not None and not any(r is self.result for r in self.held):
             self.result.release()       # (validated already, or never held): its parents go now
-        self.result, seconds, self.level_stats = self.pg.search(root, algorithm=self.cfg.algorithm, stats=True,
-                                                                **self.cfg.opts)
-        if self.pg.batched:             # the last validate_batch searches' parents stay on the workers
-            self.held.append(self.result)
-            while len(self.held) > self.validate_batch:
-                self.held.pop(0).release()
-        self._say_events(self.result.events, f"the search from root {root}")
-        return seconds
+        got = self.pg.search_many([int(r) for r in roots], algorithm=self.cfg.algorithm, stats=True,
+                                  **self.cfg.opts)
+        for res, _, _ in got:
+            if self.pg.batched:         # the last validate_batch searches' parents stay on the workers
+                self.held.append(res)
+                while len(self.held) > self.validate_batch:
+                    self.held.pop(0).release()
+            elif res is not got[-1][0]:
+                res.release()
+        self.result, _, self.level_stats = got[-1]
+        self._say_events(got[0][0].events, f"the search from root {int(roots[0])}" if len(roots) == 1 else
+                         "the searches from roots " + ", ".join(str(int(r)) for r in roots))
+        return [(seconds, rec) for _, seconds, rec in got]
 
     def _say_events(self, events, during) -> None:
         for ev in events:

@@ -228,8 +228,9 @@ def _part_info(p):
     return p.info()
 
 
-def _pick_parent(out, rank):
-    return out["parents"][rank]
+def _pick_parent(outs, k, rank):
+    """Rank ``rank``'s parent slice of the ``k``-th search of a batch (:func:`dbfs.bfs.dask.search.bsp._bsp_search`)."""
+    return outs[k]["parents"][rank]
 
 
 def _host_slice(sl):
@@ -237,8 +238,11 @@ def _host_slice(sl):
     return sl.get().astype(np.int64) if hasattr(sl, "get") else np.asarray(sl, np.int64)
 
 
-def _search_summary(out):
-    return {k: v for k, v in out.items() if k != "parents"}
+def _search_summary(outs):
+    """A batch's results without the parents (they stay on the worker), or its ``{"lost": why}``."""
+    if isinstance(outs, dict):
+        return outs
+    return [{k: v for k, v in out.items() if k != "parents"} for out in outs]
 
 
 def _noop():

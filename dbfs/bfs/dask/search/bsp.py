@@ -2,13 +2,14 @@
 
 Contract
 --------
-:func:`_bsp_search` runs as ONE task per mesh worker (pinned), serving all
-of that worker's partitions together on its Numba threads, and
-returns ``{"parents": {rank: int64 slice, local order}, "seconds",
-"records" (mesh worker 0 only), "kernel_total", "levels", "own" (this
-worker's (kernel s, exchange s, bytes sent) per level, and on an NCCL mesh
-the host seconds issuing the level's device work)}``, or ``{"lost":
-why}`` when a peer was lost. ``seconds`` is
+:func:`_bsp_search` runs as ONE task per mesh worker (pinned) for a batch
+of roots, searched one after another (one scheduler round trip a batch,
+not a search), serving all of that worker's partitions together on its
+Numba threads, and returns per root ``{"parents": {rank: int64 slice,
+local order}, "seconds", "records" (mesh worker 0 only), "kernel_total",
+"levels", "own" (this worker's (kernel s, exchange s, bytes sent) per
+level, and on an NCCL mesh the host seconds issuing the level's device
+work)}``, or ``{"lost": why}`` when a peer was lost. ``seconds`` is
 Graph500 Kernel 2 time on this worker: from the start barrier, just before
 the root is visited, to the last count exchange (every worker then knows
 that every partition has written its parents). A failure closes this
@@ -84,13 +85,14 @@ __all__ = ["_bsp_search", "_bsp_levels", "SEARCH_SWITCH_S"]
 SEARCH_SWITCH_S = 5e-5      # the worker's GIL switch interval during a search (why: docs/DISTRIBUTED.md, GPU workers)
 
 
-def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total):
-    """(task pinned to mesh worker ``widx``) one search on this worker's partitions ``parts``;
-    ``pol_opts``: the keyword options of :func:`dbfs.bfs.policy.policy_from`.
+def _bsp_search(mesh_id, widx, ranks_of, parts, roots, algorithm, pol_opts, nnz_total):
+    """(task pinned to mesh worker ``widx``) the searches from ``roots`` (internal ids), one after another,
+    on this worker's partitions ``parts``; ``pol_opts``: the keyword options of
+    :func:`dbfs.bfs.policy.policy_from`.
 
-    Returns {"parents": {rank: parent slice}, "seconds", "records" (widx 0 only), "kernel_total", "levels"},
-    or ``{"lost": why}`` when a peer was lost (the client reloads and reruns;
-    an expected event, so no failed task and no traceback in the worker's log).
+    Returns one dict a root, in order: {"parents": {rank: parent slice}, "seconds", "records" (widx 0
+    only), "kernel_total", "levels", "own"}; or ``{"lost": why}`` when a peer was lost (the client reloads
+    and reruns the batch; an expected event, so no failed task and no traceback in the worker's log).
     Any failure closes this worker's end of the mesh first, so the peers
     stop waiting at once (they see a lost peer) instead of timing out.
     """
@@ -104,12 +106,18 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_t
     switch = sys.getswitchinterval()
     # a worker thread holding the GIL (event loop, monitors) yields it soon to the waiting search thread
     sys.setswitchinterval(SEARCH_SWITCH_S)
-    # no cyclic collection of the worker's heap inside a timed level (a search allocates little)
     collecting = gc.isenabled()
-    gc.disable()
+    outs = []
     try:
-        return _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, plugin,
-                           plugin.shms.get(mesh_id))
+        for root in roots:
+            # no cyclic collection of the worker's heap inside a timed level (a search allocates little);
+            # between two searches it may run, as between two tasks
+            gc.disable()
+            outs.append(_bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, plugin,
+                                    plugin.shms.get(mesh_id)))
+            if collecting:
+                gc.enable()
+        return outs
     except _PeerLost as exc:
         mesh.close()
         plugin.drop_mesh(mesh_id, widx)

@@ -12,7 +12,9 @@ partitions from the dataset's edges on the workers that search them (no
 variant in zarr: a CSR larger than the disk, split over GPU workers).
 
 ``search(dgraph, root, algorithm="do") -> (DistributedResult, seconds,
-level_stats)``. ``root`` is an ORIGINAL vertex id (a degree-ordered ``-deg``
+level_stats)``; ``search_many(dgraph, roots, ...)`` -> that triple per root,
+the searches run one after another in one task a worker (one scheduler
+round trip for the batch, not one a search). ``root`` is an ORIGINAL vertex id (a degree-ordered ``-deg``
 variant searches in its own ids; :mod:`dbfs.bfs.dask.layout.relabel` maps the root
 and, for the validation and :func:`gather_parent`, the parents). Parents stay on the workers, one future per
 partition (``result.parents[rank]``): int64 in the partition's LOCAL index
@@ -75,7 +77,7 @@ from dbfs.validate.dask import validate_partitioned_many
 from dbfs.validate.gpus import validate_on_gpus
 
 __all__ = ["DistributedResult", "load_distributed", "build_distributed", "eligible_distributed", "search",
-           "gather_parent", "validate_distributed", "validate_many_distributed", "ALGORITHMS"]
+           "search_many", "gather_parent", "validate_distributed", "validate_many_distributed", "ALGORITHMS"]
 
 ALGORITHMS = ("do", "td", "bu")
 
@@ -291,9 +293,8 @@ def eligible_distributed(dg: DistributedGraph, cands) -> np.ndarray:
     return out
 
 
-def _wait_search(dg: DistributedGraph, futs, root) -> None:
+def _wait_search(dg: DistributedGraph, futs, what: str) -> None:
     """Wait for the search tasks; a vanished worker or a failed task ends the wait (see the module docstring)."""
-    what = f"the search from root {root}"
     try:
         wait_watched(dg.client, futs, dg.mesh_workers, what, dg.timeout)
     except BaseException:
@@ -318,52 +319,62 @@ def _wait_search(dg: DistributedGraph, futs, root) -> None:
         raise _PeerLost("; ".join(f"{type(e).__name__}: {e}" for e in excs[:3]))
 
 
-def _run_once(dg: DistributedGraph, root, algorithm, pol, stats):
+def _searching(roots) -> str:
+    return f"the search from root {roots[0]}" if len(roots) == 1 else f"the searches from roots {list(roots)}"
+
+
+def _run_once(dg: DistributedGraph, roots, algorithm, pol, stats) -> list:
+    """One task a mesh worker searching from ``roots`` (internal ids) one after another; per root
+    (parents, seconds, wall, records), the wall being the batch's over its searches."""
     client = dg.client
     ranks_of = dg.ranks_of()
     pin = {"allow_other_workers": False, "pure": False}
+    what = _searching(roots)
     t0 = time.perf_counter()
     futs, sums = [], []
     for i, w in enumerate(dg.mesh_workers):
         parts = [dg.part_futures[rk] for rk in ranks_of[i]]
-        futs.append(client.submit(_bsp_search, dg.mesh_id, i, ranks_of, parts, int(root), algorithm,
-                                  pol, dg.nnz_total, workers=[w], **pin))
-        # submitted now, so each runs as its search ends, on its worker: the wait below is the only round
+        futs.append(client.submit(_bsp_search, dg.mesh_id, i, ranks_of, parts, tuple(int(r) for r in roots),
+                                  algorithm, pol, dg.nnz_total, workers=[w], **pin))
+        # submitted now, so each runs as its searches end, on its worker: the wait below is the only round
         sums.append(client.submit(_search_summary, futs[-1], workers=[w], **pin))
-    _wait_search(dg, futs, root)
-    wall = time.perf_counter() - t0
-    summaries = gather_watched(client, sums, dg.mesh_workers, f"the search from root {root}", dg.timeout)
-    lost = [s["lost"] for s in summaries if "lost" in s]
+    _wait_search(dg, futs, what)
+    wall = (time.perf_counter() - t0) / len(roots)
+    summaries = gather_watched(client, sums, dg.mesh_workers, what, dg.timeout)
+    lost = [s["lost"] for s in summaries if isinstance(s, dict)]
     if lost:
         raise _PeerLost("; ".join(lost[:3]))
-    parents = {}
-    for i, (f, w) in enumerate(zip(futs, dg.mesh_workers)):
-        for rk in ranks_of[i]:
-            parents[rk] = client.submit(_pick_parent, f, rk, workers=[w], **pin)
-    seconds = max(s["seconds"] for s in summaries)
-    records = summaries[0]["records"] if stats else None
-    if records:
-        for lv, r in enumerate(records):     # per worker: kernel vs exchange seconds, bytes sent in the level
-            r["workers"] = [{"worker": i, "kind": dg.worker_kinds.get(w, "cpu"),
-                             "kernel": s["own"][lv][0], "exchange": s["own"][lv][1], "sent_bytes": s["own"][lv][2],
-                             **({"issue": s["own"][lv][3]} if len(s["own"][lv]) > 3 else {})}
-                            for i, (w, s) in enumerate(zip(dg.mesh_workers, summaries)) if lv < len(s["own"])]
-            if r["workers"]:        # the slowest worker's kernel (an NCCL level's counts carry no peer seconds)
-                r["kernel"] = max(x["kernel"] for x in r["workers"])
-                r["overhead"] = max(0.0, r["time"] - r["kernel"])
-    return parents, seconds, wall, records
+    out = []
+    for k in range(len(roots)):
+        parents = {rk: client.submit(_pick_parent, f, k, rk, workers=[w], **pin)
+                   for i, (f, w) in enumerate(zip(futs, dg.mesh_workers)) for rk in ranks_of[i]}
+        mine = [s[k] for s in summaries]
+        records = mine[0]["records"] if stats else None
+        if records:
+            for lv, r in enumerate(records):     # per worker: kernel vs exchange seconds, bytes sent in the level
+                r["workers"] = [{"worker": i, "kind": dg.worker_kinds.get(w, "cpu"),
+                                 "kernel": s["own"][lv][0], "exchange": s["own"][lv][1],
+                                 "sent_bytes": s["own"][lv][2],
+                                 **({"issue": s["own"][lv][3]} if len(s["own"][lv]) > 3 else {})}
+                                for i, (w, s) in enumerate(zip(dg.mesh_workers, mine)) if lv < len(s["own"])]
+                if r["workers"]:        # the slowest worker's kernel (an NCCL level's counts carry no peer seconds)
+                    r["kernel"] = max(x["kernel"] for x in r["workers"])
+                    r["overhead"] = max(0.0, r["time"] - r["kernel"])
+        out.append(({rk: parents[rk] for rk in sorted(parents)}, max(s["seconds"] for s in mine), wall, records))
+    return out
 
 
-def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: str = "beamer",
-           alpha: float | None = None, beta: float | None = None, unexplored: str = "gap", tail: str = "cost",
-           stats: bool = True, retries: int = 2):
-    """One distributed search from ORIGINAL vertex ``root``.
+def search_many(dgraph: DistributedGraph, roots, algorithm: str = "do", policy: str = "beamer",
+                alpha: float | None = None, beta: float | None = None, unexplored: str = "gap", tail: str = "cost",
+                stats: bool = True, retries: int = 2) -> list:
+    """Distributed searches from ORIGINAL vertices ``roots``, one after another in one task a worker (one
+    scheduler round trip for the batch; each search timed on the workers as :func:`search` times it).
 
     Parameters
     ----------
     dgraph : DistributedGraph
-    root : int
-        Original vertex id.
+    roots : sequence of int
+        Original vertex ids.
     algorithm : {"do", "td", "bu"}
         Direction-optimizing (policy as in :mod:`dbfs.bfs.policy`), top-down or bottom-up only.
     policy, alpha, beta, unexplored, tail
@@ -371,45 +382,61 @@ def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: s
     stats : bool
         Return the per-level records.
     retries : int
-        Reload + rerun at most this many times after a lost worker.
+        Reload + rerun the batch at most this many times after a lost worker.
 
     Returns
     -------
-    (DistributedResult, float, list or None)
-        The result (``events`` records each recovery), Kernel 2 seconds, level records.
+    list of (DistributedResult, float, list or None)
+        Per root, in order: the result (``events`` records each recovery), Kernel 2 seconds, level records.
     """
     if algorithm not in ALGORITHMS:
         raise DbfsError(f"unknown algorithm {algorithm!r} for backend dask: use one of {', '.join(ALGORITHMS)}")
-    r = check_root_id(root, dgraph.n_vertices)
+    rs = [check_root_id(r, dgraph.n_vertices) for r in roots]
+    if not rs:
+        return []
     if len(dgraph.part_futures) != dgraph.P:
         raise DbfsError("this DistributedGraph was closed: load it again with load_distributed(...)")
     if alpha is None and policy == "beamer" and dgraph.has_gpu:
         alpha = GPU_BEAMER_ALPHA        # the decisions --backend gpu makes (GPU kernels search here)
     pol = {"policy": policy, "alpha": alpha, "beta": beta, "unexplored": unexplored, "tail": tail}
     policy_from(**pol)  # check the parameters on the client
-    ri = r
-    if dgraph.root_of is not None:      # whoever opened the graph maps the root (a CSR relabelled on its worker)
-        ri = dgraph.root_of(r)
+    ri = rs
+    if dgraph.root_of is not None:      # whoever opened the graph maps the roots (a CSR relabelled on its worker)
+        ri = [dgraph.root_of(r) for r in rs]
     elif dgraph.perm_f is not None:     # a degree-ordered variant searches in its own ids
-        ri = gather_watched(dgraph.client, [internal_root(dgraph.client, dgraph.perm_f, r)],
-                            set(dgraph.rank_worker.values()), f"the new id of root {r}", dgraph.timeout)[0]
+        ri = gather_watched(dgraph.client, [internal_root(dgraph.client, dgraph.perm_f, r) for r in rs],
+                            set(dgraph.rank_worker.values()), f"the new ids of roots {rs}", dgraph.timeout)
     events = []
     attempt = 0
     while True:
         try:
-            parents, seconds, wall, rec = _run_once(dgraph, ri, algorithm, pol, stats)
+            got = _run_once(dgraph, ri, algorithm, pol, stats)
             break
         except _PeerLost as exc:
             if attempt >= retries:
-                raise DbfsError(f"distributed search from root {r} failed {attempt + 1} time(s), last: {exc}; "
+                what = f"search from root {rs[0]}" if len(rs) == 1 else f"searches from roots {rs}"
+                raise DbfsError(f"distributed {what} failed {attempt + 1} time(s), last: {exc}; "
                                 f"check the workers' logs") from None
             attempt += 1
             events.append(_recover(dgraph, f"{type(exc).__name__}: {exc}", attempt, "search"))
-    res = DistributedResult(root=r, parents=parents, partitioning=dgraph.partitioning,
-                            rank_worker=dict(dgraph.rank_worker), seconds=seconds, wall=wall, level_stats=rec,
-                            algorithm=algorithm, opts=dict(pol), events=events, attempts=attempt + 1,
-                            on_device=dgraph.parents_on_device)
-    return res, seconds, rec
+    return [(DistributedResult(root=r, parents=parents, partitioning=dgraph.partitioning,
+                               rank_worker=dict(dgraph.rank_worker), seconds=seconds, wall=wall, level_stats=rec,
+                               algorithm=algorithm, opts=dict(pol), events=list(events), attempts=attempt + 1,
+                               on_device=dgraph.parents_on_device), seconds, rec)
+            for r, (parents, seconds, wall, rec) in zip(rs, got)]
+
+
+def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: str = "beamer",
+           alpha: float | None = None, beta: float | None = None, unexplored: str = "gap", tail: str = "cost",
+           stats: bool = True, retries: int = 2):
+    """One distributed search from ORIGINAL vertex ``root``: :func:`search_many` of one root.
+
+    Returns
+    -------
+    (DistributedResult, float, list or None)
+        The result (``events`` records each recovery), Kernel 2 seconds, level records.
+    """
+    return search_many(dgraph, [root], algorithm, policy, alpha, beta, unexplored, tail, stats, retries)[0]
 
 
 def _rerun(dg: DistributedGraph, results: list, error: str, stage: str, attempt: int) -> dict:
