@@ -8,19 +8,25 @@ level, next to the mean level time. A step's host time includes any wait it make
 ``_read`` waits for the collectives before it); the rest of a level is the loop's own
 Python. Needs two GPUs and dask-cuda.
 
-    python benchmarks/nccl_level_profile.py --scale 22 --roots 8 [--relabel degree]
+    python benchmarks/nccl_level_profile.py --scale 22 --roots 8 [--relabel degree] [--batch]
+
+``_bsp_levels`` is one search on a worker (its setup, levels and parents); with ``--batch`` the
+searches go as one batch (:func:`dbfs.bfs.dask.search_many`), as the pipeline runs them.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 _STEPS = {
-    "dbfs.bfs.dask.search.gpu_nccl:_NcclSearch": ["td_level", "bu_level", "to_bitmaps", "to_queues", "_claim", "_absorb_dev",
+    "dbfs.bfs.dask.search.bsp": ["_bsp_levels"],
+    "dbfs.bfs.dask.search.gpu_search:_GpuSearch": ["__init__"],
+    "dbfs.bfs.dask.search.gpu_nccl:_NcclSearch": ["__init__", "td_level", "bu_level", "to_bitmaps", "to_queues", "_claim", "_absorb_dev",
                                            "_level_totals", "_read", "_capped", "_exchange_bitmap", "_bu_steps",
                                            "_td_exact", "start", "visit_root", "parents"],
     "dbfs.bfs.dask.mesh.nccl:_Comm": ["send", "recv", "allreduce", "allgather"],
@@ -76,37 +82,54 @@ def main(argv=None):
     ap.add_argument("--roots", type=int, default=8)
     ap.add_argument("--relabel", default="none")
     ap.add_argument("--out", default="")
+    ap.add_argument("--batch", action="store_true", help="search the roots as one batch (search_many)")
     args = ap.parse_args(argv)
+
+    import numpy as np
 
     import dbfs.bfs.dask as D
     from dbfs import store
     from dbfs.cluster import client_for
-    from dbfs.roots import graph500_roots
     from dbfs.spec import GraphSpec
 
     with tempfile.TemporaryDirectory(prefix="dbfs-prof-") as tmp:
-        ds, _ = store.generate(GraphSpec.make("kronecker", args.scale), root=Path(tmp), client=None, quiet=True)
-        roots = [int(r) for r in graph500_roots(ds.edges(), args.scale, 2, 3, n=args.roots + 1,
-                                                n_vertices=ds.n_vertices)]
+        if args.scale > 22:     # the edges regenerated on the devices (as the multi-GPU benchmark's)
+            subprocess.run([sys.executable, "-m", "dbfs", "generate", "--scale", str(args.scale), "--edges", "virtual",
+                            "--backend", "gpu", "--datasets", tmp], check=True)
+            ds = store.open_dataset(GraphSpec.make("kronecker", args.scale).name, Path(tmp))
+        else:
+            ds, _ = store.generate(GraphSpec.make("kronecker", args.scale), root=Path(tmp), client=None, quiet=True)
         prof = Path(tmp) / "gpu2.yaml"
         prof.write_text("type: local-gpu\ngpus: [0, 1]\nthreads_per_gpu_worker: 2\ncpu_workers: 0\n")
         with client_for(profile=str(prof), quiet=True) as client:
             client.wait_for_workers(2, timeout=120)
             with D.build_distributed(client, ds.path, 2, relabel=args.relabel) as dg:
                 print(f"mesh: {dg.frontier_sharing}, S{args.scale}, relabel {args.relabel}", flush=True)
+                cands = np.random.default_rng(0).integers(0, ds.n_vertices, 8 * args.roots + 64)
+                roots = [int(r) for r in cands[D.eligible_distributed(dg, cands)][:args.roots + 1]]
                 D.search(dg, roots[0])                       # warm-up
                 client.run(_install)
                 client.run(_take)
-                levels, wall = 0, 0.0
-                for r in roots[1:]:
-                    res, sec, lst = D.search(dg, r, stats=True)
+                levels, wall, timed = 0, 0.0, 0.0
+                t0 = time.perf_counter()
+                if args.batch:          # one task a worker for the batch (the pipeline's way)
+                    got = D.search_many(dg, roots[1:], stats=True)
+                else:
+                    got = [D.search(dg, r, stats=True) for r in roots[1:]]
+                client_s = time.perf_counter() - t0
+                for res, sec, lst in got:
                     levels += len(lst)
                     wall += sum(x["time"] for x in lst)
+                    timed += sec
                     res.release()
                 got = client.run(_take)
-    report = {"scale": args.scale, "roots": args.roots, "relabel": args.relabel, "levels": levels,
-              "level_us": 1e6 * wall / max(levels, 1), "workers": {}}
-    print(f"{levels} levels, mean level {report['level_us']:.1f} us")
+    n = len(roots) - 1
+    report = {"scale": args.scale, "roots": args.roots, "relabel": args.relabel, "batch": args.batch,
+              "levels": levels, "level_us": 1e6 * wall / max(levels, 1), "workers": {},
+              "client_ms_per_search": 1e3 * client_s / n, "timed_ms_per_search": 1e3 * timed / n}
+    print(f"{levels} levels, mean level {report['level_us']:.1f} us; per search: {report['client_ms_per_search']:.2f} "
+          f"ms on the client, {report['timed_ms_per_search']:.2f} ms timed on the workers "
+          f"({'one batch' if args.batch else 'one call a search'})")
     for w, st in sorted(got.items()):
         print(f"worker {w}")
         rows = sorted(st.items(), key=lambda kv: -kv[1][1])
