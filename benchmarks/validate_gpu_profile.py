@@ -74,7 +74,7 @@ def main(argv=None):
             for s, chain in got:
                 bad = batch.failures(s) + list(chain)
                 ok &= not bad and not bool(((batch.lev(s) > 0) & ~batch.found[s]).any())
-            del batch
+            batch = None
         q = len(parents)
         rows.append({"batch": k, "fold_ms": fold / q, "sweep_ms": sweep / q, "regen_ms": regen * -(-q // k) / q,
                      "valid": bool(ok)})
