@@ -478,12 +478,14 @@ def test_gpu_batch_table_matches_cpu(cp, case10, golden10, sweeps, monkeypatch):
     for e, group in _mixed_batches(case10, golden10):
         want = [validate(e, r, p, N10) for r, p in group]
         for dev in (cp.asarray(e), cp.asarray(e.astype(np.uint32))):
-            for k in (1, 3, len(group)):
-                got = []
-                for i in range(0, len(group), k):
-                    got += validate_many_gpu(dev, [(r, cp.asarray(p)) for r, p in group[i:i + k]], N10,
+            # one lane a search: groups of 1, 4 and 8 or 16 lanes a tuple, and past a warp (two searches a lane)
+            for k, reps in ((1, 1), (3, 1), (len(group), 1), (3 * len(group), 3)):
+                got, many = [], group * reps
+                for i in range(0, len(many), k):
+                    got += validate_many_gpu(dev, [(r, cp.asarray(p)) for r, p in many[i:i + k]], N10,
                                              chunk_edges=2000)
-                for g, w in zip(got, want):
+                assert len(got) == len(want) * reps
+                for g, w in zip(got, want * reps):
                     assert_same(g, w)
 
 

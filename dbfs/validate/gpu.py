@@ -52,7 +52,8 @@ vector ops, no Python loop over vertices/edges:
   searches of a vertex side by side (one row of 2K ids), so a tuple costs
   two random row reads for the whole batch, not four reads per search. On
   CuPy one fused kernel per chunk counts the four edge quantities of every
-  search and sets the tree-edge flags; only a search whose counts show a
+  search and sets the tree-edge flags (a group of lanes a tuple, one lane a
+  search, so a row's pairs are read together); only a search whose counts show a
   failure is redone on that chunk with the array ops below, which also
   collect its examples (so examples and counts are those of the array
   path). On NumPy, and for that redo: per chunk, masks give edge-range,
@@ -267,49 +268,57 @@ def _examples(xp, u, v, mask, have):
 
 
 _BATCH_KERNEL = r"""
+// A group of G lanes (G: the power of two >= K, at most a warp) takes one tuple; lane s of the group checks
+// searches s, s + G, ... so the group reads a row's K (level, parent) pairs side by side: one coalesced read
+// of each endpoint's row for the whole batch.
+#define J ((K + G - 1) / G)
 extern "C" __global__ void dbfs_validate_batch(const ET* __restrict__ e, long long m, long long n, long long w,
                                                const VT* __restrict__ lp, bool* found,
                                                unsigned long long* cnt) {
     // lp: n rows of w (level, parent) pairs, the first K used; found: K rows of n flags;
     // cnt: K rows of (bad, span, diff, nedge)
-    unsigned int bad = 0, span[K], diff[K], ne[K];
+    const int lane = threadIdx.x & 31, s0 = lane & (G - 1);
+    unsigned long long bad = 0, span[J], diff[J], ne[J];
 #pragma unroll
-    for (int s = 0; s < K; ++s) { span[s] = 0; diff[s] = 0; ne[s] = 0; }
-    long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride) {
+    for (int j = 0; j < J; ++j) { span[j] = 0; diff[j] = 0; ne[j] = 0; }
+    long long groups = (long long)gridDim.x * (blockDim.x / G);
+    for (long long i = (long long)blockIdx.x * (blockDim.x / G) + threadIdx.x / G; i < m; i += groups) {
         long long u = (long long)e[2 * i], v = (long long)e[2 * i + 1];
-        if (u < 0 || v < 0 || u >= n || v >= n) { bad++; continue; }
+        if (u < 0 || v < 0 || u >= n || v >= n) { bad += (s0 == 0); continue; }
         const VT* ru = lp + 2 * w * u;
         const VT* rv = lp + 2 * w * v;
 #pragma unroll
-        for (int s = 0; s < K; ++s) {
+        for (int j = 0; j < J; ++j) {
+            int s = s0 + j * G;
+            if (s >= K) break;
             long long lu = ru[2 * s], lv = rv[2 * s];
             if (lu == -2 || lv == -2) continue;
             bool a = lu >= 0, b = lv >= 0;
-            if (a != b) { span[s]++; continue; }
+            if (a != b) { span[j]++; continue; }
             if (!a) continue;
             long long d = lu - lv;
-            if (d > 1 || d < -1) diff[s]++;
+            if (d > 1 || d < -1) diff[j]++;
             if (u != v) {
-                ne[s]++;
+                ne[j]++;
                 if ((long long)rv[2 * s + 1] == u) found[s * n + v] = true;
                 if ((long long)ru[2 * s + 1] == v) found[s * n + u] = true;
             }
         }
     }
-    unsigned long long b64 = bad;
-    for (int off = 16; off > 0; off >>= 1) b64 += __shfl_down_sync(0xffffffffu, b64, off);
-    if ((threadIdx.x & 31) == 0 && b64)
-        for (int s = 0; s < K; ++s) atomicAdd(&cnt[4 * s], b64);
+    // sums over the lanes holding the same searches (lane ^ G, ^ 2G, ...): lanes 0..G-1 end with the warp's
+    for (int off = G; off < 32; off <<= 1) bad += __shfl_xor_sync(0xffffffffu, bad, off);
+    if (lane == 0 && bad)
+        for (int s = 0; s < K; ++s) atomicAdd(&cnt[4 * s], bad);
 #pragma unroll
-    for (int s = 0; s < K; ++s) {
-        unsigned long long c1 = span[s], c2 = diff[s], c3 = ne[s];
-        for (int off = 16; off > 0; off >>= 1) {
-            c1 += __shfl_down_sync(0xffffffffu, c1, off);
-            c2 += __shfl_down_sync(0xffffffffu, c2, off);
-            c3 += __shfl_down_sync(0xffffffffu, c3, off);
+    for (int j = 0; j < J; ++j) {
+        unsigned long long c1 = span[j], c2 = diff[j], c3 = ne[j];
+        for (int off = G; off < 32; off <<= 1) {
+            c1 += __shfl_xor_sync(0xffffffffu, c1, off);
+            c2 += __shfl_xor_sync(0xffffffffu, c2, off);
+            c3 += __shfl_xor_sync(0xffffffffu, c3, off);
         }
-        if ((threadIdx.x & 31) == 0) {
+        int s = s0 + j * G;
+        if (lane < G && s < K) {
             if (c1) atomicAdd(&cnt[4 * s + 1], c1);
             if (c2) atomicAdd(&cnt[4 * s + 2], c2);
             if (c3) atomicAdd(&cnt[4 * s + 3], c3);
@@ -332,15 +341,16 @@ def _batch_counts(chunk, batch) -> list | None:
         return None
     vt = "int" if batch.table.dtype == cp.int32 else "long long"
     K = batch.k
+    G = min(32, 1 << (K - 1).bit_length())      # lanes a tuple: the batch's searches side by side
     fn = _KERNELS.get((et, vt, K))
     if fn is None:
-        src = f"typedef {et} ET;\ntypedef {vt} VT;\n#define K {K}\n" + _BATCH_KERNEL
+        src = f"typedef {et} ET;\ntypedef {vt} VT;\n#define K {K}\n#define G {G}\n" + _BATCH_KERNEL
         fn = _KERNELS[(et, vt, K)] = cp.RawKernel(src, "dbfs_validate_batch")
     chunk = cp.ascontiguousarray(chunk)
     k = int(chunk.shape[0])
     cnt = cp.zeros(4 * K, cp.uint64)
     sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-    fn((max(1, min(-(-k // 256), 32 * sms)),), (256,),
+    fn((max(1, min(-(-k * G // 256), 32 * sms)),), (256,),
        (chunk, np.int64(k), np.int64(batch.n), np.int64(batch.w), batch.table, batch.found, cnt))
     return [int(x) for x in cnt.get()]
 
