@@ -94,7 +94,7 @@ def main(argv=None):
 
     with tempfile.TemporaryDirectory(prefix="dbfs-prof-") as tmp:
         if args.scale > 22:     # the edges regenerated on the devices (as the multi-GPU benchmark's)
-            subprocess.run([sys.executable, "-m", "dbfs", "generate", "--scale", str(args.scale), "--edges", "virtual",
+            subprocess.run([sys.executable, "-m", "dbfs.cli", "generate", "--scale", str(args.scale), "--edges", "virtual",
                             "--backend", "gpu", "--datasets", tmp], check=True)
             ds = store.open_dataset(GraphSpec.make("kronecker", args.scale).name, Path(tmp))
         else:
