@@ -510,3 +510,15 @@ def test_levels_can_be_left_out(golden10):
     full, lean = vg(edges, r, p, xp=np), vg(edges, r, p, xp=np, levels=False)
     assert lean.levels is None and full.levels is not None
     assert (lean.ok, lean.nedge, lean.rules_failed) == (full.ok, full.nedge, full.rules_failed)
+
+
+def test_batch_model_counts_what_each_search_holds_besides():
+    """batch_size / keep_budget: parent slices each search keeps on a device (held bytes) shrink the batch and
+    the rows kept beside it; what is left for the rows never goes below zero."""
+    from dbfs.validate.gpu import batch_size, keep_budget
+
+    n, free = 1 << 28, 64 << 30
+    k, k_held = batch_size(free, n), batch_size(free, n, held=4 * (n // 2))
+    assert 1 <= k_held < k <= 16
+    assert keep_budget(free, n, k_held, 4 * (n // 2)) < keep_budget(free, n, k_held)
+    assert keep_budget(1 << 30, n, 16) == 0 and batch_size(1 << 30, n) == 1

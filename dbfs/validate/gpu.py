@@ -86,21 +86,23 @@ _MODEL = ((5, 2), (3, 1))
 _MARGIN = 4 << 30
 
 
-def batch_size(free: int, n: int, most: int = VALIDATE_MOST) -> int:
+def batch_size(free: int, n: int, most: int = VALIDATE_MOST, held: int = 0) -> int:
     """Searches one batch validates when ``free`` device bytes are left for it on a graph of ``n`` vertices:
-    at most ``most``, at least 1 (:data:`_MODEL`: K * each + the pointer jumping, per vertex)."""
+    at most ``most``, at least 1 (:data:`_MODEL`: K * each + the pointer jumping, per vertex; ``held``: device
+    bytes each search of the batch holds besides, e.g. its parent slice kept on a GPU worker)."""
     vb = np.dtype(_width(n)).itemsize
     jump, each = (a * vb + b for a, b in _MODEL)
-    return int(max(1, min(int(most), (int(free) - _MARGIN - jump * n) // max(1, each * n))))
+    return int(max(1, min(int(most), (int(free) - _MARGIN - jump * n) // max(1, each * n + int(held)))))
 
 
-def keep_budget(free: int, n: int, k: int) -> int:
+def keep_budget(free: int, n: int, k: int, held: int = 0) -> int:
     """Device bytes the input rows may keep between batches (:class:`KeptRows`) when ``free`` bytes are left
-    after the load and batches of ``k`` searches validate on a graph of ``n`` vertices: what the batch model
-    leaves, less three margins (the searches' own arrays and the pool's fragments)."""
+    after the load and batches of ``k`` searches validate on a graph of ``n`` vertices (``held``: as for
+    :func:`batch_size`): what the batch model leaves, less three margins (the searches' own arrays and the
+    pool's fragments)."""
     vb = np.dtype(_width(n)).itemsize
     jump, each = (a * vb + b for a, b in _MODEL)
-    return max(0, int(free) - 3 * _MARGIN - jump * n - int(k) * each * n)
+    return max(0, int(free) - 3 * _MARGIN - jump * n - int(k) * (each * n + int(held)))
 
 
 class KeptRows:

@@ -69,6 +69,7 @@ from dbfs.bfs.dask.search.client import eligible_distributed, gather_parent, loa
     search_many, validate_many_distributed
 from dbfs.bfs.dask.layout.placement import gpu_workers
 from dbfs.errors import DbfsError
+from dbfs.graph import id_dtype
 from dbfs.preflight import host_available
 from dbfs.validate.batch_cpu import batch_size_cpu
 from dbfs.validate.gpu import batch_size, keep_budget
@@ -231,9 +232,12 @@ class DistributedPartitions(PartitionedGraph):
             self.batched = True
             if self.gpus:           # every search validated on the GPU workers, a batch per pass
                 free = device_free(client, self.gpus)
-                self.validate_batch = batch_size(free, dg.n_vertices, validate_most)
+                # parents kept on the devices (over NCCL): each search of a batch holds a rank's slice there too
+                held = max(dg.partitioning.counts()) * np.dtype(id_dtype(dg.n_vertices)).itemsize \
+                    if dg.parents_on_device else 0
+                self.validate_batch = batch_size(free, dg.n_vertices, validate_most, held)
                 # what the batch leaves: each worker's share of the input rows kept between batches (over NCCL)
-                dg.keep_bytes = keep_budget(free, dg.n_vertices, self.validate_batch)
+                dg.keep_bytes = keep_budget(free, dg.n_vertices, self.validate_batch, held)
             else:                   # as Dask tasks: a quarter of the smallest worker's memory holds the batch
                 self.validate_batch = batch_size_cpu(_least_memory(client) // 4, dg.n_vertices)
         except BaseException:
