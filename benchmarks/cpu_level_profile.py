@@ -1,0 +1,127 @@
+"""Host seconds of each step of a CPU worker's level loop (where a distributed CPU level's time goes).
+
+Wraps the steps of :mod:`dbfs.bfs.dask.search.bsp` (the row-table kernels it calls, its absorb, the mesh
+exchange) in a timer on every worker (``client.run``), runs ``--roots`` searches of a Kronecker graph
+on ``--workers`` CPU worker processes of ``--threads`` threads (P = workers, the stored block variant),
+and prints per step: calls per search and milliseconds per search, beside the searches' own Kernel 2
+time and the single-process ``do`` on the same roots in this process (``--threads`` threads), level by
+level for the first root. The issue it serves: a partitioned CPU search should cost about what one
+process costs (docs/BENCHMARKS.md).
+
+    python benchmarks/cpu_level_profile.py --scale 20 --roots 8 --workers 2 --threads 1
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+_STEPS = {
+    "dbfs.bfs.dask.search.bsp": ["td_rows", "bucket_claims", "bu_rows", "absorb_rows", "copy_rows", "or_rows",
+                                 "bitmap_to_queue", "queue_to_bitmap"],
+    "dbfs.bfs.dask.search.bsp:_Search": ["td_level", "bu_level", "to_bitmaps", "to_queues", "_absorb", "start",
+                                         "visit_root", "parents", "__init__"],
+}
+
+
+def _install(steps, dask_worker=None):
+    """(client.run) a host timer around every step; totals in the worker's ``_dbfs_prof``."""
+    import functools
+    import importlib
+
+    stats = {}
+
+    def wrap(owner, name, label):
+        f = getattr(owner, name, None)
+        if f is None or getattr(f, "_dbfs_timed", False):
+            return
+
+        @functools.wraps(f)
+        def timed(*a, **k):
+            t = time.perf_counter()
+            try:
+                return f(*a, **k)
+            finally:
+                s = stats.setdefault(label, [0, 0.0])
+                s[0] += 1
+                s[1] += time.perf_counter() - t
+        timed._dbfs_timed = True
+        setattr(owner, name, timed)
+
+    for where, names in steps.items():
+        mod, _, cls = where.partition(":")
+        owner = importlib.import_module(mod)
+        owner = getattr(owner, cls) if cls else owner
+        for n in names:
+            wrap(owner, n, f"{cls or mod.rsplit('.', 1)[1]}.{n}")
+    dask_worker._dbfs_prof = stats
+    return True
+
+
+def _take(dask_worker=None):
+    s = getattr(dask_worker, "_dbfs_prof", {})
+    out = {k: list(v) for k, v in s.items()}
+    s.clear()
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=int, default=20)
+    ap.add_argument("--roots", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args(argv)
+
+    import numpy as np
+
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1, store
+    from dbfs.bfs import bfs, prepare
+    from dbfs.cluster import client_for
+    from dbfs.roots import graph500_roots
+    from dbfs.spec import GraphSpec
+
+    with tempfile.TemporaryDirectory(prefix="dbfs-cpuprof-") as tmp, \
+            client_for(n_workers=a.workers, threads_per_worker=a.threads, quiet=True) as client:
+        ds, _ = store.generate(GraphSpec.make("kronecker", a.scale), root=Path(tmp), quiet=True)
+        kernel1.build_partitioned(ds.path, P=a.workers, client=client, progress=False)
+        edges = np.asarray(ds.edges()[:])
+        roots = [int(r) for r in graph500_roots(edges, a.scale, n=a.roots + 1, n_vertices=ds.n_vertices)]
+        g = prepare(kernel1.build_csr(edges, n_vertices=ds.n_vertices))
+        with D.load_distributed(client, ds.path, kernel1.variant_name(a.workers, "block")) as dg:
+            D.search(dg, roots[0])                      # warm-up (and the kernels loaded)
+            bfs(g, roots[0], algorithm="do")
+            client.run(_install, _STEPS)
+            client.run(_take)
+            got = D.search_many(dg, roots[1:], stats=True)
+            prof = client.run(_take)
+            single, one_s = [], []
+            for r in roots[1:]:
+                t0 = time.perf_counter()
+                single.append(bfs(g, r, algorithm="do", stats=True))
+                one_s.append(time.perf_counter() - t0)
+    n = len(roots) - 1
+    secs = [s for _, s, _ in got]
+    print(f"S{a.scale}, {a.workers} workers x {a.threads} thread(s), P = {a.workers}: Kernel 2 median "
+          f"{1e3 * float(np.median(secs)):.2f} ms; one process (this one): "
+          f"{1e3 * float(np.median(one_s)):.2f} ms")
+    first, one = got[0][2], single[0].level_stats
+    for lv, x in enumerate(first):
+        ws = " ".join(f"{1e6 * w['kernel']:.0f}/{1e6 * w['exchange']:.0f}" for w in x.get("workers") or [])
+        print(f"  level {lv} {x['direction']} frontier {x['frontier']:>9,} edges {x['edges']:>10,}: "
+              f"{1e6 * x['time']:8.0f} us (worker kernel/exchange us {ws}); one process "
+              f"{1e6 * one[lv]['time']:8.0f} us")
+    for w, st in sorted(prof.items()):
+        print(f"worker {w}")
+        for k, (c, s) in sorted(st.items(), key=lambda kv: -kv[1][1]):
+            print(f"  {k:28s} {c / n:7.2f}/search {1e3 * s / n:9.3f} ms/search")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
