@@ -81,3 +81,46 @@ def dbfs_run(scale: int, roots: int, datasets, json_path, flags: str = "", env: 
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}")
     return json.loads(json_path.read_text()), wall
+
+
+def install_step_timers(steps: dict, dask_worker=None):
+    """(``client.run``) a host timer around every step named in ``steps`` (``"module[:Class]" -> [names]``)
+    on this worker; the totals (calls, seconds) go to the worker's ``_dbfs_prof`` (:func:`take_step_timers`)."""
+    import functools
+    import importlib
+
+    stats = {}
+
+    def wrap(owner, name, label):
+        f = getattr(owner, name, None)
+        if f is None or getattr(f, "_dbfs_timed", False):       # a step this version does not have
+            return
+
+        @functools.wraps(f)
+        def timed(*a, **k):
+            t = time.perf_counter()
+            try:
+                return f(*a, **k)
+            finally:
+                s = stats.setdefault(label, [0, 0.0])
+                s[0] += 1
+                s[1] += time.perf_counter() - t
+        timed._dbfs_timed = True
+        setattr(owner, name, timed)
+
+    for where, names in steps.items():
+        mod, _, cls = where.partition(":")
+        owner = importlib.import_module(mod)
+        owner = getattr(owner, cls) if cls else owner
+        for n in names:
+            wrap(owner, n, f"{cls or mod.rsplit('.', 1)[1]}.{n}")
+    dask_worker._dbfs_prof = stats
+    return True
+
+
+def take_step_timers(dask_worker=None) -> dict:
+    """(``client.run``) this worker's step totals since the last take: label -> [calls, seconds]."""
+    s = getattr(dask_worker, "_dbfs_prof", {})
+    out = {k: list(v) for k, v in s.items()}
+    s.clear()
+    return out

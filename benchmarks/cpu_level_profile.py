@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import install_step_timers, take_step_timers  # noqa: E402
 
 _STEPS = {
     "dbfs.bfs.dask.search.bsp": ["td_rows", "bucket_claims", "bu_rows", "absorb_rows", "copy_rows", "or_rows",
@@ -27,46 +28,6 @@ _STEPS = {
                                          "visit_root", "parents", "__init__"],
 }
 
-
-def _install(steps, dask_worker=None):
-    """(client.run) a host timer around every step; totals in the worker's ``_dbfs_prof``."""
-    import functools
-    import importlib
-
-    stats = {}
-
-    def wrap(owner, name, label):
-        f = getattr(owner, name, None)
-        if f is None or getattr(f, "_dbfs_timed", False):
-            return
-
-        @functools.wraps(f)
-        def timed(*a, **k):
-            t = time.perf_counter()
-            try:
-                return f(*a, **k)
-            finally:
-                s = stats.setdefault(label, [0, 0.0])
-                s[0] += 1
-                s[1] += time.perf_counter() - t
-        timed._dbfs_timed = True
-        setattr(owner, name, timed)
-
-    for where, names in steps.items():
-        mod, _, cls = where.partition(":")
-        owner = importlib.import_module(mod)
-        owner = getattr(owner, cls) if cls else owner
-        for n in names:
-            wrap(owner, n, f"{cls or mod.rsplit('.', 1)[1]}.{n}")
-    dask_worker._dbfs_prof = stats
-    return True
-
-
-def _take(dask_worker=None):
-    s = getattr(dask_worker, "_dbfs_prof", {})
-    out = {k: list(v) for k, v in s.items()}
-    s.clear()
-    return out
 
 
 def main(argv=None):
@@ -96,10 +57,10 @@ def main(argv=None):
         with D.load_distributed(client, ds.path, kernel1.variant_name(a.workers, "block")) as dg:
             D.search(dg, roots[0])                      # warm-up (and the kernels loaded)
             bfs(g, roots[0], algorithm="do")
-            client.run(_install, _STEPS)
-            client.run(_take)
+            client.run(install_step_timers, _STEPS)
+            client.run(take_step_timers)
             got = D.search_many(dg, roots[1:], stats=True)
-            prof = client.run(_take)
+            prof = client.run(take_step_timers)
             single, one_s = [], []
             for r in roots[1:]:
                 t0 = time.perf_counter()

@@ -23,6 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import install_step_timers, take_step_timers  # noqa: E402
+
 _STEPS = {
     "dbfs.bfs.dask.search.bsp": ["_bsp_levels"],
     "dbfs.bfs.dask.search.gpu_search:_GpuSearch": ["__init__"],
@@ -34,46 +37,6 @@ _STEPS = {
     "dbfs.bfs.dask.search.gpu_search": ["expand"],
 }
 
-
-def _install(dask_worker=None):
-    """(client.run) wrap every step in _STEPS with a host timer; totals in the worker's ``_dbfs_prof``."""
-    import functools
-    import importlib
-
-    stats = {}
-
-    def wrap(owner, name, label):
-        f = getattr(owner, name, None)
-        if f is None or getattr(f, "_dbfs_timed", False):       # a step this version does not have
-            return
-
-        @functools.wraps(f)
-        def timed(*a, **k):
-            t = time.perf_counter()
-            try:
-                return f(*a, **k)
-            finally:
-                s = stats.setdefault(label, [0, 0.0])
-                s[0] += 1
-                s[1] += time.perf_counter() - t
-        timed._dbfs_timed = True
-        setattr(owner, name, timed)
-
-    for where, names in _STEPS.items():
-        mod, _, cls = where.partition(":")
-        owner = importlib.import_module(mod)
-        owner = getattr(owner, cls) if cls else owner
-        for n in names:
-            wrap(owner, n, f"{cls or mod.rsplit('.', 1)[1]}.{n}")
-    dask_worker._dbfs_prof = stats
-    return True
-
-
-def _take(dask_worker=None):
-    s = getattr(dask_worker, "_dbfs_prof", {})
-    out = {k: list(v) for k, v in s.items()}
-    s.clear()
-    return out
 
 
 def main(argv=None):
@@ -108,8 +71,8 @@ def main(argv=None):
                 cands = np.random.default_rng(0).integers(0, ds.n_vertices, 8 * args.roots + 64)
                 roots = [int(r) for r in cands[D.eligible_distributed(dg, cands)][:args.roots + 1]]
                 D.search(dg, roots[0])                       # warm-up
-                client.run(_install)
-                client.run(_take)
+                client.run(install_step_timers, _STEPS)
+                client.run(take_step_timers)
                 levels, wall, timed = 0, 0.0, 0.0
                 t0 = time.perf_counter()
                 if args.batch:          # one task a worker for the batch (the pipeline's way)
@@ -122,7 +85,7 @@ def main(argv=None):
                     wall += sum(x["time"] for x in lst)
                     timed += sec
                     res.release()
-                got = client.run(_take)
+                got = client.run(take_step_timers)
     n = len(roots) - 1
     report = {"scale": args.scale, "roots": args.roots, "relabel": args.relabel, "batch": args.batch,
               "levels": levels, "level_us": 1e6 * wall / max(levels, 1), "workers": {},
