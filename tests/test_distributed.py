@@ -188,6 +188,16 @@ def test_a_batch_of_searches_is_one_task_a_worker(client, kron16, golden16, P):
             assert all(len(x["workers"]) == len(dg.mesh_workers) for x in rec)
             assert validate(kron16.edges, r, D.gather_parent(res)).ok
         assert D.search_many(dg, []) == []
+        # roots mapped by their owners' workers, a batch in one round trip (a partition relabelled within
+        # itself maps them; a CPU partition keeps its ids): the same searches
+        from functools import partial
+
+        from dbfs.bfs.dask.search.client import _roots_within
+
+        assert _roots_within(dg, roots) == [int(r) for r in roots]
+        dg.roots_of = partial(_roots_within, dg)
+        for r, (res, _, _) in zip(roots, D.search_many(dg, roots)):
+            assert res.root == r and validate(kron16.edges, r, D.gather_parent(res)).ok
 
 
 @pytest.mark.parametrize("P", [2, 4])

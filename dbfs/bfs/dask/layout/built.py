@@ -68,7 +68,7 @@ from dbfs.store.gpu import search_edges
 from dbfs.units import human
 from dbfs.validate.gpu import batch_size, validate_many_gpu
 
-__all__ = ["generate_on_worker", "forget", "build_on_worker", "adopt", "new_root", "eligible", "validate", "nedge",
+__all__ = ["generate_on_worker", "forget", "build_on_worker", "adopt", "new_roots", "eligible", "validate", "nedge",
            "host_parents", "peaks", "BUILD_TIMEOUT"]
 
 #: seconds the Kernel 1 task may take: a generous bound over the longest build measured (docs/DISTRIBUTED.md)
@@ -235,7 +235,7 @@ def adopt(client, dataset_path, fut, worker: str, info: dict, transport: str = "
                           built=f"Kernel 1 built it in GPU worker {worker}'s memory, not stored")
     dg.part_info[0], dg.part_load_times[0] = info, 0.0
     if info["relabel"] != "none":           # the worker holding the relabelled CSR maps each root
-        dg.root_of = partial(new_root, dg)
+        dg.roots_of = partial(new_roots, dg)
     _open_mesh(dg)
     dg.load_time = time.perf_counter() - t0
     return dg
@@ -252,13 +252,14 @@ def _ask(dg, fn, *args, what: str):
         raise
 
 
-def _new_root(bp, root):
-    return bp.new_id(root)
+def _new_roots(bp, roots):
+    return [int(bp.new_id(int(r))) for r in roots]
 
 
-def new_root(dg, root: int) -> int:
-    """The id the search from ORIGINAL vertex ``root`` starts at (a relabelled CSR's, from its worker)."""
-    return _ask(dg, _new_root, int(root), what=f"the new id of root {root}")
+def new_roots(dg, roots) -> list:
+    """The ids the searches from ORIGINAL vertices ``roots`` start at (a relabelled CSR's, from its worker,
+    in one round trip)."""
+    return _ask(dg, _new_roots, [int(r) for r in roots], what=f"the new ids of roots {list(roots)}")
 
 
 def _eligible(bp, cands):

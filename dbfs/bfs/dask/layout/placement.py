@@ -81,7 +81,8 @@ class DistributedGraph:
     budgets: dict = field(default_factory=dict)        # GPU worker -> device bytes for partitions
     device_memory_limit: int | None = None             # --device-memory-limit (None: a share of the free memory)
     perm_f: object = None                   # a relabelled variant's perm[new] = original, on one worker
-    root_of: object = None                  # original root -> the id its search starts at (None: perm_f or itself)
+    roots_of: object = None                 # original roots -> the ids their searches start at (None: perm_f or
+    #                                         themselves), one round trip for a batch
     part_bytes: list = field(default_factory=list)     # rank -> device bytes if held by a GPU worker
     part_info: dict = field(default_factory=dict)      # rank -> the worker's info of its partition
     built: str = ""                         # where Kernel 1 built the partitions in memory ('' = read from zarr)

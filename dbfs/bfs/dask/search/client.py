@@ -236,7 +236,7 @@ def build_distributed(client, dataset_path, P: int, dedupe: bool = True, workers
                           worker_kinds={w: kinds[w] for w in use}, source="edges", dedupe=bool(dedupe),
                           relabel=relabel)
     if relabel != "none":
-        dg.root_of = partial(_root_within, dg)
+        dg.roots_of = partial(_roots_within, dg)
     try:
         place(dg, list(range(part.P)))
     except BaseException:
@@ -257,18 +257,25 @@ def _rows_nonempty(p, local):
     return ip[i + 1] > ip[i]
 
 
-def _root_within(dg: DistributedGraph, root: int) -> int:
-    """The id the search from ORIGINAL ``root`` starts at in partitions relabelled within themselves: the
-    owner's new local index of it, asked of the owner's worker."""
-    rk, local = (int(x) for x in dg.partitioning.owner_local(np.int64(root)))
-    f = dg.client.submit(_rows_new_local, dg.part_futures[rk], local, workers=[dg.rank_worker[rk]],
-                         allow_other_workers=False, pure=False)
-    got = gather_watched(dg.client, [f], set(dg.rank_worker.values()), f"the new id of root {root}", dg.timeout)
-    return dg.partitioning.vertex_range(rk).start + int(got[0])
+def _roots_within(dg: DistributedGraph, roots) -> list:
+    """The ids the searches from ORIGINAL ``roots`` start at in partitions relabelled within themselves: each
+    owner's new local indices of its roots, asked of the owners' workers at once (one round trip)."""
+    owner, local = dg.partitioning.owner_local(np.asarray(roots, np.int64))
+    futs = {}
+    for rk in np.unique(owner).tolist():
+        sel = np.flatnonzero(owner == rk)
+        futs[rk] = (sel, dg.client.submit(_rows_new_local, dg.part_futures[rk], local[sel],
+                                          workers=[dg.rank_worker[rk]], allow_other_workers=False, pure=False))
+    got = gather_watched(dg.client, [f for _, f in futs.values()], set(dg.rank_worker.values()),
+                         f"the new ids of roots {list(roots)}", dg.timeout)
+    out = np.empty(len(roots), np.int64)
+    for (rk, (sel, _)), new in zip(futs.items(), got):
+        out[sel] = dg.partitioning.vertex_range(rk).start + np.asarray(new, np.int64)
+    return out.tolist()
 
 
 def _rows_new_local(p, local):
-    return int(p.new_local(int(local)))
+    return np.asarray(p.new_local(np.asarray(local, np.int64)), np.int64)
 
 
 def eligible_distributed(dg: DistributedGraph, cands) -> np.ndarray:
@@ -401,8 +408,8 @@ def search_many(dgraph: DistributedGraph, roots, algorithm: str = "do", policy: 
     pol = {"policy": policy, "alpha": alpha, "beta": beta, "unexplored": unexplored, "tail": tail}
     policy_from(**pol)  # check the parameters on the client
     ri = rs
-    if dgraph.root_of is not None:      # whoever opened the graph maps the roots (a CSR relabelled on its worker)
-        ri = [dgraph.root_of(r) for r in rs]
+    if dgraph.roots_of is not None:     # whoever opened the graph maps the roots (a CSR relabelled on its worker)
+        ri = [int(x) for x in dgraph.roots_of(rs)]
     elif dgraph.perm_f is not None:     # a degree-ordered variant searches in its own ids
         ri = gather_watched(dgraph.client, [internal_root(dgraph.client, dgraph.perm_f, r) for r in rs],
                             set(dgraph.rank_worker.values()), f"the new ids of roots {rs}", dgraph.timeout)
