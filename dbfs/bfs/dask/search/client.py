@@ -25,7 +25,8 @@ time) plus ``kernel`` (seconds of per-partition compute on the slowest
 worker), ``overhead`` (= time - kernel), ``rounds`` (message rounds in the
 level) and ``exchange`` (seconds inside them). ``seconds`` is Graph500
 Kernel 2 time measured on the workers (:mod:`dbfs.bfs.dask.search.bsp`), max over
-workers; the client round trip around it is ``result.wall``.
+workers; the client round trip around it is ``result.wall`` (a batch's
+over its searches).
 
 :func:`gather_parent` brings the whole parent array to the client (small
 graphs, tests); :func:`validate_distributed` validates as Dask tasks over
