@@ -454,7 +454,9 @@ def _absorb_chunk(t, L, U, seg_lo, seg_slot, pos, parent, visited, gvis, dst, m0
                 continue
             parent[x] = U[src + jj]
             v = gb + i * gs
-            atomic_or(gvis, v >> 6, np.int64(1) << (v & 63))
+            vb = np.int64(1) << (v & 63)
+            if not gvis[v >> 6] & vb:         # this worker's own claims have theirs set already
+                atomic_or(gvis, v >> 6, vb)
             d += ip[i + 1] - ip[i]
             dst[n] = x
             n += 1
