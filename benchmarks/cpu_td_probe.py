@@ -7,7 +7,7 @@ partitions, and runs the workers' level loop (:func:`dbfs.bfs.dask.search.bsp._b
 local mesh: no exchange, no cluster) and the single-process ``do`` on the same roots with the same
 threads, one after the other per root. Prints per root the level times of both (the first root level
 by level), the top-down and bottom-up totals a search, and the row-table kernels' milliseconds a search
-(``td_rows`` claims, ``bucket_claims``, ``absorb_rows``, ``bu_rows``, ...). What is left between the
+(``td_rows`` claims, ``split_claims`` or ``bucket_claims``, ``absorb_rows``, ``bu_rows``, ...). What is left between the
 two is the partitioned kernels' own cost, the cluster's exchange and noise being out of it. Writes
 ``benchmarks/results/cpu_td_probe-<stamp>.json``.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import dbfs_commit, write_record  # noqa: E402
 
-_KERNELS = ["td_rows", "bucket_claims", "bu_rows", "absorb_rows", "copy_rows", "or_rows"]
+_KERNELS = ["td_rows", "bucket_claims", "split_claims", "bu_rows", "absorb_rows", "copy_rows", "or_rows"]
 
 
 def main(argv=None):
@@ -80,7 +80,7 @@ def main(argv=None):
 
     dist(roots[0])                                   # the kernels loaded, the buffers grown
     bfs(g, roots[0], algorithm="do")
-    saved = {n: getattr(bsp, n) for n in _KERNELS}
+    saved = {n: getattr(bsp, n) for n in _KERNELS if hasattr(bsp, n)}     # the steps this tree has
     for n, f in saved.items():
         setattr(bsp, n, timed(f, n))
     rows, first = [], []

@@ -19,10 +19,14 @@ every slot in ONE call:
   ids, exact on entry and again on return) gets the bit and
   ``claim[v] = `` the global id of a queued vertex adjacent to it;
   ``claimed`` holds each such v once (global ids).
-- :func:`bucket_claims` ``(claimed, claim, code, P, q, r, C) -> (L, U,
-  cnt)``: the (owner-local index, ``claim[v]``) pairs of the claimed
-  vertices grouped by owner rank (:func:`dbfs.partition.owner_local`), a
-  stable counting sort; ``cnt``: P + 1 offsets; pairs of ``claim``'s dtype.
+- :func:`split_claims` ``(t, claimed, claim, code, P, q, r, slot_of, parent,
+  visited, tmp, out, C) -> (L, U, cnt, end, degrees)``: the claims of the
+  ranks this worker holds (``slot_of[rank]`` >= 0) absorbed at once (as
+  :func:`absorb_rows` would, in the same pass: a worker's own vertices cost
+  one pass after the claims), the others' (owner-local index, ``claim[v]``)
+  pairs grouped by owner rank (:func:`dbfs.partition.owner_local`), a stable
+  counting sort; ``cnt``: P + 1 offsets (a held rank's bucket empty); pairs
+  of ``claim``'s dtype.
 - :func:`absorb_rows` ``(t, L, U, seg_lo, seg_n, seg_slot, parent, visited,
   gvis, tmp, out, w, C) -> (w, degrees)``: the owner side: segment ``k``,
   pairs ``[seg_lo[k], seg_lo[k] + seg_n[k])`` of ``L``/``U``, names rows of
@@ -74,7 +78,7 @@ from .frontier import _DEG_SERIAL_VERTICES
 from .primitives import _cttz, atomic_or, prefetch
 from .topdown import _TD_PREFETCH, _TD_SERIAL_EDGES, _td_parallel
 
-__all__ = ["RowTable", "row_table", "td_rows", "bucket_claims", "absorb_rows", "bu_rows", "or_rows", "copy_rows"]
+__all__ = ["RowTable", "row_table", "td_rows", "split_claims", "absorb_rows", "bu_rows", "or_rows", "copy_rows"]
 
 
 class _Rows(NamedTuple):
@@ -350,16 +354,6 @@ def td_rows(t, queue, claim, visited):
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _owners(claimed, code, P, q, r, own, loc, hist, c, k0, k1):
-    """Owner and owner-local index of ``claimed[k0:k1]``, counted in ``hist[c]``."""
-    for k in range(k0, k1):
-        o, l = owner_local(claimed[k], code, P, q, r)
-        own[k] = o
-        loc[k] = l
-        hist[c, o] += 1
-
-
-@njit(nogil=True, cache=True, inline="always")
 def _bucket_starts(hist, P, C):
     """(cnt: the P + 1 bucket offsets, pos: where chunk c's pairs of owner o start)."""
     cnt = np.zeros(P + 1, np.int64)
@@ -378,55 +372,114 @@ def _bucket_starts(hist, P, C):
 def _scatter(claimed, claim, own, loc, pos, L, U, c, k0, k1):
     for k in range(k0, k1):
         o = own[k]
+        if o < 0:                   # absorbed in place (split_claims)
+            continue
         p = pos[c, o]
         L[p] = loc[k]
         U[p] = claim[claimed[k]]
         pos[c, o] = p + 1
 
 
+@njit(nogil=True, cache=True, inline="always")
+def _split_chunk(t, claimed, claim, code, P, q, r, slot_of, parent, visited, own, loc, hist, dst, c, k0, k1):
+    """:func:`split_claims` over the claims ``[k0, k1)``: a vertex of a rank held here (``slot_of[o]`` >= 0)
+    absorbed at once (its worker row written to ``dst`` from ``dst[k0]``), the others' owner rank and owner-local
+    index kept and counted in ``hist[c]``; returns (the absorbed count, their degree sum)."""
+    n = 0
+    d = 0
+    for k in range(k0, k1):
+        v = claimed[k]
+        o, l = owner_local(v, code, P, q, r)
+        s = slot_of[o]
+        if s < 0:
+            own[k] = o
+            loc[k] = l
+            hist[c, o] += 1
+            continue
+        own[k] = -1
+        i = np.int64(l) + t.pad[s]
+        x = t.off[s] + i
+        bit = np.int64(1) << (x & 63)
+        if visited[x >> 6] & bit:
+            continue
+        if atomic_or(visited, x >> 6, bit) & bit:
+            continue
+        parent[x] = claim[v]
+        ip = _indptr(t, s)
+        d += ip[i + 1] - ip[i]
+        dst[k0 + n] = x
+        n += 1
+    return n, d
+
+
 @njit(parallel=True, nogil=True, cache=True)
-def _bucket_par(claimed, claim, code, P, q, r, C):
+def _split_par(t, claimed, claim, code, P, q, r, slot_of, parent, visited, tmp, out, C):
     m = claimed.shape[0]
     own = np.empty(m, np.int32)
     loc = np.empty(m, claim.dtype)
     hist = np.zeros((C, P), np.int64)
+    cn = np.zeros(C, np.int64)
+    dg = np.zeros(C, np.int64)
     for c in prange(C):
-        _owners(claimed, code, P, q, r, own, loc, hist, c, c * m // C, (c + 1) * m // C)
+        cn[c], dg[c] = _split_chunk(t, claimed, claim, code, P, q, r, slot_of, parent, visited, own, loc, hist, tmp,
+                                    c, c * m // C, (c + 1) * m // C)
     cnt, pos = _bucket_starts(hist, P, C)
-    L = np.empty(m, claim.dtype)
-    U = np.empty(m, claim.dtype)
+    L = np.empty(cnt[P], claim.dtype)
+    U = np.empty(cnt[P], claim.dtype)
+    offs = np.empty(C, np.int64)
+    e = 0
+    for c in range(C):
+        offs[c] = e
+        e += cn[c]
     for c in prange(C):
-        _scatter(claimed, claim, own, loc, pos, L, U, c, c * m // C, (c + 1) * m // C)
-    return L, U, cnt
+        k0 = c * m // C
+        _scatter(claimed, claim, own, loc, pos, L, U, c, k0, (c + 1) * m // C)
+        for j in range(cn[c]):
+            out[offs[c] + j] = tmp[k0 + j]
+    return L, U, cnt, e, dg.sum()
 
 
 @njit(nogil=True, cache=True)
-def _bucket_serial(claimed, claim, code, P, q, r):
+def _split_serial(t, claimed, claim, code, P, q, r, slot_of, parent, visited, out):
     m = claimed.shape[0]
     own = np.empty(m, np.int32)
     loc = np.empty(m, claim.dtype)
     hist = np.zeros((1, P), np.int64)
-    _owners(claimed, code, P, q, r, own, loc, hist, 0, 0, m)
+    n, d = _split_chunk(t, claimed, claim, code, P, q, r, slot_of, parent, visited, own, loc, hist, out, 0, 0, m)
     cnt, pos = _bucket_starts(hist, P, 1)
-    L = np.empty(m, claim.dtype)
-    U = np.empty(m, claim.dtype)
+    L = np.empty(cnt[P], claim.dtype)
+    U = np.empty(cnt[P], claim.dtype)
     _scatter(claimed, claim, own, loc, pos, L, U, 0, 0, m)
-    return L, U, cnt
+    return L, U, cnt, n, d
 
 
-def bucket_claims(claimed, claim, code, P, q, r, C):
-    """Claimed vertices -> (owner-local index, ``claim[v]``) pairs grouped by owner rank: a stable counting
-    sort over ``C`` chunks in parallel (one chunk: on this thread, waking no other).
+def split_claims(t, claimed, claim, code, P, q, r, slot_of, parent, visited, tmp, out, C):
+    """A worker's claims split by owner: those of the ranks it holds absorbed at once into its rows (one pass:
+    no pairs made for them), the others' (owner-local index, ``claim[v]``) pairs grouped by owner rank (a
+    stable counting sort); ``C`` chunks in parallel (one chunk: on this thread); ``tmp``: scratch of at least
+    as many entries as claims.
+
+    Parameters
+    ----------
+    slot_of : ndarray of int64
+        Per rank, its slot in ``t`` when this worker holds it, else -1.
+    parent, visited : ndarray
+        Over worker rows (as :func:`absorb_rows`'s); the claims' global bits are set already.
+    out : ndarray of int64
+        The absorbed vertices' worker rows, from 0.
 
     Returns
     -------
-    L, U : ndarray of ``claim``'s dtype
-    cnt : ndarray of int64
-        The P + 1 bucket offsets.
+    L, U, cnt
+        The other ranks' pairs and the P + 1 offsets (a held rank's bucket empty).
+    end : int
+        The absorbed vertices' count in ``out``.
+    degrees : int
+        Their degree sum.
     """
     if C == 1:
-        return _bucket_serial(claimed, claim, code, P, q, r)
-    return _bucket_par(claimed, claim, code, P, q, r, C)
+        return _split_serial(t, claimed, claim, code, P, q, r, slot_of, parent, visited, out)
+    return _split_par(t, claimed, claim, code, P, q, r, slot_of, parent, visited, tmp, out, C)
 
 
 @njit(nogil=True, cache=True, inline="always")

@@ -36,7 +36,7 @@ from .frontier import (_bitmap_degrees, _bitmap_to_queue_parallel, _bitmap_to_qu
 from .graph_aux import _no_edge_bitmap, _rows_sorted, degree_over_bitmap, hub_by_degree
 from .primitives import _NO_CAP, num_threads
 from .rowtable import (_rows_claim_chunks, _rows_claim_serial, _rows_degree_offsets, _rows_degree_offsets_par,
-                       _rows_edges, absorb_rows, bu_rows, bucket_claims, copy_rows, or_rows, row_table)
+                       _rows_edges, absorb_rows, bu_rows, copy_rows, or_rows, row_table, split_claims)
 from .semiring import _min_parent_fixup_parallel, _min_parent_fixup_serial, spmv_pull_step
 from .topdown import (_degree_offsets, _degree_offsets_par, _diff_bits, _td_claim_chunks, _td_dedupe, _td_fix_lost_bits,
                       _td_gather, _td_step_serial)
@@ -88,9 +88,12 @@ def _warm_rows(ip, ix, hub, multi) -> None:
         cnt = _rows_claim_chunks(t, q, claim, gvis, degoff, 0, E, 2, np.empty(E, np.int64))
         claimed = np.arange(1, 3, dtype=np.int64)
         for C in (1, 2):                  # one chunk runs on the calling thread
-            L, U, cnt = bucket_claims(claimed, claim, 0 if gs == 1 else 1, 2, R, 0, C)
             visited = np.zeros(R >> 6, np.int64)
             parent = np.full(R, -1, np.int64)
+            # both ranks another worker's: their pairs made, then absorbed as a peer's would be
+            L, U, cnt, _, _ = split_claims(t, claimed, claim, 0 if gs == 1 else 1, 2, R, 0,
+                                           np.full(2, -1, np.int64), parent, visited, np.empty(2, np.int64),
+                                           np.empty(R, np.int64), C)
             seg = np.zeros(1, np.int64)
             absorb_rows(t, L, U, seg, np.ones(1, np.int64), seg, parent, visited, gvis, np.empty(2, np.int64),
                         np.empty(R, np.int64), 0, C)

@@ -27,9 +27,10 @@ Search Revisited: Enabling Bottom-Up Search", IPDPS Workshops 2013):
 - top-down: ``td_rows`` claims the neighbours whose bit is clear in a
   per-WORKER global ``visited`` bitmap (the worker's own discoveries, its
   earlier claims and every bottom-up frontier: a vertex is sent at most
-  once per worker) into a claim scratch over global ids; the pairs are
-  bucketed by owner and sent to the owning partitions (one PAIRS round),
-  which keep the first parent of each unvisited vertex.
+  once per worker) into a claim scratch over global ids; ``split_claims``
+  absorbs the claims of the worker's own partitions at once and buckets
+  the others' pairs by owner, which are sent to the owning partitions (one
+  PAIRS round), which keep the first parent of each unvisited vertex.
 - bottom-up: ``bu_rows`` (``bu_step``'s blocks) over every partition's unvisited rows against the
   GLOBAL frontier bitmap, assembled from every partition's slice of the
   previous level (sent with the counts, or shared through ``/dev/shm``,
@@ -69,7 +70,7 @@ import time
 import numpy as np
 
 from dbfs.bfs.cpu import _fill_parent, bitmap_to_queue, queue_to_bitmap
-from dbfs.bfs.cpu.rowtable import absorb_rows, bu_rows, bucket_claims, copy_rows, or_rows, row_table, td_rows
+from dbfs.bfs.cpu.rowtable import absorb_rows, bu_rows, copy_rows, or_rows, row_table, split_claims, td_rows
 from dbfs.bfs.dask.mesh.codec import GAP_SLACK, decode_slice_or, encode_slice, pack_pairs, pair_widths, unpack_pairs
 from dbfs.bfs.dask.layout.exchange import _base_of, _chunks, _or_into, _or_slice
 from dbfs.bfs.dask.mesh.frames import BEGIN, COUNTS, COUNTS_FRONT, COUNTS_FRONT_Z, FRONT, FRONT_Z, PAIRS, PAIRS_Z, SYNC
@@ -214,8 +215,8 @@ class _Search:
             self.visited_w[st.w0:st.w0 + st.nw] = p.no_edge[:st.nw]
             self.states[p.rank] = st
         self.my_ranks = tuple(self.states)
-        self.seg_rank = np.asarray(self.my_ranks, np.int64)  # own ranks, and their slots
-        self.seg_slot = np.arange(len(parts), dtype=np.int64)
+        self.slot_of = np.full(self.P, -1, np.int64)        # rank -> its slot here (-1: another worker's)
+        self.slot_of[list(self.my_ranks)] = np.arange(len(parts))
         self.pad_ranks = np.asarray([p.rank for p in parts if p.pad], np.int64)   # shared-frontier boundary words
         self.pad_words = np.asarray([st.w0 for st in self.states.values() if st.p.pad], np.int64)
         self.coded = False                                   # set at the start barrier (_codec_flag)
@@ -384,7 +385,12 @@ class _Search:
         # expand: claim the neighbours of every partition's frontier at once, bucket (vertex, parent) pairs by owner
         t = time.perf_counter()
         newv, examined = td_rows(self.rows.t, self.queue, scratch, self.visited_g)
-        L, U, cnt = bucket_claims(newv, scratch, code, P, q, r, _chunks(newv.shape[0]))
+        # this worker's own vertices absorbed at once into the next queue; the others' pairs bucketed by owner
+        out = self.qbufs[level & 1]
+        m = newv.shape[0]
+        L, U, cnt, w, new_m = split_claims(self.rows.t, newv, scratch, code, P, q, r, self.slot_of, self.parent_w,
+                                           self.visited_w, _grown(self.grown, "absorb", max(m, 1)), out, _chunks(m))
+        w, new_m = int(w), int(new_m)
         kt += time.perf_counter() - t
         # exchange: one message per peer worker, pairs grouped by destination rank
         if self.coded:
@@ -400,11 +406,8 @@ class _Search:
                         arrs += [L[a:b], U[a:b]]
                 send[j] = [dst] + arrs
             got = self._pairs(self.mesh.exchange(PAIRS, send)) if peers else []
-        # absorb: owners keep the first parent (this worker's own pairs first), form the next queue
+        # absorb: owners keep the first parent (this worker's own claims came first), extend the next queue
         t = time.perf_counter()
-        out = self.qbufs[level & 1]
-        lo = cnt[self.seg_rank]
-        w, new_m = self._absorb(L, U, lo, cnt[self.seg_rank + 1] - lo, self.seg_slot, out, 0)
         Ls, Us, slots = [], [], []
         for dst, arrs in got:
             for k, d_rk in enumerate(dst):
