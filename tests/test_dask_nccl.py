@@ -263,7 +263,7 @@ def test_nccl_validation_joins_the_parents_on_the_devices(nclient, nds, monkeypa
 
     import dbfs.bfs.dask as D
     from dbfs.bfs.dask.layout.placement import gpu_workers
-    from dbfs.bfs.dask.search import client as C
+    from dbfs.bfs.dask.search import parents as C
     from dbfs.bfs.reference import bfs_levels
     from dbfs.validate import validate
 

@@ -18,7 +18,8 @@ Three parts, each importing only the ones before it::
                 (dbfs.bfs.dask.search)
 """
 from dbfs.bfs.dask.search.client import ALGORITHMS, DistributedResult, build_distributed, eligible_distributed, \
-    gather_parent, load_distributed, search, search_many, validate_distributed, validate_many_distributed
+    load_distributed, search, search_many
+from dbfs.bfs.dask.search.parents import gather_parent, validate_distributed, validate_many_distributed
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, close_mesh, open_mesh
 from dbfs.bfs.dask.layout.placement import DistributedGraph
 from dbfs.bfs.dask.mesh.transport import TRANSPORTS

@@ -1,4 +1,4 @@
-"""Distributed BFS, client side: load, search, gather, validate.
+"""Distributed BFS, client side: load or build the partitions, pick the roots, search.
 
 Contract
 --------
@@ -28,9 +28,9 @@ Kernel 2 time measured on the workers (:mod:`dbfs.bfs.dask.search.bsp`), max ove
 workers; the client round trip around it is ``result.wall`` (a batch's
 over its searches).
 
-:func:`gather_parent` brings the whole parent array to the client (small
-graphs, tests); :func:`validate_distributed` validates as Dask tasks over
-edge chunks without bringing any N-sized array to the client.
+The parents are gathered or validated where they lie by
+:mod:`dbfs.bfs.dask.search.parents` (``gather_parent``,
+``validate_distributed``, ``validate_many_distributed``).
 
 Method: the client only starts the search and collects counts; one
 long-running task per worker (:func:`dbfs.bfs.dask.search.bsp._bsp_search`) runs
@@ -40,9 +40,8 @@ Failures: every wait is bounded and watches the workers it depends on
 partitions to live workers (:func:`dbfs.bfs.dask.layout.recovery.place`); during
 a search (its peers see the mesh break at once; the client sees the
 worker leave the cluster) the lost partitions are reloaded and the search
-rerun; during a validation or a gather of the parents, whose parents were
-lost with it, the search is rerun (untimed) and the step redone; each at
-most ``retries`` times, recorded in ``result.events`` and ``dgraph.events``
+rerun (a batch: the whole batch); each at most ``retries`` times, recorded
+in ``result.events`` and ``dgraph.events``
 (:mod:`dbfs.bfs.dask.layout.recovery`), then one DbfsError naming what was lost.
 Any other error in a search task closes that worker's end of the mesh,
 the client gives the graph a fresh mesh and raises the error unchanged,
@@ -59,26 +58,23 @@ import numpy as np
 
 from dbfs.bfs.dask.layout.assign import assign
 from dbfs.bfs.dask.search.bsp import _bsp_search
-from dbfs.bfs.dask.search.validate_nccl import validate_on_mesh
 from dbfs.bfs.dask.layout.gpu_part import ranks_device_bytes
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _alive, _close_mesh, _open_mesh
 from dbfs.bfs.dask.layout.placement import DistributedGraph, _variant_attrs, gpu_budgets, worker_kinds
 from dbfs.bfs.dask.layout.recovery import _is_peer_loss, _recover, place
-from dbfs.bfs.dask.layout.relabel import _new_ids, internal_root, load_perm_future, original_slices
+from dbfs.bfs.dask.layout.relabel import _new_ids, internal_root, load_perm_future
 from dbfs.bfs.dask.mesh.transport import TRANSPORTS, _PeerLost
 from dbfs.bfs.dask.mesh.waits import gather_watched, wait_watched
-from dbfs.bfs.dask.layout.worker import _host_slice, _pick_parent, _search_summary
+from dbfs.bfs.dask.layout.worker import _pick_parent, _search_summary
 from dbfs.bfs.policy import GPU_BEAMER_ALPHA, policy_from
 from dbfs.errors import DbfsError
 from dbfs.graph import check_root_id
 from dbfs.kernel1 import variant_name
 from dbfs.partition import Partitioning
 from dbfs.store import open_dataset
-from dbfs.validate.dask import validate_partitioned_many
-from dbfs.validate.gpus import validate_on_gpus
 
 __all__ = ["DistributedResult", "load_distributed", "build_distributed", "eligible_distributed", "search",
-           "search_many", "gather_parent", "validate_distributed", "validate_many_distributed", "ALGORITHMS"]
+           "search_many", "ALGORITHMS"]
 
 ALGORITHMS = ("do", "td", "bu")
 
@@ -445,172 +441,3 @@ def search(dgraph: DistributedGraph, root: int, algorithm: str = "do", policy: s
         The result (``events`` records each recovery), Kernel 2 seconds, level records.
     """
     return search_many(dgraph, [root], algorithm, policy, alpha, beta, unexplored, tail, stats, retries)[0]
-
-
-def _rerun(dg: DistributedGraph, results: list, error: str, stage: str, attempt: int) -> dict:
-    """After a worker holding the parents of ``results`` was lost: reload the lost partitions once, search
-    from each result's root again (same algorithm and policy) and put the new parents into it; returns the
-    event (appended to every result's events)."""
-    ev = _recover(dg, error, attempt, stage)
-    ev["rerun_seconds"] = 0.0
-    for result in results:
-        new, seconds, _ = search(dg, result.root, result.algorithm, stats=False, **result.opts)
-        result.parents, result.rank_worker, result.on_device = new.parents, new.rank_worker, new.on_device
-        ev["rerun_seconds"] += seconds
-        result.events += [ev] + new.events
-    return ev
-
-
-def _with_parents(dg, results: list, step, what: str, retries: int):
-    """``step()`` (which reads the parents of ``results`` on the workers); after a lost worker the parents
-    are recomputed (:func:`_rerun`) and ``step`` redone, at most ``retries`` times, else one DbfsError."""
-    attempt = 0
-    roots = ", ".join(str(r.root) for r in results)
-    while True:
-        try:
-            return step()
-        except _PeerLost as exc:
-            err = f"{type(exc).__name__}: {exc}"
-        if dg is None:
-            raise DbfsError(f"{what}: the parents of the search(es) from root(s) {roots} were lost with their "
-                            f"worker ({err}): search again")
-        if attempt >= retries:
-            raise DbfsError(f"{what} failed {attempt + 1} time(s) after losing a worker, last: {err}: check the "
-                            f"workers' logs (memory limit?) and rerun")
-        attempt += 1
-        _rerun(dg, results, err, "validation", attempt)
-
-
-def gather_parent(result: DistributedResult, client=None, dgraph: DistributedGraph | None = None,
-                  retries: int = 2) -> np.ndarray:
-    """The whole parent array on the client (small graphs and tests only).
-
-    Parameters
-    ----------
-    result : DistributedResult
-    client : distributed.Client, optional
-        Default: the client of the parent futures.
-    dgraph : DistributedGraph, optional
-        The searched graph: with it, parents lost with a worker are
-        recomputed (partitions reloaded, search rerun) instead of a DbfsError.
-    retries : int
-        Lost workers survived (with ``dgraph``).
-
-    Returns
-    -------
-    numpy.ndarray
-        int64, one entry per vertex in global ids, -1 for unreached.
-    """
-    part = result.partitioning
-    if client is None:
-        client = result.parents[0].client
-    timeout = dgraph.timeout if dgraph is not None else DEFAULT_TIMEOUT
-
-    def step():
-        futs = _original(dgraph, result, client)
-        return gather_watched(client, futs, set(result.rank_worker.values()),
-                              f"gathering the parents of the search from root {result.root}", timeout)
-
-    slices = _with_parents(dgraph, [result], step, "gathering the parents", retries)
-    parent = np.empty(part.n_vertices, np.int64)
-    for rk, s in enumerate(slices):
-        rg = part.vertex_range(rk)
-        parent[rg.start:rg.stop:rg.step] = s
-    return parent
-
-
-def _original(dg, result: DistributedResult, client) -> list:
-    """The int64 parent slices of ``result`` in original ids (relabelled variants are mapped back on a worker,
-    slices kept on the device copied to the host on theirs)."""
-    futs = [result.parents[rk] for rk in range(result.partitioning.P)]
-    if result.on_device:
-        futs = [client.submit(_host_slice, f, workers=[result.rank_worker[rk]], allow_other_workers=False,
-                              pure=False) for rk, f in enumerate(futs)]
-    if dg is None or dg.perm_f is None:
-        return futs
-    return original_slices(client, dg.perm_f, result.partitioning, futs)
-
-
-def validate_distributed(client, dataset_path, dgraph: DistributedGraph, result: DistributedResult, root,
-                         chunk_edges: int | None = None, retries: int = 2):
-    """Graph500 validation of ``result`` as Dask tasks (:mod:`dbfs.validate.dask`).
-
-    Every wait is bounded and watches the workers holding the parents; when
-    one is lost, its partitions are reloaded on live workers, the search
-    from ``result.root`` is rerun (untimed; ``result``'s parents replaced,
-    the event appended to ``result.events`` with ``stage`` "validation")
-    and the validation redone.
-
-    Parameters
-    ----------
-    client : distributed.Client
-    dataset_path : path-like
-        The dataset whose stored edges are checked.
-    dgraph : DistributedGraph
-    result : DistributedResult
-        Its parent slices stay on their workers.
-    root : int
-    chunk_edges : int, optional
-        Edges per validation task (default: the stored chunks).
-    retries : int
-        Lost workers survived before a one-line DbfsError.
-
-    Returns
-    -------
-    dbfs.validate.ValidationResult
-        With ``levels`` None.
-    """
-    return _validate_tasks(client, dataset_path, dgraph, [result], [int(root)], chunk_edges, retries)[0]
-
-
-def _validate_tasks(client, dataset_path, dgraph, results: list, roots: list, chunk_edges, retries: int) -> list:
-    """:func:`dbfs.validate.dask.validate_partitioned_many` of ``results`` (checked against ``roots``) as Dask
-    tasks on any workers, one read of the edges for all; a lost worker survived as in
-    :func:`validate_distributed`."""
-    what = f"the search from root {roots[0]}" if len(roots) == 1 else f"the searches from roots {roots}"
-
-    def step():
-        watch = set().union(*(set(r.rank_worker.values()) for r in results))
-
-        def gather(futs, step_what):
-            return gather_watched(client, futs, watch, f"{step_what} of {what}", dgraph.timeout)
-
-        return validate_partitioned_many(client, Path(dataset_path),
-                                         [(root, _original(dgraph, r, client)) for r, root in zip(results, roots)],
-                                         results[0].partitioning, chunk_edges=chunk_edges, gather=gather)
-
-    return _with_parents(dgraph, results, step, f"the validation of {what}", retries)
-
-
-def validate_many_distributed(client, dataset_path, dgraph: DistributedGraph, results: list, gpus: list,
-                              retries: int = 2) -> list:
-    """Graph500 validation of several searches together: on the GPU workers ``gpus``
-    (:func:`dbfs.validate.gpus.validate_on_gpus`: each checks its share of the input edges, one pass for the
-    batch; parents kept on the devices are joined there over NCCL instead,
-    :func:`dbfs.bfs.dask.search.validate_nccl.validate_on_mesh`), or, with no GPU workers, as Dask tasks on
-    any workers (:func:`dbfs.validate.dask.validate_partitioned_many`: one table of the batch, one read of
-    the edges). A lost worker is survived as in :func:`validate_distributed` (every search of the batch
-    rerun).
-
-    Returns
-    -------
-    list of dbfs.validate.ValidationResult
-        In the order of ``results``; ``levels`` None.
-    """
-    roots = [r.root for r in results]
-    if not gpus:
-        return _validate_tasks(client, dataset_path, dgraph, results, roots, None, retries)
-
-    def step():
-        watch = set(gpus).union(*(set(r.rank_worker.values()) for r in results))
-
-        def gather(futs, what):
-            return gather_watched(client, futs, watch, what, dgraph.timeout)
-
-        if dgraph is not None and dgraph.parents_on_device and dgraph.perm_f is None and all(
-                r.on_device and r.rank_worker == dgraph.rank_worker for r in results):
-            return validate_on_mesh(dgraph, results, gather)      # the parents joined on the devices
-        return validate_on_gpus(client, Path(dataset_path), [(r.root, _original(dgraph, r, client)) for r in results],
-                                results[0].partitioning, gpus, gather=gather)
-
-    return _with_parents(dgraph, results, step, f"the validation of the searches from roots {roots}", retries)

@@ -65,8 +65,8 @@ from pathlib import Path
 import numpy as np
 
 from dbfs.bfs.dask.layout import built as on_worker
-from dbfs.bfs.dask.search.client import eligible_distributed, gather_parent, load_distributed, search, \
-    search_many, validate_many_distributed
+from dbfs.bfs.dask.search.client import eligible_distributed, load_distributed, search, search_many
+from dbfs.bfs.dask.search.parents import gather_parent, validate_many_distributed
 from dbfs.bfs.dask.layout.placement import gpu_workers
 from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype

@@ -28,7 +28,7 @@ the edges fails still joins that allreduce before it raises, so no peer is
 left waiting in a collective. The searches run one at a time, so the
 communicator is never used by a search and a validation at once; closing
 the mesh (a lost worker) aborts it, and the step is redone after the
-searches are rerun (:func:`dbfs.bfs.dask.search.client.validate_many_distributed`).
+searches are rerun (:func:`dbfs.bfs.dask.search.parents.validate_many_distributed`).
 
 Encoding: slices in the graph's id width (:func:`dbfs.graph.id_dtype`),
 original ids, -1 unreached, block order (rank ``g`` owns its vertex range
