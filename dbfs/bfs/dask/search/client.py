@@ -254,19 +254,25 @@ def _rows_nonempty(p, local):
     return ip[i + 1] > ip[i]
 
 
+def _ask_owners(dg: DistributedGraph, v: np.ndarray, fn, what: str) -> list:
+    """``fn(partition, local indices)`` on each owner's worker for the global ids ``v`` it owns, asked at once
+    (one round trip): ``[(rank, positions in v, answer)]``."""
+    owner, local = dg.partitioning.owner_local(v)
+    asks = []
+    for rk in np.unique(owner).tolist():
+        sel = np.flatnonzero(owner == rk)
+        asks.append((rk, sel, dg.client.submit(fn, dg.part_futures[rk], local[sel], workers=[dg.rank_worker[rk]],
+                                               allow_other_workers=False, pure=False)))
+    got = gather_watched(dg.client, [f for _, _, f in asks], set(dg.rank_worker.values()), what, dg.timeout)
+    return [(rk, sel, g) for (rk, sel, _), g in zip(asks, got)]
+
+
 def _roots_within(dg: DistributedGraph, roots) -> list:
     """The ids the searches from ORIGINAL ``roots`` start at in partitions relabelled within themselves: each
     owner's new local indices of its roots, asked of the owners' workers at once (one round trip)."""
-    owner, local = dg.partitioning.owner_local(np.asarray(roots, np.int64))
-    futs = {}
-    for rk in np.unique(owner).tolist():
-        sel = np.flatnonzero(owner == rk)
-        futs[rk] = (sel, dg.client.submit(_rows_new_local, dg.part_futures[rk], local[sel],
-                                          workers=[dg.rank_worker[rk]], allow_other_workers=False, pure=False))
-    got = gather_watched(dg.client, [f for _, f in futs.values()], set(dg.rank_worker.values()),
-                         f"the new ids of roots {list(roots)}", dg.timeout)
     out = np.empty(len(roots), np.int64)
-    for (rk, (sel, _)), new in zip(futs.items(), got):
+    for rk, sel, new in _ask_owners(dg, np.asarray(roots, np.int64), _rows_new_local,
+                                    f"the new ids of roots {list(roots)}"):
         out[sel] = dg.partitioning.vertex_range(rk).start + np.asarray(new, np.int64)
     return out.tolist()
 
@@ -283,16 +289,8 @@ def eligible_distributed(dg: DistributedGraph, cands) -> np.ndarray:
     if dg.perm_f is not None and v.size:
         v = gather_watched(dg.client, [dg.client.submit(_new_ids, dg.perm_f, v, pure=False)],
                            set(dg.rank_worker.values()), "the new ids of candidate roots", dg.timeout)[0]
-    part, out = dg.partitioning, np.zeros(v.size, bool)
-    owner, local = part.owner_local(v)
-    asks = {}
-    for rk in np.unique(owner).tolist():
-        sel = np.flatnonzero(owner == rk)
-        asks[rk] = (sel, dg.client.submit(_rows_nonempty, dg.part_futures[rk], local[sel],
-                                          workers=[dg.rank_worker[rk]], allow_other_workers=False, pure=False))
-    got = gather_watched(dg.client, [f for _, f in asks.values()], set(dg.rank_worker.values()),
-                         "the eligibility of candidate roots", dg.timeout)
-    for (sel, _), mask in zip(asks.values(), got):
+    out = np.zeros(v.size, bool)
+    for _, sel, mask in _ask_owners(dg, v, _rows_nonempty, "the eligibility of candidate roots"):
         out[sel] = mask
     return out
 
