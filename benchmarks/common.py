@@ -84,8 +84,10 @@ def dbfs_run(scale: int, roots: int, datasets, json_path, flags: str = "", env: 
 
 
 def install_step_timers(steps: dict, dask_worker=None):
-    """(``client.run``) a host timer around every step named in ``steps`` (``"module[:Class]" -> [names]``)
-    on this worker; the totals (calls, seconds) go to the worker's ``_dbfs_prof`` (:func:`take_step_timers`)."""
+    """(``client.run``) a host timer around every step named in ``steps`` (``"module[:Class]" -> [names]``,
+    a name this version does not have skipped) on this worker; the totals (calls, seconds) go to the worker's
+    ``_dbfs_prof`` (:func:`take_step_timers`). Outside a worker (``dask_worker`` None, in this process) the
+    totals' dict is returned instead."""
     import functools
     import importlib
 
@@ -114,6 +116,8 @@ def install_step_timers(steps: dict, dask_worker=None):
         owner = getattr(owner, cls) if cls else owner
         for n in names:
             wrap(owner, n, f"{cls or mod.rsplit('.', 1)[1]}.{n}")
+    if dask_worker is None:
+        return stats
     dask_worker._dbfs_prof = stats
     return True
 

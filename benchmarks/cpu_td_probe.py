@@ -14,7 +14,6 @@ two is the partitioned kernels' own cost, the cluster's exchange and noise being
 from __future__ import annotations
 
 import argparse
-import functools
 import statistics
 import sys
 import tempfile
@@ -23,7 +22,7 @@ import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import dbfs_commit, write_record  # noqa: E402
+from benchmarks.common import dbfs_commit, install_step_timers, write_record  # noqa: E402
 
 _KERNELS = ["td_rows", "bucket_claims", "split_claims", "bu_rows", "absorb_rows", "copy_rows", "or_rows"]
 
@@ -61,45 +60,26 @@ def main(argv=None):
     plugin = types.SimpleNamespace(scratch={}, grown={}, level_listeners=[], shms={})
     nnz = int(sum(int(p.indptr[-1]) for p in parts))
     pol = {"policy": "beamer", "alpha": None, "beta": None, "unexplored": "gap", "tail": "cost"}
-    stats = {}
-
-    def timed(f, name):
-        @functools.wraps(f)
-        def run(*args, **kw):
-            t = time.perf_counter()
-            try:
-                return f(*args, **kw)
-            finally:
-                s = stats.setdefault(name, [0, 0.0])
-                s[0] += 1
-                s[1] += time.perf_counter() - t
-        return run
 
     def dist(r):
         return bsp._bsp_levels(_LocalMesh(), 0, [list(range(P))], parts, r, "do", pol, nnz, plugin, None)
 
     dist(roots[0])                                   # the kernels loaded, the buffers grown
     bfs(g, roots[0], algorithm="do")
-    saved = {n: getattr(bsp, n) for n in _KERNELS if hasattr(bsp, n)}     # the steps this tree has
-    for n, f in saved.items():
-        setattr(bsp, n, timed(f, n))
+    stats = install_step_timers({"dbfs.bfs.dask.search.bsp": _KERNELS})     # the steps this tree has
     rows, first = [], []
-    try:
-        for r in roots[1:]:
-            out = dist(r)
-            t0 = time.perf_counter()
-            one = bfs(g, r, algorithm="do", stats=True)
-            one_s = time.perf_counter() - t0
-            side = {d: (sum(x["time"] for x in out["records"] if x["direction"] == d),
-                        sum(x["time"] for x in one.level_stats if x["direction"] == d)) for d in ("td", "bu")}
-            rows.append({"root": r, "dist_s": out["seconds"], "one_s": one_s, "td_s": side["td"],
-                         "bu_s": side["bu"]})
-            if not first:
-                first = [(x["level"], x["direction"], x["frontier"], x["time"], y["time"])
-                         for x, y in zip(out["records"], one.level_stats)]
-    finally:
-        for n, f in saved.items():
-            setattr(bsp, n, f)
+    for r in roots[1:]:
+        out = dist(r)
+        t0 = time.perf_counter()
+        one = bfs(g, r, algorithm="do", stats=True)
+        one_s = time.perf_counter() - t0
+        side = {d: (sum(x["time"] for x in out["records"] if x["direction"] == d),
+                    sum(x["time"] for x in one.level_stats if x["direction"] == d)) for d in ("td", "bu")}
+        rows.append({"root": r, "dist_s": out["seconds"], "one_s": one_s, "td_s": side["td"],
+                     "bu_s": side["bu"]})
+        if not first:
+            first = [(x["level"], x["direction"], x["frontier"], x["time"], y["time"])
+                     for x, y in zip(out["records"], one.level_stats)]
     n = len(rows)
     for lv, d, fr, t1, t2 in first:
         print(f"  level {lv} {d} frontier {fr:>9,}: partitioned {1e6 * t1:8.0f} us | one process {1e6 * t2:8.0f} us")
@@ -109,7 +89,7 @@ def main(argv=None):
     print(f"SCALE {a.scale}, P = {P} on one worker: Kernel 2 median {1e3 * med['dist_s']:.2f} ms, one process "
           f"{1e3 * med['one_s']:.2f} ms ({med['one_s'] / med['dist_s']:.3f}x); top-down levels {1e3 * td[0]:.3f} / "
           f"{1e3 * td[1]:.3f} ms a search, bottom-up {1e3 * bu[0]:.3f} / {1e3 * bu[1]:.3f}")
-    kern = {k: {"calls_per_search": c / n, "ms_per_search": 1e3 * s / n} for k, (c, s) in stats.items()}
+    kern = {k.split(".")[-1]: {"calls_per_search": c / n, "ms_per_search": 1e3 * s / n} for k, (c, s) in stats.items()}
     for k, v in sorted(kern.items(), key=lambda kv: -kv[1]["ms_per_search"]):
         print(f"  {k:16s} {v['calls_per_search']:6.2f}/search {v['ms_per_search']:8.3f} ms/search")
     rec = {"scale": a.scale, "partitions": P, "roots": n, "commit": dbfs_commit(), "rows": rows,
