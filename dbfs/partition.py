@@ -162,6 +162,14 @@ class Partitioning:
         first = rank * self.q + min(rank, self.r)
         return range(first, first + self.q + (1 if rank < self.r else 0))
 
+    def join(self, slices, dtype=np.int64) -> np.ndarray:
+        """One array over all N vertices from the per-rank ``slices`` (rank ``r``'s in its local order)."""
+        out = np.empty(self.n_vertices, dtype)
+        for rk, s in enumerate(slices):
+            rg = self.vertex_range(rk)
+            out[rg.start:rg.stop:rg.step] = s
+        return out
+
     def block_starts(self) -> list:
         """(block) every rank's first vertex, then N: rank ``r`` owns ``[starts[r], starts[r + 1])``."""
         if self.kind != "block":

@@ -78,12 +78,7 @@ def _join_table(part: Partitioning, roots, *slices) -> SearchTable:
         if lens != [part.local_count(rk) for rk in range(P)]:
             st.fold(root, _fail("length", f"parent has {sum(lens)} entries, graph has {n} vertices", [], 1))
             continue
-        parent = np.empty(n, np.int64)
-        for rk, x in enumerate(sl):
-            rg = part.vertex_range(rk)
-            parent[rg.start:rg.stop:rg.step] = x
-        st.fold(root, parent)
-        del parent
+        st.fold(root, part.join(sl))
     return st
 
 

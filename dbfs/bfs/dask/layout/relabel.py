@@ -45,12 +45,8 @@ def _new_ids(perm, v):
 
 def _unrelabel(perm, part: Partitioning, *slices):
     """The whole parent array in original ids from the relabelled slices."""
-    n = part.n_vertices
-    pnew = np.empty(n, np.int64)
-    for rk, s in enumerate(slices):
-        rg = part.vertex_range(rk)
-        pnew[rg.start:rg.stop:rg.step] = s
-    out = np.full(n, -1, np.int64)
+    pnew = part.join(slices)
+    out = np.full(part.n_vertices, -1, np.int64)
     reached = np.flatnonzero(pnew >= 0)
     out[perm[reached]] = perm[pnew[reached]]
     return out

@@ -196,11 +196,7 @@ def _local_degrees(p):
 
 
 def _global_degrees(part: Partitioning, *degs):
-    deg = np.empty(part.n_vertices, degs[0].dtype if degs else np.int64)
-    for rk, d in enumerate(degs):
-        rg = part.vertex_range(rk)
-        deg[rg.start:rg.stop:rg.step] = d
-    return deg
+    return part.join(degs, degs[0].dtype if degs else np.int64)
 
 
 def _prepare_part(p, deg, device: bool = False):

@@ -322,7 +322,7 @@ def _wait_search(dg: DistributedGraph, futs, what: str) -> None:
 
 
 def _searching(roots) -> str:
-    return f"the search from root {roots[0]}" if len(roots) == 1 else f"the searches from roots {list(roots)}"
+    return f"search from root {roots[0]}" if len(roots) == 1 else f"searches from roots {list(roots)}"
 
 
 def _run_once(dg: DistributedGraph, roots, algorithm, pol, stats) -> list:
@@ -331,7 +331,7 @@ def _run_once(dg: DistributedGraph, roots, algorithm, pol, stats) -> list:
     client = dg.client
     ranks_of = dg.ranks_of()
     pin = {"allow_other_workers": False, "pure": False}
-    what = _searching(roots)
+    what = "the " + _searching(roots)
     t0 = time.perf_counter()
     futs, sums = [], []
     for i, w in enumerate(dg.mesh_workers):
@@ -416,8 +416,7 @@ def search_many(dgraph: DistributedGraph, roots, algorithm: str = "do", policy: 
             break
         except _PeerLost as exc:
             if attempt >= retries:
-                what = f"search from root {rs[0]}" if len(rs) == 1 else f"searches from roots {rs}"
-                raise DbfsError(f"distributed {what} failed {attempt + 1} time(s), last: {exc}; "
+                raise DbfsError(f"distributed {_searching(rs)} failed {attempt + 1} time(s), last: {exc}; "
                                 f"check the workers' logs") from None
             attempt += 1
             events.append(_recover(dgraph, f"{type(exc).__name__}: {exc}", attempt, "search"))

@@ -121,12 +121,7 @@ def gather_parent(result: DistributedResult, client=None, dgraph: DistributedGra
         return gather_watched(client, futs, set(result.rank_worker.values()),
                               f"gathering the parents of the search from root {result.root}", timeout)
 
-    slices = _with_parents(dgraph, [result], step, "gathering the parents", retries)
-    parent = np.empty(part.n_vertices, np.int64)
-    for rk, s in enumerate(slices):
-        rg = part.vertex_range(rk)
-        parent[rg.start:rg.stop:rg.step] = s
-    return parent
+    return part.join(_with_parents(dgraph, [result], step, "gathering the parents", retries))
 
 
 def _original(dg, result: DistributedResult, client) -> list:
