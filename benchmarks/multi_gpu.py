@@ -110,11 +110,11 @@ def main(argv=None) -> int:
         configs["gpu-plain"] = (f"--backend gpu --relabel none {args.flags}", None)
     for P in args.partitions:
         flags = f"--cluster local-gpu --backend dask --partitions {P} {args.flags}"
-        configs[f"p{P}"] = (flags, None)
+        configs[f"p{P}"] = (flags + " --relabel none", None)       # the plain partitions (auto: degree)
         if args.stored_p1 and P == 1:       # the plain CSR stored by Kernel 1, then read onto the GPU worker
             configs["p1-stored"] = (flags + " --relabel none", None)
         if args.ipc_too and P > 1:
-            configs[f"p{P}-ipc"] = (flags, {"DBFS_NCCL": "off"})
+            configs[f"p{P}-ipc"] = (flags + " --relabel none", {"DBFS_NCCL": "off"})
         if args.relabel_too and P > 1:
             configs[f"p{P}-deg"] = (flags + " --relabel degree", None)
     kind = f"multi_gpu{('-' + args.tag) if args.tag else ''}"

@@ -90,8 +90,14 @@ def test_dask_gpu_workers_default_by_partitions():
                       resources={"GPU": 1}) as lc, Client(lc) as client:
         one = resolve_relabel(RunConfig(backend="dask", relabel="auto", quiet=True), client)
         two = resolve_relabel(RunConfig(backend="dask", relabel="auto", partitions=2, quiet=True), client)
+        cyc = resolve_relabel(RunConfig(backend="dask", relabel="auto", partitions=2, partitioning="cyclic",
+                                        quiet=True), client)
+        lim = resolve_relabel(RunConfig(backend="dask", relabel="auto", partitions=2, device_memory_limit=1 << 30,
+                                        quiet=True), client)
     assert one.relabel == "degree" and "GPU worker" in one.relabel_why
-    assert two.relabel == "none" and "P > 1" in two.relabel_why
+    assert two.relabel == "degree" and "P > 1" in two.relabel_why
+    assert cyc.relabel == "none" and "cyclic" in cyc.relabel_why
+    assert lim.relabel == "none" and "--device-memory-limit" in lim.relabel_why
 
 
 def test_bfs_name_searches_the_stored_variant_and_build_stays_plain(tmp_path, dbfs_cli):

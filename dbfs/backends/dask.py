@@ -96,17 +96,23 @@ class DaskBackend(Backend):
 
     @classmethod
     def default_relabel(cls, cfg, client=None, ds=None):
-        """With GPU workers: the degree-ordered CSR at P = 1 (relabelled and placed in the GPU worker's
-        memory, the GPU backend's Kernel 1), the plain one at P > 1 (only its partitions are built on the
-        workers from the edges). CPU workers: the degree-ordered CSR, whose partitions they search faster
+        """With GPU workers: the degree-ordered CSR, at P = 1 relabelled and placed in the GPU worker's
+        memory (the GPU backend's Kernel 1), at P > 1 each block partition relabelled within itself as the
+        workers build it from the edges; the plain one for cyclic ownership, ``--placement`` or
+        ``--device-memory-limit`` at P > 1 (those take a CPU-built variant, where a global relabelling puts
+        every hub in block 0). CPU workers: the degree-ordered CSR, whose partitions they search faster
         (docs/BENCHMARKS.md), unless, at P > 1, neither variant is stored and the disk has no room for
         one (``ds`` known): then the plain partitions, built on the workers."""
         if cls._gpu_workers(client):
-            if cfg.partitions > 1:
-                return "none", "at P > 1 the GPU workers build the plain partitions from the edges themselves"
             if cfg.partitioning != "block":
-                return "none", "--partitioning cyclic is built on the CPU, not in the GPU worker's memory"
-            return "degree", "Kernel 1 relabels by degree in the GPU worker's memory; the searches run faster"
+                return "none", "--partitioning cyclic is built on the CPU, not in the GPU workers' memory"
+            if cfg.partitions == 1:
+                return "degree", "Kernel 1 relabels by degree in the GPU worker's memory; the searches run faster"
+            if cfg.placement != "block" or cfg.device_memory_limit is not None:
+                return "none", ("--placement / --device-memory-limit at P > 1 search a CPU-built variant, "
+                                "where relabelling puts every hub in one partition")
+            return "degree", ("at P > 1 the GPU workers relabel each partition by degree within itself as they "
+                              "build it; the searches run faster")
         if ds is not None and cfg.partitions > 1 and cfg.partitioning == "block" and \
                 kernel1.reusable_variant(ds.path, cfg.partitions, "block", cfg.dedupe, "degree") is None and \
                 cls._why_on_workers(ds, cfg, client):

@@ -67,8 +67,9 @@ _run_common = [
     click.option("--relabel", type=click.Choice(["none", "degree", "auto"]), default="auto", show_default=True,
                  help="CSR variant to search: plain (none), degree-relabelled (degree; built and timed in Kernel "
                       "1; parents and roots stay in your ids), or the backend's default (auto: degree for gpu "
-                      "and dask, none for cpu and for dask GPU workers at P > 1, degree with --placement degree*; "
-                      "said on stderr and in the JSON)."),
+                      "and dask, none for cpu and for dask GPU workers with cyclic partitions, --placement or "
+                      "--device-memory-limit at P > 1, degree with --placement degree*; said on stderr and in "
+                      "the JSON)."),
     click.option("--device-memory-limit", default=None, metavar="SIZE",
                  help="GPU backend: device bytes for the CSR; the adjacency rows past it stay in pinned host "
                       "memory, read zero-copy (auto when it does not fit). Dask backend: device bytes each GPU "
