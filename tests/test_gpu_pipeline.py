@@ -54,8 +54,10 @@ def test_gpu_generation_and_kernel1_store_cpu_bytes(cp, tmp_path):
     reopened = store.open_dataset(spec.name, tmp_path / "gpu")
     assert "device_edges" not in reopened.memo
     assert kernel1.reusable_variant(reopened.path) is not None  # stored, complete
-    from dbfs.store.gpu import device_edges
+    from dbfs.store.gpu import DeviceRows, device_edges
 
+    # a stored Kronecker list is regenerated on the device, not read: the stored bytes all the same
+    assert cp.asnumpy(DeviceRows(reopened)[1000:70000]).tobytes() == host[1000:70000].tobytes()
     assert cp.asnumpy(device_edges(reopened)).tobytes() == host.tobytes()
 
 

@@ -15,9 +15,11 @@ Contracts (same stored bytes as the CPU paths; only the time differs):
   of the free device memory (Kernel 1 and validation then skip the read).
   With ``edges_path=None`` (a virtual dataset, :mod:`.virtual`) it only
   makes the chunks and their checksums; nothing is written.
-- :func:`device_edges` of a virtual Kronecker dataset regenerates the rows on
-  the device chunk by chunk (:func:`.virtual.device_rows`) and checks them
-  against ``edges_checksum`` there: no host copy, no read.
+- :func:`device_edges` of a Kronecker dataset, virtual or stored, regenerates
+  the rows on the device chunk by chunk (:func:`.virtual.device_rows`, a pure
+  function of the row range) and checks them against ``edges_checksum``
+  there: no host copy, no read (reading and decoding a stored SCALE 26 list
+  costs seconds the generator does not).
 - :func:`device_chunks` hands GPU Kernel 1 (:mod:`dbfs.kernel1.build_gpu`,
   :mod:`dbfs.kernel1.passes_gpu`) the edge chunks on the device: stored
   chunks read and uploaded, a virtual Kronecker list's regenerated.
@@ -204,7 +206,8 @@ def device_edges(ds):
     ----------
     ds : Dataset
         Its ``memo["device_edges"]`` is used when present, else filled by
-        reading the zarr store and uploading.
+        regenerating a Kronecker list on the device (:func:`regenerate_device`)
+        or reading another kind's zarr store and uploading.
 
     Returns
     -------
@@ -215,18 +218,18 @@ def device_edges(ds):
 
     e = ds.memo.get("device_edges")
     if e is None:
-        e = ds.memo["device_edges"] = (regenerate_device(ds) if ds.storage == "virtual" and ds.spec.kind == "kronecker"
+        e = ds.memo["device_edges"] = (regenerate_device(ds) if ds.spec.kind == "kronecker"
                                        else cp.asarray(read_edges(ds)))
     return e
 
 
 def regenerate_device(ds, chunk: int | None = None):
-    """A virtual Kronecker dataset's edges made on the device, checked against ``edges_checksum``.
+    """A Kronecker dataset's edges made on the device, checked against ``edges_checksum``.
 
     Parameters
     ----------
     ds : Dataset
-        Virtual, kind ``kronecker``.
+        Kind ``kronecker``, virtual or stored (the same bytes either way).
     chunk : int, optional
         Rows made at once (None: the dataset's ``chunk_edges``).
 
@@ -244,7 +247,7 @@ def regenerate_device(ds, chunk: int | None = None):
     parts = []
     for a in range(0, m, step):
         b = min(a + step, m)
-        out[a:b] = device_rows(arr.spec, a, b, arr.dtype)
+        out[a:b] = device_rows(ds.spec, a, b, arr.dtype)
         parts.append(checksum_gpu(out[a:b], a))
     if ds.attrs.get("edges_checksum") and combine(parts) != ds.attrs["edges_checksum"]:
         raise arr.error(None, "regenerated rows differ from the edges_checksum recorded at generation")
@@ -279,20 +282,21 @@ def search_edges(ds):
 
     Returns
     -------
-    cupy.ndarray or zarr.Array
-        The device copy when it is there or fits (:func:`edges_fit`), else
-        the stored array, which the GPU validator and
-        :func:`dbfs.roots.eligible` stream in chunks.
+    cupy.ndarray, DeviceRows or zarr.Array
+        The device copy when it is there or fits (:func:`edges_fit`), else a
+        Kronecker list's rows regenerated on demand (:class:`DeviceRows`), else
+        the stored array; the GPU validator and :func:`dbfs.roots.eligible`
+        stream the last two in chunks.
     """
     if edges_fit(ds):
         return device_edges(ds)
-    if ds.storage == "virtual" and ds.spec.kind == "kronecker":
+    if ds.spec.kind == "kronecker":
         return DeviceRows(ds)
     return ds.edges()
 
 
 class DeviceRows:
-    """A virtual Kronecker dataset's INPUT edges as row slices made on the device.
+    """A Kronecker dataset's INPUT edges (virtual or stored) as row slices made on the device.
 
     ``rows[a:b]`` -> CuPy (b - a, 2) in the stored dtype
     (:func:`dbfs.store.virtual.device_rows`, the same bytes as a stored copy;
@@ -303,14 +307,14 @@ class DeviceRows:
     """
 
     def __init__(self, ds):
-        self.arr = open_edges(ds.path, ds.attrs, verify_sum=False)
+        self.arr, self.spec = open_edges(ds.path, ds.attrs, verify_sum=False), ds.spec
         self.shape, self.dtype, self.chunks = self.arr.shape, self.arr.dtype, self.arr.chunks
 
     def __getitem__(self, key):
         if not isinstance(key, slice) or key.step not in (None, 1):
             raise TypeError("DeviceRows reads row slices a[lo:hi] only")
         a, b, _ = key.indices(int(self.shape[0]))
-        return device_rows(self.arr.spec, a, max(a, b), self.dtype)
+        return device_rows(self.spec, a, max(a, b), self.dtype)
 
 
 class _DeviceChunks:
