@@ -2,12 +2,13 @@
 
 What is checked: `--relabel auto` (the default) resolves per backend in one
 place (dbfs.backends.resolve_relabel): the plain CSR for `--backend cpu`,
-the degree-relabelled one for `--backend dask` on CPU workers and for
-`--backend gpu` (its choice tested as a function, no GPU needed), and for
-dask GPU workers at P = 1 but not at P > 1 (a real LocalCluster whose
-worker declares the GPU resource; nothing runs on it); `--placement degree*`
+the degree-relabelled one for `--backend dask` on CPU workers at P = 1 (not
+at P > 1) and for `--backend gpu` (its choice tested as a function, no GPU
+needed), and for dask GPU workers at any P with block partitions (a real
+LocalCluster whose worker declares the GPU resource; nothing runs on it); `--placement degree*`
 takes the degree order; `--relabel none` opts out; the choice is one line
-on stderr and in the JSON's `config`; parents of a relabelled default
+on stderr and in the JSON's `config` (and README's command, with no
+`--backend`, says so where a GPU and CuPy are visible); parents of a relabelled default
 search validate against the input edges in the user's ids; `dbfs bfs NAME`
 searches the variant NAME has stored when the default one is not, and
 `dbfs build` still builds the plain variant by default.
@@ -19,6 +20,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from dbfs.backends import RunConfig, get_backend, resolve_relabel
+from dbfs.cli.search import _gpu_visible, gpu_hint
 from dbfs.store import open_dataset
 
 
@@ -34,6 +36,12 @@ def test_cpu_default_is_plain_and_said(tmp_path, dbfs_cli):
     assert len(said) == 1 and "p1-block" in said[0] and "--relabel none|degree" in said[0], res.stderr
     c = _config(js)
     assert (c["variant"], c["relabel"], c["relabel_default"]) == ("p1-block", "none", True)
+    assert ("--backend gpu runs this on the GPU" in res.stderr) == _gpu_visible(), res.stderr   # README's command
+
+
+def test_gpu_hint_only_without_backend_and_with_a_gpu():
+    assert "--backend gpu" in gpu_hint(set(), True)
+    assert gpu_hint({"backend"}, True) is None and gpu_hint(set(), False) is None
 
 
 def test_dask_cpu_default_is_relabelled_valid_in_original_ids(tmp_path, dbfs_cli):
@@ -114,6 +122,13 @@ def test_bfs_name_searches_the_stored_variant_and_build_stays_plain(tmp_path, db
     assert (tmp_path / name / "csr" / "p1-block").is_dir()
     res = dbfs_cli("bfs", name, "--root", root, *ds)
     assert "CSR variant p1-block, not relabelled: default for --backend cpu" in res.stderr, res.stderr
+
+
+def test_dask_cpu_workers_default_by_partitions():
+    """CPU workers: the degree order at P = 1, the plain partitions at P > 1 (docs/BENCHMARKS.md: the margin)."""
+    one = resolve_relabel(RunConfig(backend="dask", relabel="auto", quiet=True))
+    two = resolve_relabel(RunConfig(backend="dask", relabel="auto", partitions=2, quiet=True))
+    assert one.relabel == "degree" and two.relabel == "none" and "P > 1" in two.relabel_why
 
 
 @pytest.mark.parametrize("backend", ["cpu", "gpu", "dask"])

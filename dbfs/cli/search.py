@@ -4,6 +4,7 @@ RunConfig and refused in one line where it does not apply."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import sys
 import tempfile
@@ -14,6 +15,7 @@ import numpy as np
 
 from dbfs.backends import RunConfig, get_backend, resolve_relabel, say_relabel
 from dbfs.errors import DbfsError
+from dbfs.progress import say
 from dbfs.report import plot_run, render_graph500, write_json
 from dbfs.units import parse_size
 
@@ -66,10 +68,9 @@ _run_common = [
     click.option("--keep-duplicates", is_flag=True, help="Search the CSR variant built with duplicate edges kept."),
     click.option("--relabel", type=click.Choice(["none", "degree", "auto"]), default="auto", show_default=True,
                  help="CSR variant to search: plain (none), degree-relabelled (degree; built and timed in Kernel "
-                      "1; parents and roots stay in your ids), or the backend's default (auto: degree for gpu "
-                      "and dask, none for cpu and for dask GPU workers with cyclic partitions, --placement or "
-                      "--device-memory-limit at P > 1, degree with --placement degree*; said on stderr and in "
-                      "the JSON)."),
+                      "1; parents and roots stay in your ids), or the backend's default (auto: degree where it "
+                      "measured >= 1.2x the TEPS: gpu, dask GPU workers, dask CPU workers at P = 1, and with "
+                      "--placement degree*; none for cpu and elsewhere; said on stderr and in the JSON)."),
     click.option("--device-memory-limit", default=None, metavar="SIZE",
                  help="GPU backend: device bytes for the CSR; the adjacency rows past it stay in pinned host "
                       "memory, read zero-copy (auto when it does not fit). Dask backend: device bytes each GPU "
@@ -104,6 +105,21 @@ def _check_partitions(target, datasets, cfg) -> None:
 
     n = target.n_vertices if isinstance(target, GraphSpec) else store.open_dataset(target, datasets).n_vertices
     check_partition_count(cfg.partitions, n)
+
+
+def gpu_hint(given, visible: bool) -> str | None:
+    """The one line ``dbfs run`` says when ``--backend`` was not given (README's command: the CPU backend) and
+    a GPU with CuPy is ``visible`` here: the GPU backend is there (None otherwise; how much faster it ran
+    README's command: docs/BENCHMARKS.md)."""
+    if "backend" in given or not visible:
+        return None
+    return ("a CUDA GPU and CuPy are here: --backend gpu runs this on the GPU, many times faster than the CPU "
+            "backend this command runs")
+
+
+def _gpu_visible() -> bool:
+    """CuPy installed and a CUDA device node present (checked without importing CuPy or starting CUDA)."""
+    return importlib.util.find_spec("cupy") is not None and any(Path("/dev").glob("nvidia[0-9]*"))
 
 
 def _relabel_before_cluster(cfg, ds=None, quiet=False):
@@ -176,6 +192,9 @@ def run(name, scale, edgefactor, seed1, seed2, algorithm, backend, partitions, p
     target = _spec_or_name(name, scale, edgefactor, seed1, seed2)
     scheduler = _scheduler_if_work_left(scheduler, cluster_profile, target, datasets, cfg)
     cfg = _relabel_before_cluster(cfg, quiet=True)     # said once the cluster is up (its errors come first)
+    hint = gpu_hint(given, _gpu_visible())
+    if hint:
+        say(hint, cfg.quiet)
     with tempfile.TemporaryDirectory(prefix="dbfs-report-") as tmp:
         perf = os.path.join(tmp, "dask-performance.html") if report_path else None
         with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
