@@ -8,7 +8,8 @@ best kept): :func:`dbfs.validate.validate` of every search one at a time
 (what ``--backend cpu`` did), and :func:`dbfs.validate.batch_cpu.validate_many_cpu`
 over the same searches in batches of each ``--batches`` size. Prints the
 seconds a search and each batch size's speed-up over one at a time; every
-result must be valid and equal (ok, nedge) across the two. Writes
+result must be valid and equal (ok, nedge) across the two. Then the levels
+alone: the chain walk (one thread) against the parallel rounds, same searches. Writes
 ``benchmarks/results/validate_batch-<stamp>.json``.
 """
 from __future__ import annotations
@@ -62,7 +63,31 @@ def main():
         assert [(v.ok, v.nedge) for v in got] == [(v.ok, v.nedge) for v in want], "a batch disagrees"
         rows.append({"batch": k, "seconds_a_search": tk / len(searches), "speedup": t1 / tk})
         print(f"  batches of {k}: {1e3 * tk / len(searches):.1f} ms a search, {t1 / tk:.2f}x one at a time")
-    print("record:", write_record("validate_batch", {"params": vars(args), "rows": rows}))
+    levels = _levels_ab(searches, best)
+    print(f"  levels of a search: chain walk alone {1e3 * levels['walk']:.1f} ms, parallel rounds then the walk "
+          f"{1e3 * levels['rounds']:.1f} ms ({levels['walk'] / levels['rounds']:.2f}x)")
+    print("record:", write_record("validate_batch", {"params": vars(args), "rows": rows, "levels": levels}))
+
+
+def _levels_ab(searches, best) -> dict:
+    """Seconds a search of the validator's levels: the chain walk alone (one thread, one pointer chased at a
+    time: the method before the rounds) against the parallel rounds plus the walk of what they leave."""
+    import numpy as np
+
+    from dbfs.validate.cpu import UNSET, _chain_walk, _levels_from_chains
+
+    def walk(parent, root):
+        lev = np.where(parent < 0, -1, UNSET).astype(np.int64)
+        lev[root] = 0
+        _chain_walk(parent, lev, np.zeros(len(parent), np.int8))
+        return lev
+
+    walk(searches[0][1][:3] * 0, 0)
+    _levels_from_chains(searches[0][1][:3] * 0, 0)
+    tw, a = best(lambda: [walk(p, r) for r, p in searches])
+    tr, b = best(lambda: [_levels_from_chains(p, r)[0] for r, p in searches])
+    assert all(np.array_equal(x, y) for x, y in zip(a, b)), "the rounds' levels differ from the walk's"
+    return {"walk": tw / len(searches), "rounds": tr / len(searches)}
 
 
 if __name__ == "__main__":

@@ -512,3 +512,53 @@ def test_validator_verdict_matches_oracle(c):
 @given(mutated())
 def test_validator_verdict_matches_oracle_slow(c):
     check_case(c)
+
+
+@st.composite
+def _parent_arrays(draw):
+    n = draw(st.integers(1, 48))
+    parent = np.array(draw(st.lists(st.integers(-1, n - 1), min_size=n, max_size=n)), np.int64)
+    root = draw(st.integers(0, n - 1))
+    parent[root] = root
+    return parent, root
+
+
+def _walked(parent, root):
+    """Levels and statuses by the chain walk alone (the validator's one-thread method before the rounds)."""
+    from dbfs.validate.cpu import UNSET, _chain_walk
+
+    lev = np.where(parent < 0, -1, UNSET).astype(np.int64)
+    lev[root] = 0
+    status = np.zeros(len(parent), np.int8)
+    _chain_walk(parent, lev, status)
+    return lev, status
+
+
+@settings(max_examples=300, deadline=None)
+@given(_parent_arrays())
+def test_level_rounds_give_the_chain_walks_levels_and_statuses(case):
+    """Any parent array (cycles, self-parents, unreached parents, chains into them): the parallel rounds
+    plus the walk of what they leave give the walk's levels and statuses exactly."""
+    from dbfs.validate.cpu import _levels_from_chains
+
+    parent, root = case
+    lev, status = _levels_from_chains(parent, root)
+    ref_lev, ref_status = _walked(parent, root)
+    assert lev.tolist() == ref_lev.tolist() and status.tolist() == ref_status.tolist()
+
+
+def test_level_rounds_hand_a_chain_deeper_than_their_limit_to_the_walk():
+    from dbfs.validate.cpu import MAX_ROUNDS, _levels_from_chains
+
+    depth = 3 * MAX_ROUNDS
+    ids = np.random.default_rng(5).permutation(depth + 3)  # a path 0 - 1 - ... in shuffled ids, then 3 more
+    parent = np.empty(depth + 3, np.int64)
+    parent[ids[0]] = ids[0]
+    parent[ids[1:depth]] = ids[:depth - 1]
+    a, b, c = ids[depth:]                                    # a cycle a <-> b, and c hanging off it
+    parent[a], parent[b], parent[c] = b, a, a
+    lev, status = _levels_from_chains(parent, int(ids[0]))
+    assert lev[ids[:depth]].tolist() == list(range(depth))
+    assert lev[[a, b, c]].tolist() == [-2, -2, -2] and status[[a, b, c]].tolist() == [1, 1, 3]
+    ref_lev, ref_status = _walked(parent, int(ids[0]))
+    assert lev.tolist() == ref_lev.tolist() and status.tolist() == ref_status.tolist()

@@ -43,8 +43,11 @@ later ones meaningless (bad ids, bad root) validation stops there:
 ``nedge`` (3.0.1 rule, for TEPS): the number of input tuples that are not
 self-loops and have both endpoints reached; duplicates count once per tuple.
 
-Method: levels by one iterative walk up the parent chains (each vertex
-visited once); the three edge rules, ``nedge`` and the tree-edge marks in one
+Method: levels in parallel rounds (each unresolved vertex whose parent has a
+level takes it plus one; a valid tree of depth D resolves in about D rounds
+of independent reads, where one walk up the chains chases one pointer at a
+time), then one iterative walk up the chains of whatever the rounds left
+(cycles and broken chains, which get their statuses there); the three edge rules, ``nedge`` and the tree-edge marks in one
 streaming pass over the edge list. Per-chunk passes are Numba kernels that
 only count; a failing chunk is re-scanned serially to collect up to
 ``MAX_EXAMPLES`` offending vertices.
@@ -195,19 +198,44 @@ def check_root(parent, root, n):
     return None
 
 
-@njit(nogil=True, cache=True)
-def _levels_from_chains(parent, root):
-    """Levels by following parent pointers, with status per vertex:
-    0 ok / unreached, 1 on a cycle, 2 parent unreached, 3 descends from 1 or 2."""
-    n = parent.shape[0]
-    UNSET = -3
-    ONSTACK = -4
-    lev = np.full(n, UNSET, np.int64)
-    status = np.zeros(n, np.int8)
-    for v in range(n):
-        if parent[v] < 0:
-            lev[v] = -1
+#: level of a vertex not resolved yet, and of one on the chain walk's stack
+UNSET, ONSTACK = -3, -4
+#: level rounds before the chain walk takes over (a valid Kronecker tree needs about its depth, 6-12)
+MAX_ROUNDS = 64
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _level_init(parent, root, lev):
+    """``lev`` = -1 where the parent is -1 (unreached), 0 at the root, UNSET elsewhere."""
+    for v in prange(parent.shape[0]):
+        lev[v] = -1 if parent[v] < 0 else UNSET
     lev[root] = 0
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _level_round(parent, lev):
+    """One round: every UNSET vertex whose parent has a level takes it plus one. Returns (vertices set,
+    vertices still UNSET). A level is written once, from UNSET to its final value, so a read racing with
+    that write sees one or the other: the result does not depend on the threads' order."""
+    done = 0
+    left = 0
+    for v in prange(parent.shape[0]):
+        if lev[v] == UNSET:
+            d = lev[parent[v]]
+            if d >= 0:
+                lev[v] = d + 1
+                done += 1
+            else:
+                left += 1
+    return done, left
+
+
+@njit(nogil=True, cache=True)
+def _chain_walk(parent, lev, status):
+    """The UNSET vertices of ``lev`` by following their parent pointers: levels, or -2 with a status
+    (1 on a cycle, 2 parent unreached, 3 descends from 1 or 2). Which vertex of a broken chain gets which
+    status does not depend on the order the chains are walked in."""
+    n = parent.shape[0]
     stack = np.empty(n, np.int64)
     for v in range(n):
         if lev[v] != UNSET:
@@ -247,6 +275,24 @@ def _levels_from_chains(parent, root):
                 lev[stack[i]] = -2
                 if status[stack[i]] == 0:
                     status[stack[i]] = 3
+
+
+def _levels_from_chains(parent, root):
+    """Levels by following parent pointers, with status per vertex:
+    0 ok / unreached, 1 on a cycle, 2 parent unreached, 3 descends from 1 or 2. Parallel rounds first,
+    then the chain walk for what they leave (nothing, for a valid search)."""
+    parent = np.ascontiguousarray(parent)
+    n = parent.shape[0]
+    lev = np.empty(n, np.int64)
+    status = np.zeros(n, np.int8)
+    _level_init(parent, root, lev)
+    left = 1
+    for _ in range(MAX_ROUNDS):
+        done, left = _level_round(parent, lev)
+        if done == 0 or left == 0:
+            break
+    if left:
+        _chain_walk(parent, lev, status)
     return lev, status
 
 
