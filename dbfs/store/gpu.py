@@ -18,8 +18,8 @@ Contracts (same stored bytes as the CPU paths; only the time differs):
 - :func:`device_edges` of a Kronecker dataset, virtual or stored, regenerates
   the rows on the device chunk by chunk (:func:`.virtual.device_rows`, a pure
   function of the row range) and checks them against ``edges_checksum``
-  there: no host copy, no read (reading and decoding a stored SCALE 26 list
-  costs seconds the generator does not).
+  there: no host copy, no read (the generator makes the rows faster than a
+  stored list is read and decoded).
 - :func:`device_chunks` hands GPU Kernel 1 (:mod:`dbfs.kernel1.build_gpu`,
   :mod:`dbfs.kernel1.passes_gpu`) the edge chunks on the device: stored
   chunks read and uploaded, a virtual Kronecker list's regenerated.
