@@ -147,6 +147,23 @@ def test_generate_never_reuses_a_chunk_that_fails_its_crc(root, how):
     assert run("datasets", "verify", NAME, "--datasets", root).exit_code == 0
 
 
+def test_generate_for_a_reader_that_regenerates_skips_the_scan_and_writes_nothing(root):
+    """``scan=False`` (the GPU backend: a Kronecker list is regenerated on the device wherever it is read)
+    reuses the dataset without reading its chunk files: the damage is neither marked nor repaired, and the
+    next scanning caller still finds it and rebuilds."""
+    from dbfs import store
+    from dbfs.spec import GraphSpec
+
+    damage_edges(root, "flip")
+    before = sorted((p, p.stat().st_mtime_ns) for p in (root / NAME).rglob("*") if p.is_file())
+    ds, how = store.generate(GraphSpec.make(scale=10), root, quiet=True, scan=False)
+    assert how == "reused" and ds.storage == "stored"
+    assert sorted((p, p.stat().st_mtime_ns) for p in (root / NAME).rglob("*") if p.is_file()) == before
+    _ds, how = store.generate(GraphSpec.make(scale=10), root, quiet=True)
+    assert how == "rebuilt"
+    assert run("datasets", "verify", NAME, "--datasets", root).exit_code == 0
+
+
 @pytest.mark.parametrize("how", [*STALE_CRC, *FRESH_CRC])
 def test_verify_edges(root, how):
     assert run("datasets", "verify", NAME, "--datasets", root).exit_code == 0

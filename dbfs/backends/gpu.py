@@ -100,7 +100,10 @@ class GpuBackend(Backend):
     def dataset(cls, target, root_dir, client=None, quiet=False):
         if isinstance(target, GraphSpec):
             gen = "gpu" if target.kind == "kronecker" else "cpu"
-            ds, _ = store.generate(target, root_dir, client=client, quiet=quiet, backend=gen, edges="auto")
+            # a Kronecker list is regenerated on the device wherever this backend reads it (Kernel 1, roots,
+            # validation): a stored copy is reused without a CRC scan of its chunk files
+            ds, _ = store.generate(target, root_dir, client=client, quiet=quiet, backend=gen, edges="auto",
+                                   scan=gen != "gpu")
             return ds
         return store.open_dataset(target, root_dir)
 

@@ -7,8 +7,9 @@ dataset is written into ``<root>/.<name>.tmp-<id>``, its attributes and then
 ``complete: true`` are written, and only then is it renamed into place
 (``force`` moves the old copy aside only after the new one is complete). A
 complete dataset of the same spec whose chunk files pass their crc32c
-(:func:`dbfs.store.integrity.crc_scan`) is reused; an incomplete, corrupt
-or damaged one is rebuilt. The stored bytes depend only on the spec: never
+(:func:`dbfs.store.integrity.crc_scan`) is reused (``scan=False``: without
+reading them, for a caller that regenerates the edges); an incomplete,
+corrupt or damaged one is rebuilt. The stored bytes depend only on the spec: never
 on ``chunk_edges``, the scheduler, the workers or the backend (the
 generators are block-seeded, :mod:`dbfs.generate`).
 
@@ -275,9 +276,11 @@ def _write_edges_dask(spec, edges_path: str | None, chunk: int, client, quiet: b
     return [part], {}
 
 
-def _reusable(final: Path, spec: GraphSpec, strict: bool = True, edges: str = "auto") -> Dataset | None:
+def _reusable(final: Path, spec: GraphSpec, strict: bool = True, edges: str = "auto",
+              scan: bool = True) -> Dataset | None:
     """The complete dataset at ``final`` when it holds ``spec`` in the storage asked (``auto``: either)
-    and its chunk files pass their CRCs (another spec under the name: a DbfsError when ``strict``, else None)."""
+    and its chunk files pass their CRCs (not read when ``scan`` is False) (another spec under the name: a
+    DbfsError when ``strict``, else None)."""
     if status(final)[0] != "complete":
         return None
     ds = Dataset(final, _read_attrs(final))
@@ -288,8 +291,8 @@ def _reusable(final: Path, spec: GraphSpec, strict: bool = True, edges: str = "a
                         f"`dbfs datasets rm {spec.name}` and generate it again")
     if edges != "auto" and ds.storage != edges:
         return None
-    if ds.storage == VIRTUAL:
-        return ds  # no chunks: status() checked its defining attributes
+    if ds.storage == VIRTUAL or not scan:
+        return ds  # no chunks, or a reader that regenerates them: status() checked the defining attributes
     bad = crc_scan(zarr.open_array(str(final / "edges"), mode="r"))
     if bad:
         i, why = bad[0]
@@ -374,7 +377,8 @@ def _old_storage(final: Path, spec: GraphSpec) -> str | None:
 
 
 def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: bool = False,
-             client=None, quiet: bool = False, backend: str = "cpu", edges: str = "stored") -> tuple[Dataset, str]:
+             client=None, quiet: bool = False, backend: str = "cpu", edges: str = "stored",
+             scan: bool = True) -> tuple[Dataset, str]:
     """Generate a spec's edge list into the store (see the module docstring).
 
     Parameters
@@ -399,6 +403,11 @@ def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: 
     edges : {"stored", "virtual", "auto"}
         Store the edges, keep only the spec (:mod:`.virtual`), or decide by
         the free space (:func:`resolve_edges`; the CLI's default).
+    scan : bool
+        Reuse a complete stored dataset only after a CRC scan of its chunk
+        files (the default). False: without reading them, for a caller that
+        never reads the stored edges (the GPU backend regenerates a Kronecker
+        list on the device and checks it against ``edges_checksum``).
 
     Returns
     -------
@@ -419,9 +428,10 @@ def generate(spec: GraphSpec, root=None, chunk_edges: int | None = None, force: 
     if spec.kind == "import":
         edges = resolve_edges(spec, root, edges, quiet)  # refuses virtual
     if not force:
-        ds = _reusable(final, spec, edges=edges)
+        ds = _reusable(final, spec, edges=edges, scan=scan)
         if ds is not None:
-            say(f"reusing complete dataset {name} ({ds.n_edges:,} edges) at {final}", quiet)
+            say(f"reusing complete dataset {name} ({ds.n_edges:,} edges) at {final}"
+                f"{'' if scan or ds.storage == VIRTUAL else ' (its chunk files not read: regenerated)'}", quiet)
             return ds, "reused"
     if os.path.lexists(final) and not_a_dataset(final) is not None:     # never replace what dbfs did not write
         raise DbfsError(f"{final} exists and is not a dbfs dataset ({not_a_dataset(final)}): generating "
