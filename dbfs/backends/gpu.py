@@ -82,9 +82,9 @@ class GpuBackend(Backend):
 
     @classmethod
     def default_relabel(cls, cfg, client=None, ds=None):
-        """The degree-ordered CSR, relabelled on the device inside Kernel 1 (timed there): its searches
-        measured well above the plain CSR's TEPS and MTEPS/W for a slightly longer Kernel 1
-        (docs/BENCHMARKS.md). Only for block ownership, the path measured."""
+        """The degree-ordered CSR, relabelled on the device inside Kernel 1 (timed there) and kept there: its
+        searches measured well above the plain CSR's TEPS and MTEPS/W, and its Kernel 1 shorter than the
+        plain one's, which stores the CSR (docs/BENCHMARKS.md). Only for block ownership, the path measured."""
         if cfg.partitioning != "block":
             return "none", "--partitioning cyclic is built on the CPU, where relabelling does not pay"
         return "degree", "Kernel 1 relabels by degree on the GPU (timed in it); the searches run faster"
