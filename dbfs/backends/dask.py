@@ -96,8 +96,8 @@ class DaskBackend(Backend):
 
     @classmethod
     def default_relabel(cls, cfg, client=None, ds=None):
-        """The degree-ordered CSR where its searches measured at least 1.2x the plain CSR's TEPS
-        (docs/BENCHMARKS.md): GPU workers at P = 1 (relabelled and placed in the GPU worker's memory, the
+        """The degree-ordered CSR where its searches ran clearly faster than the plain CSR's (the margin
+        and the runs: docs/BENCHMARKS.md): GPU workers at P = 1 (relabelled and placed in the GPU worker's memory, the
         GPU backend's Kernel 1) and at P > 1 (each block partition relabelled within itself as the workers
         build it), CPU workers at P = 1. The plain one for CPU workers at P > 1 (below the margin, for a
         Kernel 1 several times as long) and, on GPU workers at P > 1, for cyclic ownership, ``--placement`` or

@@ -68,8 +68,8 @@ _run_common = [
     click.option("--keep-duplicates", is_flag=True, help="Search the CSR variant built with duplicate edges kept."),
     click.option("--relabel", type=click.Choice(["none", "degree", "auto"]), default="auto", show_default=True,
                  help="CSR variant to search: plain (none), degree-relabelled (degree; built and timed in Kernel "
-                      "1; parents and roots stay in your ids), or the backend's default (auto: degree where it "
-                      "measured >= 1.2x the TEPS: gpu, dask GPU workers, dask CPU workers at P = 1, and with "
+                      "1; parents and roots stay in your ids), or the backend's default (auto: degree where its "
+                      "searches ran clearly faster: gpu, dask GPU workers, dask CPU workers at P = 1, and with "
                       "--placement degree*; none for cpu and elsewhere; said on stderr and in the JSON)."),
     click.option("--device-memory-limit", default=None, metavar="SIZE",
                  help="GPU backend: device bytes for the CSR; the adjacency rows past it stay in pinned host "
