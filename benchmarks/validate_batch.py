@@ -8,8 +8,9 @@ best kept): :func:`dbfs.validate.validate` of every search one at a time
 (what ``--backend cpu`` did), and :func:`dbfs.validate.batch_cpu.validate_many_cpu`
 over the same searches in batches of each ``--batches`` size. Prints the
 seconds a search and each batch size's speed-up over one at a time; every
-result must be valid and equal (ok, nedge) across the two. Then the levels
-alone: the chain walk (one thread) against the parallel rounds, same searches. Writes
+result must be valid and equal (ok, nedge) across the two. Then the largest
+batch again with its pass's prefetch off, and the levels alone: the chain
+walk (one thread) against the parallel rounds, same searches. Writes
 ``benchmarks/results/validate_batch-<stamp>.json``.
 """
 from __future__ import annotations
@@ -32,6 +33,7 @@ def main():
     from dbfs.kernel1 import build_csr
     from dbfs.roots import graph500_roots
     from dbfs.validate import validate
+    from dbfs.validate import batch_cpu
     from dbfs.validate.batch_cpu import validate_many_cpu
 
     edges = kronecker_edges(args.scale)
@@ -63,6 +65,16 @@ def main():
         assert [(v.ok, v.nedge) for v in got] == [(v.ok, v.nedge) for v in want], "a batch disagrees"
         rows.append({"batch": k, "seconds_a_search": tk / len(searches), "speedup": t1 / tk})
         print(f"  batches of {k}: {1e3 * tk / len(searches):.1f} ms a search, {t1 / tk:.2f}x one at a time")
+    k = args.batches[-1]                        # the largest batch again, its pass without the prefetch
+    ahead = batch_cpu.PREFETCH_AHEAD
+    batch_cpu.PREFETCH_AHEAD = 0
+    t0k, got = best(lambda: [v for i in range(0, len(searches), k)
+                             for v in validate_many_cpu(edges, searches[i:i + k], n_vertices=n)])
+    batch_cpu.PREFETCH_AHEAD = ahead
+    assert [(v.ok, v.nedge) for v in got] == [(v.ok, v.nedge) for v in want], "no prefetch disagrees"
+    rows.append({"batch": k, "prefetch_ahead": 0, "seconds_a_search": t0k / len(searches)})
+    print(f"  batches of {k} without the pass's prefetch: {1e3 * t0k / len(searches):.1f} ms a search "
+          f"(the prefetch {t0k / rows[-2]['seconds_a_search'] / len(searches):.2f}x)")
     levels = _levels_ab(searches, best)
     print(f"  levels of a search: chain walk alone {1e3 * levels['walk']:.1f} ms, parallel rounds then the walk "
           f"{1e3 * levels['rounds']:.1f} ms ({levels['walk'] / levels['rounds']:.2f}x)")

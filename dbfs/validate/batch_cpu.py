@@ -12,14 +12,16 @@ it checks, as the one-search validator: nothing from :mod:`dbfs.bfs`, only
 the INPUT edges, read in row chunks (NumPy, zarr, anything sliceable).
 
 Method: each search's vertex rules (``length``, ``range``, ``root``) and its
-levels by one walk up the parent chains (:mod:`dbfs.validate.cpu`'s, with its
+levels from the parent chains (:mod:`dbfs.validate.cpu`'s, with its
 ``cycle`` and ``parent-unreached`` statuses); then a table with one row per
 vertex holding the (level, parent) of every search of the batch side by
 side, so an input tuple costs two random row reads (one cache line each at
 8 searches of 4-byte ids) for the whole batch instead of four scattered reads
 per search. One Numba pass per chunk counts, per search, the edge-range,
 edge-span, level-diff and nedge quantities and marks tree edges, over
-blocks of the chunk in parallel (per-block counters, summed after); a
+blocks of the chunk in parallel (per-block counters, summed after; each
+block prefetches the two table rows of the tuple ``PREFETCH_AHEAD`` rows on,
+so its random row reads overlap instead of waiting one behind another); a
 search whose counts show a failure in a chunk has that chunk re-scanned by
 the one-search example collector, so its examples are the first offending
 tuples in input order, as :func:`validate`'s.
@@ -41,12 +43,15 @@ from numba import njit, prange
 from dbfs.validate.cpu import (HOST_EDGE_ROWS, MAX_EXAMPLES, RULES, Failure, ValidationResult, _edge_examples,
                                _levels_from_chains, check_chains, check_length, check_range, check_root,
                                check_tree_edges, joined_edge_failures)
+from dbfs.prefetch import prefetch
 from dbfs.validate.gpu import _width
 
 __all__ = ["validate_many_cpu", "batch_size_cpu", "SearchTable", "CPU_VALIDATE_MOST"]
 
 #: most searches one CPU batch holds: 8 (level, parent) pairs of 4-byte ids fill one 64-byte cache line
 CPU_VALIDATE_MOST = 8
+#: tuples ahead whose two table rows the pass prefetches (the distances tried: docs/BENCHMARKS.md)
+PREFETCH_AHEAD = 16
 #: host bytes per vertex as (a, b) for a * id width + b: the chain walk's own (levels, status, stack: int64,
 #: int8, int64), then each search of a batch (its int64 parents as held, its table row, its tree-edge mark)
 _MODEL = ((0, 17), (2, 9))
@@ -61,18 +66,28 @@ def batch_size_cpu(available: int, n: int, most: int = CPU_VALIDATE_MOST) -> int
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _batch_pass(chunk, table, k, found, counts):
+def _batch_pass(chunk, table, flat, k, found, counts, ahead):
     """Per block t of the chunk, ``counts[t]`` = (edge-range, then per search s: nedge, edge-span,
-    level-diff); tree edges marked in ``found[s]``. ``k`` searches of the table are used. (Branches, not
-    flags added to counters: a real search's tests go the same way for most tuples, and the branches
-    measured faster.)"""
+    level-diff); tree edges marked in ``found[s]``. ``k`` searches of the table are used. The table rows of
+    the tuple ``ahead`` rows on are prefetched (``flat``: the table as one flat view; 0: none), so a block's
+    random row reads overlap. (Branches, not flags added to counters: a real search's tests go the same way
+    for most tuples, and the branches measured faster.)"""
     m = chunk.shape[0]
     n = table.shape[0]
+    row = table.shape[1] * 2
     blocks = counts.shape[0]
     step = (m + blocks - 1) // blocks
     for t in prange(blocks):
         c = np.zeros(1 + 3 * k, np.int64)        # this block's own (no cache line shared with another's)
-        for i in range(t * step, min(m, (t + 1) * step)):
+        hi = min(m, (t + 1) * step)
+        for i in range(t * step, hi):
+            if ahead > 0 and i + ahead < hi:
+                pu = np.int64(chunk[i + ahead, 0])
+                pv = np.int64(chunk[i + ahead, 1])
+                if pu >= 0 and pu < n:
+                    prefetch(flat, pu * row)
+                if pv >= 0 and pv < n:
+                    prefetch(flat, pv * row)
             u = np.int64(chunk[i, 0])
             v = np.int64(chunk[i, 1])
             if u < 0 or v < 0 or u >= n or v >= n:
@@ -115,6 +130,7 @@ class SearchTable:
 
     def __init__(self, n: int, K: int):
         self.n, self.k = int(n), 0
+        self.ahead = PREFETCH_AHEAD     # 0: the pass prefetches nothing
         self.table = _aligned((self.n, max(1, K), 2), _width(self.n))
         self.items = []                 # per search, in order: its stopping Failure, or (slot, root, chain failures)
         self.found = None               # the marks and counters, made once every search is in
@@ -148,14 +164,14 @@ class SearchTable:
     def for_edges(self) -> "SearchTable":
         """This batch with fresh marks and counters over the same table (for a task reading some edges)."""
         e = object.__new__(SearchTable)
-        e.n, e.k, e.table, e.items, e.found = self.n, self.k, self.table, [], None
+        e.n, e.k, e.table, e.items, e.found, e.ahead = self.n, self.k, self.table, [], None, self.ahead
         e._counters()
         return e
 
     def chunk(self, chunk) -> None:
         self._counters()
         counts = np.zeros((4 * numba.get_num_threads(), 1 + 3 * self.k), np.int64)
-        _batch_pass(chunk, self.table, self.k, self.found, counts)
+        _batch_pass(chunk, self.table, self.table.reshape(-1), self.k, self.found, counts, self.ahead)
         c = counts.sum(axis=0)
         for s in range(self.k):
             self.nedge[s] += int(c[1 + 3 * s])

@@ -9,7 +9,8 @@ Contract (all callable from Numba-compiled code):
   instruction, returns ``old``; for int64 bitmaps shared by the threads of a
   ``prange``. Numba offers no compare-and-swap: this is the only atomic the
   steps use.
-- ``prefetch(arr, i)``: a cache hint for ``arr[i]``; never changes a result.
+- ``prefetch(arr, i)``: a cache hint for ``arr[i]``; never changes a result
+  (:mod:`dbfs.prefetch`, where validation reaches it too).
 - ``_set_lanes(pv, lanes, count)``: ``pv[b] = -1`` for the set bits ``b <
   count`` of one 64-vertex word (``pv`` the word's slice of a parent array).
 - ``num_threads()`` (Python): Numba's thread count, the number of ranges a
@@ -31,6 +32,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from dbfs.prefetch import prefetch  # noqa: F401  (re-exported: the steps import it from here)
 
 
 @intrinsic
@@ -86,42 +89,6 @@ def atomic_or(typingctx, arr, idx, val):
         ary = context.make_array(aryty)(context, builder, args[0])
         ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
         return builder.atomic_rmw("or", ptr, args[2], "monotonic")
-
-    return sig, codegen
-
-
-@intrinsic
-def prefetch(typingctx, arr, idx):
-    """Hint the CPU to fetch ``arr[idx]`` into cache; no effect on results.
-
-    LLVM ``llvm.prefetch`` (read, high locality). For independent random rows
-    read soon after: their misses then overlap. Compiled code only.
-
-    Parameters
-    ----------
-    arr : ndarray
-        Any array.
-    idx : int64
-        Element index (not bounds-checked; a prefetch never faults).
-    """
-    if not isinstance(arr, types.Array):
-        return None
-    sig = types.void(arr, types.int64)
-
-    def codegen(context, builder, signature, args):
-        aryty = signature.args[0]
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
-        i32 = ir.IntType(32)
-        if getattr(ptr.type, "is_opaque", False):
-            name = "llvm.prefetch.p0"
-        else:                                   # typed pointers (older LLVM)
-            ptr = builder.bitcast(ptr, ir.IntType(8).as_pointer())
-            name = "llvm.prefetch.p0i8"
-        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]),
-                                            name)
-        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
 
     return sig, codegen
 
