@@ -2,8 +2,9 @@
 
 Runs ``dbfs run --scale S --roots R --backend gpu`` (one GPU) and then
 ``dbfs run --scale S --roots R --cluster local-gpu --backend dask --partitions P``
-for each P given (the box's GPU workers; P = 1: one partition, loaded from the
-variant the first run stored; P > 1: the plain partitions, ``--relabel none``,
+for each P given (the box's GPU workers; P = 1: one partition, the relabelled
+CSR built in the GPU worker's memory, the default; with ``--stored-p1`` also the
+plain variant a ``--relabel none`` one-GPU run stored, read onto the worker; P > 1: the plain partitions, ``--relabel none``,
 and with ``--relabel-too`` the partitions relabelled within themselves, the
 default) on the same datasets folder (the first
 run generates and stores the graph, the second reuses it), each ``--rounds``
