@@ -2,18 +2,18 @@
 
 Runs ``dbfs run --scale S --roots R --backend gpu`` (one GPU) and then
 ``dbfs run --scale S --roots R --cluster local-gpu --backend dask --partitions P``
-for each P given (the box's GPU workers; P = 1: one partition, the relabelled
-CSR built in the GPU worker's memory, the default; with ``--stored-p1`` also the
-plain variant a ``--relabel none`` one-GPU run stored, read onto the worker; P > 1: the plain partitions, ``--relabel none``,
-and with ``--relabel-too`` the partitions relabelled within themselves, the
-default) on the same datasets folder (the first
-run generates and stores the graph, the second reuses it), each ``--rounds``
-times alternately, and compares, from their JSON records: Kernel 1
-(``construction_time``), validation per search, harmonic-mean TEPS of the
-searches, the run's wall time, and the dask run's per-level overhead (level
-time less the slowest worker's kernel time, median and p90 over all levels
-of all searches). Prints the ratios (dask / gpu) and writes
-``benchmarks/results/multi_gpu-<stamp>.json``.
+for each P given (the box's GPU workers) on the same datasets folder (the
+first run generates and stores the graph, the others reuse it), each
+``--rounds`` times alternately. P = 1: one partition, the relabelled CSR built
+in the GPU worker's memory (the default); with ``--stored-p1`` also the plain
+variant a ``--relabel none`` one-GPU run stored, read onto the worker. P > 1:
+the plain partitions (``--relabel none``); with ``--relabel-too`` also the
+partitions relabelled within themselves (the default). Compares, from the
+JSON records: Kernel 1 (``construction_time``), validation per search,
+harmonic-mean TEPS of the searches, the run's wall time, and the dask run's
+per-level overhead (level time less the slowest worker's kernel time, median
+and p90 over all levels of all searches). Prints the ratios (dask / gpu) and
+writes ``benchmarks/results/multi_gpu-<stamp>.json``.
 
     python benchmarks/multi_gpu.py --scale 26 --roots 16 --partitions 1 2
 """
