@@ -16,7 +16,6 @@ import zarr
 
 from dbfs import store
 from _cli_helpers import one_line_error, run
-from dbfs.cli import cli
 from dbfs.errors import DbfsError
 from dbfs.store.crc import crc32c
 
