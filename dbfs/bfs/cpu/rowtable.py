@@ -381,6 +381,18 @@ def _scatter(claimed, claim, own, loc, pos, L, U, c, k0, k1):
 
 
 @njit(nogil=True, cache=True, inline="always")
+def _take(x, parent, visited, p):
+    """Whether worker row ``x`` took parent ``p``: its ``visited`` bit was clear (an atomic OR: one winner)."""
+    bit = np.int64(1) << (x & 63)
+    if visited[x >> 6] & bit:
+        return False
+    if atomic_or(visited, x >> 6, bit) & bit:
+        return False
+    parent[x] = p
+    return True
+
+
+@njit(nogil=True, cache=True, inline="always")
 def _split_chunk(t, claimed, claim, code, P, q, r, slot_of, parent, visited, own, loc, hist, dst, c, k0, k1):
     """:func:`split_claims` over the claims ``[k0, k1)``: a vertex of a rank held here (``slot_of[o]`` >= 0)
     absorbed at once (its worker row written to ``dst`` from ``dst[k0]``), the others' owner rank and owner-local
@@ -399,12 +411,8 @@ def _split_chunk(t, claimed, claim, code, P, q, r, slot_of, parent, visited, own
         own[k] = -1
         i = np.int64(l) + t.pad[s]
         x = t.off[s] + i
-        bit = np.int64(1) << (x & 63)
-        if visited[x >> 6] & bit:
+        if not _take(x, parent, visited, claim[v]):
             continue
-        if atomic_or(visited, x >> 6, bit) & bit:
-            continue
-        parent[x] = claim[v]
         ip = _indptr(t, s)
         d += ip[i + 1] - ip[i]
         dst[k0 + n] = x
@@ -500,16 +508,10 @@ def _absorb_chunk(t, L, U, seg_lo, seg_slot, pos, parent, visited, gvis, dst, m0
         for jj in range(j, stop):
             i = np.int64(L[src + jj]) + pd
             x = o + i
-            bit = np.int64(1) << (x & 63)
-            if visited[x >> 6] & bit:
+            if not _take(x, parent, visited, U[src + jj]):
                 continue
-            if atomic_or(visited, x >> 6, bit) & bit:
-                continue
-            parent[x] = U[src + jj]
             v = gb + i * gs
-            vb = np.int64(1) << (v & 63)
-            if not gvis[v >> 6] & vb:         # this worker's own claims have theirs set already
-                atomic_or(gvis, v >> 6, vb)
+            atomic_or(gvis, v >> 6, np.int64(1) << (v & 63))
             d += ip[i + 1] - ip[i]
             dst[n] = x
             n += 1
