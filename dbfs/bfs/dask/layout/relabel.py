@@ -9,7 +9,7 @@ what ``--placement degree`` / ``degree-low`` place (Totem's specialisation,
 :mod:`dbfs.bfs.dask.layout.assign`). The searches run in the new ids; the
 permutation lives on ONE worker (a future: no N-sized array on the client):
 
-- :func:`internal_root`: the new id of an original root (one small task);
+- :func:`internal_roots`: the new ids of original roots (one task for a batch);
 - :func:`original_slices`: the parent slices of a search in ORIGINAL ids,
   one future per rank of the same block partitioning over original ids
   (one task joins the slices and maps indices and values through ``perm``,
@@ -24,16 +24,11 @@ import numpy as np
 from dbfs.kernel1 import load_perm
 from dbfs.partition import Partitioning
 
-__all__ = ["load_perm_future", "internal_root", "original_slices"]
+__all__ = ["load_perm_future", "internal_roots", "original_slices"]
 
 
 def _load_perm(dataset_path, variant):
     return load_perm(dataset_path, variant)
-
-
-def _new_id(perm, root):
-    hit = np.flatnonzero(perm == root)
-    return int(hit[0])
 
 
 def _new_ids(perm, v):
@@ -63,9 +58,9 @@ def load_perm_future(client, dataset_path, variant, worker=None):
     return client.submit(_load_perm, str(dataset_path), variant, pure=False, **kw)
 
 
-def internal_root(client, perm_f, root: int):
-    """A future of the new id of original vertex ``root`` (the caller waits, bounded)."""
-    return client.submit(_new_id, perm_f, int(root), pure=False)
+def internal_roots(client, perm_f, roots):
+    """A future of the new ids of original vertices ``roots`` (one task; the caller waits, bounded)."""
+    return client.submit(_new_ids, perm_f, np.asarray(roots, np.int64), pure=False)
 
 
 def original_slices(client, perm_f, part: Partitioning, slices: list) -> list:

@@ -62,7 +62,7 @@ from dbfs.bfs.dask.layout.gpu_part import ranks_device_bytes
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _alive, _close_mesh, _open_mesh
 from dbfs.bfs.dask.layout.placement import DistributedGraph, _variant_attrs, gpu_budgets, worker_kinds
 from dbfs.bfs.dask.layout.recovery import _is_peer_loss, _recover, place
-from dbfs.bfs.dask.layout.relabel import _new_ids, internal_root, load_perm_future
+from dbfs.bfs.dask.layout.relabel import internal_roots, load_perm_future
 from dbfs.bfs.dask.mesh.transport import TRANSPORTS, _PeerLost
 from dbfs.bfs.dask.mesh.waits import gather_watched, wait_watched
 from dbfs.bfs.dask.layout.worker import _pick_parent, _search_summary
@@ -287,7 +287,7 @@ def eligible_distributed(dg: DistributedGraph, cands) -> np.ndarray:
     with the edge list, which is never read (Graph500 section 6's root sampling: same answer)."""
     v = np.asarray(cands, np.int64)
     if dg.perm_f is not None and v.size:
-        v = gather_watched(dg.client, [dg.client.submit(_new_ids, dg.perm_f, v, pure=False)],
+        v = gather_watched(dg.client, [internal_roots(dg.client, dg.perm_f, v)],
                            set(dg.rank_worker.values()), "the new ids of candidate roots", dg.timeout)[0]
     out = np.zeros(v.size, bool)
     for _, sel, mask in _ask_owners(dg, v, _rows_nonempty, "the eligibility of candidate roots"):
@@ -406,8 +406,9 @@ def search_many(dgraph: DistributedGraph, roots, algorithm: str = "do", policy: 
     if dgraph.roots_of is not None:     # whoever opened the graph maps the roots (a CSR relabelled on its worker)
         ri = [int(x) for x in dgraph.roots_of(rs)]
     elif dgraph.perm_f is not None:     # a degree-ordered variant searches in its own ids
-        ri = gather_watched(dgraph.client, [internal_root(dgraph.client, dgraph.perm_f, r) for r in rs],
-                            set(dgraph.rank_worker.values()), f"the new ids of roots {rs}", dgraph.timeout)
+        ri = gather_watched(dgraph.client, [internal_roots(dgraph.client, dgraph.perm_f, rs)],
+                            set(dgraph.rank_worker.values()), f"the new ids of roots {rs}", dgraph.timeout)[0]
+        ri = [int(x) for x in ri]
     events = []
     attempt = 0
     while True:
