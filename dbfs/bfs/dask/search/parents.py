@@ -44,7 +44,7 @@ from dbfs.bfs.dask.layout.worker import _host_slice
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT
 from dbfs.bfs.dask.mesh.transport import _PeerLost
 from dbfs.bfs.dask.mesh.waits import gather_watched
-from dbfs.bfs.dask.search.client import DistributedResult, search_many
+from dbfs.bfs.dask.search.client import DistributedResult, _searching, search_many
 from dbfs.bfs.dask.search.validate_nccl import validate_on_mesh
 from dbfs.errors import DbfsError
 from dbfs.validate.dask import validate_partitioned_many
@@ -172,7 +172,7 @@ def _validate_tasks(client, dataset_path, dgraph, results: list, roots: list, ch
     """:func:`dbfs.validate.dask.validate_partitioned_many` of ``results`` (checked against ``roots``) as Dask
     tasks on any workers, one read of the edges for all; a lost worker survived as in
     :func:`validate_distributed`."""
-    what = f"the search from root {roots[0]}" if len(roots) == 1 else f"the searches from roots {roots}"
+    what = "the " + _searching(roots)
 
     def step():
         watch = set().union(*(set(r.rank_worker.values()) for r in results))
@@ -218,4 +218,4 @@ def validate_many_distributed(client, dataset_path, dgraph: DistributedGraph, re
         return validate_on_gpus(client, Path(dataset_path), [(r.root, _original(dgraph, r, client)) for r in results],
                                 results[0].partitioning, gpus, gather=gather)
 
-    return _with_parents(dgraph, results, step, f"the validation of the searches from roots {roots}", retries)
+    return _with_parents(dgraph, results, step, f"the validation of the {_searching(roots)}", retries)
