@@ -50,7 +50,7 @@ __all__ = ["validate_many_cpu", "batch_size_cpu", "SearchTable", "CPU_VALIDATE_M
 
 #: most searches one CPU batch holds: 8 (level, parent) pairs of 4-byte ids fill one 64-byte cache line
 CPU_VALIDATE_MOST = 8
-#: tuples ahead whose two table rows the pass prefetches (the distances tried: docs/BENCHMARKS.md)
+#: tuples ahead whose two table rows the pass prefetches (0: none; the distances tried: docs/BENCHMARKS.md)
 PREFETCH_AHEAD = 16
 #: host bytes per vertex as (a, b) for a * id width + b: the chain walk's own (levels, status, stack: int64,
 #: int8, int64), then each search of a batch (its int64 parents as held, its table row, its tree-edge mark)
@@ -130,7 +130,6 @@ class SearchTable:
 
     def __init__(self, n: int, K: int):
         self.n, self.k = int(n), 0
-        self.ahead = PREFETCH_AHEAD     # 0: the pass prefetches nothing
         self.table = _aligned((self.n, max(1, K), 2), _width(self.n))
         self.items = []                 # per search, in order: its stopping Failure, or (slot, root, chain failures)
         self.found = None               # the marks and counters, made once every search is in
@@ -164,14 +163,14 @@ class SearchTable:
     def for_edges(self) -> "SearchTable":
         """This batch with fresh marks and counters over the same table (for a task reading some edges)."""
         e = object.__new__(SearchTable)
-        e.n, e.k, e.table, e.items, e.found, e.ahead = self.n, self.k, self.table, [], None, self.ahead
+        e.n, e.k, e.table, e.items, e.found = self.n, self.k, self.table, [], None
         e._counters()
         return e
 
     def chunk(self, chunk) -> None:
         self._counters()
         counts = np.zeros((4 * numba.get_num_threads(), 1 + 3 * self.k), np.int64)
-        _batch_pass(chunk, self.table, self.table.reshape(-1), self.k, self.found, counts, self.ahead)
+        _batch_pass(chunk, self.table, self.table.reshape(-1), self.k, self.found, counts, PREFETCH_AHEAD)
         c = counts.sum(axis=0)
         for s in range(self.k):
             self.nedge[s] += int(c[1 + 3 * s])
