@@ -66,6 +66,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from dbfs.workers_info import workers_info  # noqa: E402
+
 
 def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -103,7 +105,7 @@ def bench_exchange(workers_list, levels, reps=3):
     out = []
     for W in workers_list:
         with client_for(n_workers=W, threads_per_worker=1, quiet=True) as client:
-            ws = sorted(client.scheduler_info(n_workers=-1)["workers"])
+            ws = sorted(workers_info(client))
             row = {"W": W}
             # client in the loop
             per = []

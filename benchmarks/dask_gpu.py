@@ -56,6 +56,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import write_record  # noqa: E402
+from dbfs.workers_info import workers_info  # noqa: E402
 
 
 def _say(msg):
@@ -188,7 +189,7 @@ class _SecondGpuWorker:
         import os
         import subprocess
 
-        n0 = len(self.client.scheduler_info(n_workers=-1)["workers"])
+        n0 = len(workers_info(self.client))
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]}
         self.proc = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker",
                                       self.client.scheduler.address, "--resources", "GPU=1", "--nthreads", "8",

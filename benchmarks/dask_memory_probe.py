@@ -56,6 +56,8 @@ def main():
     scale, extra = sys.argv[1], sys.argv[2:]
     from distributed import Client
 
+    from dbfs.workers_info import workers_info
+
     cl = subprocess.Popen([sys.executable, "-m", "dbfs.cli", "cluster", "local-gpu"], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, start_new_session=True)
     addr = None
@@ -65,7 +67,7 @@ def main():
             addr = line.split("--scheduler ")[1].split(")")[0].strip()
             break
     client = Client(addr)
-    gpu = [w for w, i in client.scheduler_info()["workers"].items() if i.get("resources", {}).get("GPU")]
+    gpu = [w for w, i in workers_info(client).items() if i.get("resources", {}).get("GPU")]
     print("gpu workers:", gpu, flush=True)
     stop = threading.Event()
 

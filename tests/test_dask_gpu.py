@@ -20,6 +20,8 @@ import time
 
 import pytest
 
+from dbfs.workers_info import workers_info
+
 pytestmark = [pytest.mark.gpu, pytest.mark.distributed]
 
 # client.run ships this module's functions by value: the workers cannot import a test module
@@ -84,7 +86,7 @@ def gclient(gds, tmp_path_factory):
 def _kinds(client):
     from dbfs.bfs.dask.layout.placement import worker_kinds
 
-    ws = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    ws = sorted(workers_info(client))
     return worker_kinds(client, ws)
 
 
@@ -183,7 +185,7 @@ def _extra_gpu_worker(address):
 
 @pytest.fixture()
 def two_gpu(gclient):
-    n0 = len(gclient.scheduler_info(n_workers=-1)["workers"])
+    n0 = len(workers_info(gclient))
     proc = _extra_gpu_worker(gclient.scheduler.address)
     gclient.wait_for_workers(n0 + 1, timeout=90)
     try:
@@ -192,7 +194,7 @@ def two_gpu(gclient):
         proc.terminate()
         proc.wait(30)
         deadline = time.monotonic() + 30
-        while len(gclient.scheduler_info(n_workers=-1)["workers"]) > n0 and time.monotonic() < deadline:
+        while len(workers_info(gclient)) > n0 and time.monotonic() < deadline:
             time.sleep(0.2)
 
 

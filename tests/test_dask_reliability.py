@@ -38,6 +38,7 @@ from dbfs.backends.dask import DaskBackend
 from dbfs.errors import DbfsError
 from dbfs.spec import GraphSpec
 from dbfs.validate import validate
+from dbfs.workers_info import workers_info
 
 pytestmark = pytest.mark.distributed
 
@@ -124,7 +125,7 @@ def _backend(client, ds, validate_runs=True):
 def test_worker_killed_during_load(cluster, kron16, golden16):
     """Rank 1's load queues behind a task on its worker, which is killed meanwhile: the load
     moves rank 1 to a live worker and the graph searches correctly."""
-    ws = sorted(cluster.scheduler_info(n_workers=-1)["workers"])
+    ws = sorted(workers_info(cluster))
     victim = ws[1]
     blocker = _occupy(cluster, victim, 5.0)
     _kill_later(cluster, victim, 1.0)
@@ -222,7 +223,7 @@ def test_a_wait_without_progress_ends_at_its_deadline(cluster):
     """A wait on a task that does not finish (no worker lost) ends at its deadline with one line."""
     from dbfs.bfs.dask.mesh.waits import gather_watched, run_within
 
-    ws = sorted(cluster.scheduler_info(n_workers=-1)["workers"])
+    ws = sorted(workers_info(cluster))
     slow = _occupy(cluster, ws[0], 30.0)
     t0 = time.perf_counter()
     with pytest.raises(DbfsError, match="no Dask task finished within 1 s") as ei:
@@ -366,7 +367,7 @@ def test_a_wait_in_slices_keeps_no_future_alive(cluster):
     cycle kept every SCALE 30 search's parents in device memory)."""
     from dbfs.bfs.dask.mesh.waits import SLICE, gather_watched
 
-    ws = sorted(cluster.scheduler_info(n_workers=-1)["workers"])
+    ws = sorted(workers_info(cluster))
     gc.collect()
     gc.disable()
     try:

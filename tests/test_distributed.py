@@ -26,6 +26,7 @@ import dbfs.bfs.dask as D
 from dbfs.errors import DbfsError
 from dbfs.spec import GraphSpec
 from dbfs.validate import validate
+from dbfs.workers_info import workers_info
 
 pytestmark = pytest.mark.distributed
 
@@ -271,7 +272,7 @@ def test_fixed_directions(client, kron10, golden10, algorithm):
 
 def test_fewer_workers_than_partitions(client, kron10, golden10):
     client.wait_for_workers(2, timeout=60)     # an earlier test's killed worker may still be restarting
-    ws = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    ws = sorted(workers_info(client))
     assert len(ws) == 2
     variant = kron10.variant(4, client)
     levels = []
@@ -402,7 +403,7 @@ def test_validate_on_worker_shares_matches_serial(client, kron10, golden10):
         bad = _corrupted(good, root)
         cases = [good, bad["edges"], bad["cycle"], bad["range"]]
         searches = [(root, _scattered(client, res, p)) for p in cases]
-        workers = sorted(client.scheduler_info()["workers"])
+        workers = sorted(workers_info(client))
         got = validate_on_gpus(client, kron10.path, searches, part, workers, device=False)
     assert len(workers) >= 2 and len(got) == len(cases)
     assert got[0].ok and got[0].nedge == validate(kron10.edges, root, good).nedge

@@ -34,6 +34,7 @@ from dbfs.bfs.dask.mesh import frames as F
 from dbfs.bfs.dask.mesh import handshake as H
 from dbfs.bfs.dask.mesh.listener import Listener, connect_peers
 from dbfs.bfs.dask.mesh.transport import _PeerLost, _recv_exact
+from dbfs.workers_info import workers_info
 
 LIMITS = F.Limits.for_graph(1000, 4)
 
@@ -674,7 +675,7 @@ def test_tls_cluster_never_uses_plaintext(kron12, tmp_path):
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, protocol="tls://", security=sec,
                       dashboard_address=None, env=env, silence_logs=40) as cluster, \
             Client(cluster, security=sec) as c:
-        ws = sorted(c.scheduler_info(n_workers=-1)["workers"])
+        ws = sorted(workers_info(c))
         assert all(w.startswith("tls://") for w in ws)
         with pytest.raises(DbfsError, match="plaintext"):
             D.open_mesh(c, ws, "tcp")

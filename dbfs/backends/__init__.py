@@ -66,6 +66,7 @@ from dbfs.errors import DbfsError
 from dbfs.progress import say
 from dbfs.split import PLACEMENT_ORDER
 from dbfs.units import human
+from dbfs.workers_info import workers_info
 
 __all__ = ["BACKENDS", "COMMON_OPTIONS", "Backend", "RunConfig", "backend_table",
            "check_degree_placement", "check_split_placement", "get_backend", "resolve_relabel", "say_relabel",
@@ -341,7 +342,7 @@ def warm(what: str, client, quiet: bool, fn, *args) -> float:
     workers = []
     try:
         fn(*args)
-        workers = list(client.scheduler_info(n_workers=-1)["workers"]) if client is not None else []
+        workers = list(workers_info(client)) if client is not None else []
         if workers:
             tag = f"warm-{what.replace(' ', '').lower()}-{uuid.uuid4().hex[:8]}"
             futures = [client.submit(fn, *args, key=f"{tag}-{i}", workers=[w], allow_other_workers=False,

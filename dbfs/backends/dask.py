@@ -72,6 +72,7 @@ from dbfs.split import PLACEMENT_ORDER
 from dbfs.store.space import free_bytes
 from dbfs.units import human
 from dbfs.validate.gpu import VALIDATE_MOST
+from dbfs.workers_info import workers_info
 
 __all__ = ["DaskBackend"]
 
@@ -124,7 +125,7 @@ class DaskBackend(Backend):
         contexts made now, as Kernel 1 would make them)."""
         if client is None:
             return {}
-        info = client.scheduler_info(n_workers=-1)["workers"]
+        info = workers_info(client)
         host = {w: int(v.get("memory_limit") or 0) for w, v in info.items()}
         device = {w: int(v["total"]) for w, v in ready_devices(client, cls._gpu_workers(client)).items()}
         return check_cluster(n, m, host, device, scale)

@@ -43,6 +43,7 @@ import numpy as np
 from dbfs.errors import DbfsError
 from dbfs.kernel1.csr_store import _MAX_OUT_CHUNK, _MIN_OUT_CHUNK
 from dbfs.partition import Partitioning
+from dbfs.workers_info import workers_info
 
 __all__ = ["DEFAULT_MEMORY_BUDGET"]
 
@@ -59,10 +60,7 @@ def _total_threads(client) -> int:
 def _default_budget(client) -> int:
     if client is None:
         return DEFAULT_MEMORY_BUDGET
-    try:
-        info = client.scheduler_info(n_workers=-1)["workers"]
-    except TypeError:
-        info = client.scheduler_info()["workers"]
+    info = workers_info(client)
     shares = [w.get("memory_limit", 0) / max(1, w.get("nthreads", 1)) for w in info.values()]
     shares = [s for s in shares if s > 0]
     if not shares:

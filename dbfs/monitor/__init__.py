@@ -27,6 +27,7 @@ from __future__ import annotations
 from dbfs.monitor.events import TOPIC, LevelPublisher, Publisher
 from dbfs.monitor.state import MonitorPlugin
 from dbfs.progress import say
+from dbfs.workers_info import scheduler_identity
 
 __all__ = ["install", "Publisher", "TOPIC", "dashboard_url", "describe_cluster"]
 
@@ -59,7 +60,7 @@ def describe_cluster(client) -> dict | None:
     if client is None:
         return None
     try:
-        info = client.scheduler_info(n_workers=-1)
+        info = scheduler_identity(client)
     except Exception as e:
         return {"error": f"{type(e).__name__}: {e}"}
     ws = info.get("workers", {})

@@ -38,6 +38,7 @@ from dbfs.bfs.dask.layout.worker import _shuffle_build
 from dbfs.errors import DbfsError
 from dbfs.kernel1.on_workers import K1_DEVICE_SHARE, shuffle_piece, shuffle_read
 from dbfs.partition import Partitioning
+from dbfs.workers_info import workers_info
 from dbfs.zattrs import read_attrs
 
 __all__ = ["DistributedGraph", "_submit_loads", "_variant_attrs", "worker_kinds", "gpu_workers", "gpu_budgets",
@@ -167,7 +168,7 @@ def _variant_attrs(dataset_path: Path, variant: str) -> dict:
 
 def worker_kinds(client, workers) -> dict:
     """Worker address -> "gpu" (it declares the Dask resource ``GPU``) or "cpu"."""
-    info = client.scheduler_info(n_workers=-1)["workers"]
+    info = workers_info(client)
     return {w: "gpu" if float((info.get(w, {}).get("resources") or {}).get("GPU", 0)) > 0 else "cpu"
             for w in workers}
 

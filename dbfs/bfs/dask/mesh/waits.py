@@ -39,6 +39,7 @@ from distributed import wait
 from dbfs.bfs.dask.mesh.transport import _PeerLost
 from dbfs.errors import DbfsError
 from dbfs.worker_deaths import why
+from dbfs.workers_info import workers_info
 
 __all__ = ["SLICE", "CHECK_EVERY", "LOOK_BACK", "NANNY_WAIT", "WorkerLost", "alive_workers", "wait_watched", "gather_watched", "run_within",
            "is_peer_loss"]
@@ -63,7 +64,7 @@ class WorkerLost(_PeerLost):
 
 def alive_workers(client) -> set:
     """Addresses of the workers the scheduler knows now."""
-    return set(client.scheduler_info(n_workers=-1)["workers"])
+    return set(workers_info(client))
 
 
 def is_peer_loss(exc) -> bool:

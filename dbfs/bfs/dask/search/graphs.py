@@ -74,6 +74,7 @@ from dbfs.preflight import host_available
 from dbfs.validate.batch_cpu import batch_size_cpu
 from dbfs.validate.gpu import batch_size, keep_budget
 from dbfs.validate.gpus import device_free
+from dbfs.workers_info import workers_info
 
 __all__ = ["Stored", "OnWorkers", "Resident", "PartitionedGraph", "DistributedPartitions", "ResidentGraph",
            "open_graph"]
@@ -214,7 +215,7 @@ class PartitionedGraph(ABC):
 def _least_memory(client) -> int:
     """The smallest memory limit among the cluster's workers in bytes (a worker without one: what this host has
     available)."""
-    info = client.scheduler_info(n_workers=-1)["workers"]
+    info = workers_info(client)
     return min([int(v.get("memory_limit") or 0) for v in info.values() if v.get("memory_limit")] +
                [host_available()])
 
