@@ -38,7 +38,9 @@ Modules, bottom to top: ``primitives`` (bit scans, atomic OR, prefetch),
 ``buffers`` (parent pool, per-thread scratch), ``frontier`` (queue/bitmap
 conversions, degree sums), ``graph_aux`` (per-graph helpers), ``topdown``,
 ``bottomup``, ``semiring`` (the steps), ``rowtable`` (the steps over all the
-partitions of a distributed worker in one call), ``sequential`` (queue BFS
+partitions of a distributed worker in one call), ``rowclaims`` (their
+top-down claims split by owner and absorbed, or taken from the bits),
+``sequential`` (queue BFS
 kernels), ``warmup`` (kernel loading), ``algorithms`` (the searches). They import
 one another relatively, so ``benchmarks/cpu_ab.py`` can load another
 commit's copy of this package beside the working tree's; none imports the

@@ -13,27 +13,16 @@ local bitmap), and global vertex ``gb[s] + i * gs[s]`` (block: its base and
 and queues are over worker rows. The steps are :mod:`dbfs.bfs.cpu`'s, over
 every slot in ONE call:
 
-- :func:`td_rows` ``(t, queue, claim, visited) -> (claimed, examined)``:
+- :func:`td_rows` ``(t, queue, claim, visited) -> (claimed, examined,
+  ascending)``:
   :func:`~dbfs.bfs.cpu.topdown.td_step`'s claims for a queue of worker rows:
   every neighbour v whose bit is clear in ``visited`` (a bitmap over global
   ids, exact on entry and again on return) gets the bit and
   ``claim[v] = `` the global id of a queued vertex adjacent to it;
-  ``claimed`` holds each such v once (global ids).
-- :func:`split_claims` ``(t, claimed, claim, code, P, q, r, slot_of, parent,
-  visited, tmp, out, C) -> (L, U, cnt, end, degrees)``: the claims of the
-  ranks this worker holds (``slot_of[rank]`` >= 0) absorbed at once (as
-  :func:`absorb_rows` would, in the same pass: a worker's own vertices cost
-  one pass after the claims), the others' (owner-local index, ``claim[v]``)
-  pairs grouped by owner rank (:func:`dbfs.partition.owner_local`), a stable
-  counting sort; ``cnt``: P + 1 offsets (a held rank's bucket empty); pairs
-  of ``claim``'s dtype.
-- :func:`absorb_rows` ``(t, L, U, seg_lo, seg_n, seg_slot, parent, visited,
-  gvis, tmp, out, w, C) -> (w, degrees)``: the owner side: segment ``k``,
-  pairs ``[seg_lo[k], seg_lo[k] + seg_n[k])`` of ``L``/``U``, names rows of
-  slot ``seg_slot[k]``; each unvisited vertex keeps one parent (an atomic OR
-  on its ``visited`` bit picks one winner among pairs racing for it), gets
-  its bit in ``gvis`` (global ids) too and its worker row appended to ``out``
-  from ``w``; returns the new end and the sum of the new vertices' degrees.
+  ``claimed`` holds each such v once (global ids), ascending when
+  ``ascending`` (a large level's, read from the bits it set). The owner
+  side of the claims (split by owner rank, absorbed into the owners' rows)
+  is :mod:`dbfs.bfs.cpu.rowclaims`'s.
 - :func:`bu_rows` ``(t, front, parent, visited, nxt, want_deg)``: ``bu_step``
   (without ``fill``) over every slot against the GLOBAL frontier bitmap
   ``front``; its counts summed over the slots.
@@ -71,14 +60,12 @@ import numpy as np
 from numba import carray, njit, prange, types
 from numba.extending import intrinsic
 
-from dbfs.partition import owner_local
-
 from .bottomup import _BU_BLOCK, _bu_block
 from .frontier import _DEG_SERIAL_VERTICES
-from .primitives import _cttz, atomic_or, prefetch
+from .primitives import _cttz, prefetch
 from .topdown import _TD_PREFETCH, _TD_SERIAL_EDGES, _td_parallel
 
-__all__ = ["RowTable", "row_table", "td_rows", "split_claims", "absorb_rows", "bu_rows", "or_rows", "copy_rows"]
+__all__ = ["RowTable", "row_table", "td_rows", "bu_rows", "or_rows", "copy_rows"]
 
 
 class _Rows(NamedTuple):
@@ -336,244 +323,24 @@ def td_rows(t, queue, claim, visited):
         Each newly claimed vertex once (global ids).
     examined : int
         The queue's degree sum.
+    ascending : bool
+        Whether ``claimed`` is in ascending order (a large level's, read from the bits it set).
     """
     f = queue.shape[0]
     if f <= _TD_SERIAL_EDGES:
         E = _rows_edges(t, queue)
         if E <= _TD_SERIAL_EDGES:
-            return _rows_claim_serial(t, queue, claim, visited, E)
+            claimed, E = _rows_claim_serial(t, queue, claim, visited, E)
+            return claimed, E, False
     degoff = _rows_degree_offsets(t, queue) if f <= _DEG_SERIAL_VERTICES else _rows_degree_offsets_par(t, queue)
     E = int(degoff[f])
     if E == 0:
-        return np.empty(0, np.int64), 0
+        return np.empty(0, np.int64), 0, True
 
     def claims(e_lo, e_hi, C, out):
         return _rows_claim_chunks(t, queue, claim, visited, degoff, e_lo, e_hi, C, out)
 
     return _td_parallel(claims, E, visited)
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _bucket_starts(hist, P, C):
-    """(cnt: the P + 1 bucket offsets, pos: where chunk c's pairs of owner o start)."""
-    cnt = np.zeros(P + 1, np.int64)
-    pos = np.empty((C, P), np.int64)
-    s = 0
-    for o in range(P):
-        cnt[o] = s
-        for c in range(C):
-            pos[c, o] = s
-            s += hist[c, o]
-    cnt[P] = s
-    return cnt, pos
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _scatter(claimed, claim, own, loc, pos, L, U, c, k0, k1):
-    for k in range(k0, k1):
-        o = own[k]
-        if o < 0:                   # absorbed in place (split_claims)
-            continue
-        p = pos[c, o]
-        L[p] = loc[k]
-        U[p] = claim[claimed[k]]
-        pos[c, o] = p + 1
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _take(x, parent, visited, p):
-    """Whether worker row ``x`` took parent ``p``: its ``visited`` bit was clear (an atomic OR: one winner)."""
-    bit = np.int64(1) << (x & 63)
-    if visited[x >> 6] & bit:
-        return False
-    if atomic_or(visited, x >> 6, bit) & bit:
-        return False
-    parent[x] = p
-    return True
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _split_chunk(t, claimed, claim, code, P, q, r, slot_of, parent, visited, own, loc, hist, dst, c, k0, k1):
-    """:func:`split_claims` over the claims ``[k0, k1)``: a vertex of a rank held here (``slot_of[o]`` >= 0)
-    absorbed at once (its worker row written to ``dst`` from ``dst[k0]``), the others' owner rank and owner-local
-    index kept and counted in ``hist[c]``; returns (the absorbed count, their degree sum)."""
-    n = 0
-    d = 0
-    for k in range(k0, k1):
-        v = claimed[k]
-        o, l = owner_local(v, code, P, q, r)
-        s = slot_of[o]
-        if s < 0:
-            own[k] = o
-            loc[k] = l
-            hist[c, o] += 1
-            continue
-        own[k] = -1
-        i = np.int64(l) + t.pad[s]
-        x = t.off[s] + i
-        if not _take(x, parent, visited, claim[v]):
-            continue
-        ip = _indptr(t, s)
-        d += ip[i + 1] - ip[i]
-        dst[k0 + n] = x
-        n += 1
-    return n, d
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def _split_par(t, claimed, claim, code, P, q, r, slot_of, parent, visited, tmp, out, C):
-    m = claimed.shape[0]
-    own = np.empty(m, np.int32)
-    loc = np.empty(m, claim.dtype)
-    hist = np.zeros((C, P), np.int64)
-    cn = np.zeros(C, np.int64)
-    dg = np.zeros(C, np.int64)
-    for c in prange(C):
-        cn[c], dg[c] = _split_chunk(t, claimed, claim, code, P, q, r, slot_of, parent, visited, own, loc, hist, tmp,
-                                    c, c * m // C, (c + 1) * m // C)
-    cnt, pos = _bucket_starts(hist, P, C)
-    L = np.empty(cnt[P], claim.dtype)
-    U = np.empty(cnt[P], claim.dtype)
-    offs = np.empty(C, np.int64)
-    e = 0
-    for c in range(C):
-        offs[c] = e
-        e += cn[c]
-    for c in prange(C):
-        k0 = c * m // C
-        _scatter(claimed, claim, own, loc, pos, L, U, c, k0, (c + 1) * m // C)
-        for j in range(cn[c]):
-            out[offs[c] + j] = tmp[k0 + j]
-    return L, U, cnt, e, dg.sum()
-
-
-@njit(nogil=True, cache=True)
-def _split_serial(t, claimed, claim, code, P, q, r, slot_of, parent, visited, out):
-    m = claimed.shape[0]
-    own = np.empty(m, np.int32)
-    loc = np.empty(m, claim.dtype)
-    hist = np.zeros((1, P), np.int64)
-    n, d = _split_chunk(t, claimed, claim, code, P, q, r, slot_of, parent, visited, own, loc, hist, out, 0, 0, m)
-    cnt, pos = _bucket_starts(hist, P, 1)
-    L = np.empty(cnt[P], claim.dtype)
-    U = np.empty(cnt[P], claim.dtype)
-    _scatter(claimed, claim, own, loc, pos, L, U, 0, 0, m)
-    return L, U, cnt, n, d
-
-
-def split_claims(t, claimed, claim, code, P, q, r, slot_of, parent, visited, tmp, out, C):
-    """A worker's claims split by owner: those of the ranks it holds absorbed at once into its rows (one pass:
-    no pairs made for them), the others' (owner-local index, ``claim[v]``) pairs grouped by owner rank (a
-    stable counting sort); ``C`` chunks in parallel (one chunk: on this thread); ``tmp``: scratch of at least
-    as many entries as claims.
-
-    Parameters
-    ----------
-    slot_of : ndarray of int64
-        Per rank, its slot in ``t`` when this worker holds it, else -1.
-    parent, visited : ndarray
-        Over worker rows (as :func:`absorb_rows`'s); the claims' global bits are set already.
-    out : ndarray of int64
-        The absorbed vertices' worker rows, from 0.
-
-    Returns
-    -------
-    L, U, cnt
-        The other ranks' pairs and the P + 1 offsets (a held rank's bucket empty).
-    end : int
-        The absorbed vertices' count in ``out``.
-    degrees : int
-        Their degree sum.
-    """
-    if C == 1:
-        return _split_serial(t, claimed, claim, code, P, q, r, slot_of, parent, visited, out)
-    return _split_par(t, claimed, claim, code, P, q, r, slot_of, parent, visited, tmp, out, C)
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _absorb_chunk(t, L, U, seg_lo, seg_slot, pos, parent, visited, gvis, dst, m0, m1):
-    """:func:`absorb_rows` over the pairs ``[m0, m1)`` of the segments' concatenation (``pos``: the
-    segments' starts in it): the new vertices' worker rows written to ``dst`` from ``dst[0]``; returns
-    (their count, their degree sum)."""
-    k = np.searchsorted(pos, m0, side="right") - 1
-    j = m0
-    n = 0
-    d = 0
-    while j < m1:
-        s = seg_slot[k]
-        ip = _indptr(t, s)
-        o, pd, gb, gs = t.off[s], t.pad[s], t.gb[s], t.gs[s]
-        src = seg_lo[k] - pos[k]
-        stop = min(pos[k + 1], m1)
-        for jj in range(j, stop):
-            i = np.int64(L[src + jj]) + pd
-            x = o + i
-            if not _take(x, parent, visited, U[src + jj]):
-                continue
-            v = gb + i * gs
-            atomic_or(gvis, v >> 6, np.int64(1) << (v & 63))
-            d += ip[i + 1] - ip[i]
-            dst[n] = x
-            n += 1
-        j = stop
-        k += 1
-    return n, d
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _segment_starts(seg_n):
-    K = seg_n.shape[0]
-    pos = np.zeros(K + 1, np.int64)
-    for k in range(K):
-        pos[k + 1] = pos[k] + seg_n[k]
-    return pos
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def _absorb_par(t, L, U, seg_lo, seg_n, seg_slot, parent, visited, gvis, tmp, out, w, C):
-    pos = _segment_starts(seg_n)
-    M = pos[seg_n.shape[0]]
-    cnt = np.zeros(C, np.int64)
-    deg = np.zeros(C, np.int64)
-    for c in prange(C):
-        m0 = c * M // C
-        cnt[c], deg[c] = _absorb_chunk(t, L, U, seg_lo, seg_slot, pos, parent, visited, gvis, tmp[m0:], m0,
-                                       (c + 1) * M // C)
-    offs = np.empty(C, np.int64)
-    e = w
-    for c in range(C):
-        offs[c] = e
-        e += cnt[c]
-    for c in prange(C):
-        m0 = c * M // C
-        o = offs[c]
-        for k in range(cnt[c]):
-            out[o + k] = tmp[m0 + k]
-    return e, deg.sum()
-
-
-@njit(nogil=True, cache=True)
-def _absorb_serial(t, L, U, seg_lo, seg_n, seg_slot, parent, visited, gvis, out, w):
-    pos = _segment_starts(seg_n)
-    n, d = _absorb_chunk(t, L, U, seg_lo, seg_slot, pos, parent, visited, gvis, out[w:], 0, pos[seg_n.shape[0]])
-    return w + n, d
-
-
-def absorb_rows(t, L, U, seg_lo, seg_n, seg_slot, parent, visited, gvis, tmp, out, w, C):
-    """The owner side of a top-down level over every slot (module docstring): ``C`` chunks of the
-    segments' pairs in parallel (one chunk: on this thread, waking no other); ``tmp``: scratch of at least
-    as many entries as pairs.
-
-    Returns
-    -------
-    end : int
-        The new end of ``out`` (the new vertices' worker rows from ``w``).
-    degrees : int
-        The new vertices' degree sum.
-    """
-    if C == 1:
-        return _absorb_serial(t, L, U, seg_lo, seg_n, seg_slot, parent, visited, gvis, out, w)
-    return _absorb_par(t, L, U, seg_lo, seg_n, seg_slot, parent, visited, gvis, tmp, out, w, C)
 
 
 # --------------------------------------------------------------- bottom-up

@@ -130,7 +130,8 @@ def td_step(indptr, indices, offset, frontier, parent, visited, front=None):
     def claim(e_lo, e_hi, C, out):
         return _td_claim_chunks(indptr, indices, offset, frontier, parent, visited, degoff, e_lo, e_hi, C, out)
 
-    return _td_parallel(claim, E, visited, front)
+    q, E, _ = _td_parallel(claim, E, visited, front)
+    return q, E
 
 
 def _td_parallel(claim, E, visited, front=None):
@@ -138,7 +139,8 @@ def _td_parallel(claim, E, visited, front=None):
     claims over the frontier's edges ``[e_lo, e_hi)`` in ``C`` chunks into the record buffer ``out`` and
     returns the records per chunk (:func:`_td_claim_chunks` or a kernel of that contract); pieces of at most
     ``_TD_PIECE`` edges, then the new frontier read from the bits ``visited`` gained or deduplicated from the
-    records. Returns (next frontier or None when left in ``front``, E)."""
+    records. Returns (next frontier or None when left in ``front``, E, whether it is ascending: read from the
+    bits)."""
     seen = _seen_bitmap(visited.shape[0])
     may_be_big = E > seen.shape[0] or E > _TD_PIECE
     if may_be_big:
@@ -167,15 +169,15 @@ def _td_parallel(claim, E, visited, front=None):
         if front is not None:
             _diff_bits(visited, seen, front)
             seen.fill(0)
-            return None, E
+            return None, E, True
         _diff_bits(visited, seen, seen)
         q = bitmap_to_queue(seen, 0)
         seen.fill(0)
-        return q, E
+        return q, E, True
     if may_be_big:
         seen.fill(0)
     _td_dedupe(out, cnt, E, visited, seen)
-    return _td_gather(out, cnt, E, seen), E
+    return _td_gather(out, cnt, E, seen), E, False
 
 
 @njit(nogil=True, cache=True)

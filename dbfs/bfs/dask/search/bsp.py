@@ -70,7 +70,8 @@ import time
 import numpy as np
 
 from dbfs.bfs.cpu import _fill_parent, bitmap_to_queue, queue_to_bitmap
-from dbfs.bfs.cpu.rowtable import absorb_rows, bu_rows, copy_rows, or_rows, row_table, split_claims, td_rows
+from dbfs.bfs.cpu.rowclaims import absorb_bits, absorb_rows, by_bits, mark_pairs, split_claims, split_sorted
+from dbfs.bfs.cpu.rowtable import bu_rows, copy_rows, or_rows, row_table, td_rows
 from dbfs.bfs.dask.mesh.codec import GAP_SLACK, decode_slice_or, encode_slice, pack_pairs, pair_widths, unpack_pairs
 from dbfs.bfs.dask.layout.exchange import _base_of, _chunks, _or_into, _or_slice
 from dbfs.bfs.dask.mesh.frames import BEGIN, COUNTS, COUNTS_FRONT, COUNTS_FRONT_Z, FRONT, FRONT_Z, PAIRS, PAIRS_Z, SYNC
@@ -185,6 +186,7 @@ class _Search:
         self.bases = [_base_of(part, rk) for rk in range(self.P)]
         self.pads = [part.vertex_range(rk).start - self.bases[rk] if self.code == 0 else 0 for rk in range(self.P)]
         self.counts = [part.local_count(rk) for rk in range(self.P)]
+        self.starts = np.asarray([part.vertex_range(rk).start for rk in range(self.P)] + [self.N], np.int64)
         self.words = [(self.pads[rk] + self.counts[rk] + 63) >> 6 for rk in range(self.P)]
         self.b1 = [pair_widths(c, self.N)[0] for c in self.counts]     # packed pair widths (coded frames)
         self.b2 = pair_widths(1, self.N)[1]
@@ -384,12 +386,20 @@ class _Search:
         code, P, q, r, scratch, peers = self.code, self.P, self.q, self.r, self.scratch, self.peers
         # expand: claim the neighbours of every partition's frontier at once, bucket (vertex, parent) pairs by owner
         t = time.perf_counter()
-        newv, examined = td_rows(self.rows.t, self.queue, scratch, self.visited_g)
-        # this worker's own vertices absorbed at once into the next queue; the others' pairs bucketed by owner
+        newv, examined, ascending = td_rows(self.rows.t, self.queue, scratch, self.visited_g)
+        # this worker's own vertices absorbed at once into the next queue (or from the bits the level set); the
+        # others' pairs bucketed by owner
         out = self.qbufs[level & 1]
         m = newv.shape[0]
-        L, U, cnt, w, new_m = split_claims(self.rows.t, newv, scratch, code, P, q, r, self.slot_of, self.parent_w,
-                                           self.visited_w, _grown(self.grown, "absorb", max(m, 1)), out, _chunks(m))
+        bits = by_bits(self.code == 0, m, self.visited_w.shape[0])
+        if bits and ascending:
+            L, U, cnt = split_sorted(newv, scratch, self.starts, self.slot_of, _chunks(m))
+        else:
+            L, U, cnt, w, new_m = split_claims(self.rows.t, newv, scratch, code, P, q, r, self.slot_of,
+                                               self.parent_w, self.visited_w, _grown(self.grown, "absorb", max(m, 1)),
+                                               out, _chunks(m), bits)
+        if bits:
+            w, new_m = absorb_bits(self.rows.t, self.visited_g, self.visited_w, self.parent_w, scratch, True, out, 0)
         w, new_m = int(w), int(new_m)
         kt += time.perf_counter() - t
         # exchange: one message per peer worker, pairs grouped by destination rank
@@ -432,6 +442,9 @@ class _Search:
         M = int(n.sum())
         if M == 0:
             return w, 0
+        if by_bits(self.code == 0, M, self.visited_w.shape[0]):
+            mark_pairs(self.rows.t, L, U, lo, n, slots, self.parent_w, self.visited_w, self.visited_g, _chunks(M))
+            return absorb_bits(self.rows.t, self.visited_g, self.visited_w, self.parent_w, self.scratch, False, out, w)
         tmp = _grown(self.grown, "absorb", M)
         w, dm = absorb_rows(self.rows.t, L, U, lo, n, slots, self.parent_w, self.visited_w, self.visited_g, tmp,
                             out, w, _chunks(M))
