@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import install_step_timers, take_step_timers  # noqa: E402
 
 _STEPS = {
-    "dbfs.bfs.dask.search.bsp": ["td_rows", "split_claims", "bu_rows", "absorb_rows", "copy_rows", "or_rows",
-                                 "bitmap_to_queue", "queue_to_bitmap"],
+    "dbfs.bfs.dask.search.bsp": ["td_rows", "split_claims", "split_sorted", "absorb_bits", "mark_pairs", "bu_rows",
+                                 "absorb_rows", "copy_rows", "or_rows", "bitmap_to_queue", "queue_to_bitmap"],
     "dbfs.bfs.dask.search.bsp:_Search": ["td_level", "bu_level", "to_bitmaps", "to_queues", "_absorb", "start",
                                          "visit_root", "parents", "__init__"],
 }

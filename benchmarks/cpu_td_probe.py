@@ -7,9 +7,9 @@ partitions, and runs the workers' level loop (:func:`dbfs.bfs.dask.search.bsp._b
 local mesh: no exchange, no cluster) and the single-process ``do`` on the same roots with the same
 threads, one after the other per root. Prints per root the level times of both (the first root level
 by level), the top-down and bottom-up totals a search, and the row-table kernels' milliseconds a search
-(``td_rows`` claims, ``split_claims`` or ``bucket_claims``, ``absorb_rows``, ``bu_rows``, ...). What is left between the
-two is the partitioned kernels' own cost, the cluster's exchange and noise being out of it. Writes
-``benchmarks/results/cpu_td_probe-<stamp>.json``.
+(``td_rows`` claims, ``split_claims``, ``split_sorted`` or ``bucket_claims``, ``absorb_bits``,
+``absorb_rows``, ``bu_rows``, ...). What is left between the two is the partitioned kernels' own cost,
+the cluster's exchange and noise being out of it. Writes ``benchmarks/results/cpu_td_probe-<stamp>.json``.
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import dbfs_commit, install_step_timers, write_record  # noqa: E402
 
-_KERNELS = ["td_rows", "bucket_claims", "split_claims", "bu_rows", "absorb_rows", "copy_rows", "or_rows"]
+_KERNELS = ["td_rows", "bucket_claims", "split_claims", "split_sorted", "absorb_bits", "mark_pairs", "bu_rows",
+            "absorb_rows", "copy_rows", "or_rows"]
 
 
 def main(argv=None):
