@@ -60,11 +60,11 @@ from .primitives import atomic_or, num_threads, prefetch
 from .semiring import min_parent_fixup, spmv_pull_step
 from .sequential import levels_from_parent, seq_list_structure
 from .topdown import td_step
-from .warmup import warm_kernels
+from .warmup import warm_kernels, warm_row_kernels
 
 __all__ = [
     # the kernel contract (dbfs.bfs)
-    "ALGORITHMS", "prepare", "levels_from_parent", "warm_kernels",
+    "ALGORITHMS", "prepare", "levels_from_parent", "warm_kernels", "warm_row_kernels",
     # the searches
     "seq_list", "seq_csr", "top_down", "bottom_up", "direction_optimizing", "spmv",
     # named steps on a local vertex range (dbfs.bfs.dask calls them per partition)

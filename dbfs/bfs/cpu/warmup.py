@@ -6,9 +6,13 @@ Contract: after :func:`warm_kernels` ``(indptr, indices)`` no ``td``, ``bu``,
 (``indices`` one array, or a :class:`~dbfs.bfs.cpu.adjacency.SplitAdjacency`
 of such pieces: then the ``td``, ``bu`` and ``do`` kernels only)
 compiles or loads a kernel (``tests/test_bfs_cpu.py`` checks it in a fresh
-process), nor (one array) a distributed worker's level over its partitions
-(:mod:`dbfs.bfs.cpu.rowtable`, claims into an array of ``indices``' dtype,
-the worker's claim width). It is idempotent and thread-safe (``_WARM_LOCK``; ``_WARMED``
+process). After :func:`warm_row_kernels` ``(indptr, indices)`` (one array)
+no distributed worker's level over its partitions does
+(:mod:`dbfs.bfs.cpu.rowtable`, :mod:`dbfs.bfs.cpu.rowclaims`, claims into an
+array of ``indices``' dtype, the worker's claim width): a search in one
+process never runs those, and on a first run they are most of the
+compiling, so a process that does not search partitions does not load
+them. Both are idempotent and thread-safe (``_WARM_LOCK``; ``_WARMED``
 holds the array types done).
 
 Method: a search reaches its serial or parallel variants by frontier size,
@@ -70,10 +74,30 @@ def _adjacency_key(indices) -> tuple:
     return (indices.dtype.str, indices.flags.writeable)
 
 
+def _star_csr(indptr, indices):
+    """The star's (indptr, indices, hub, no_edge, multi) in the types of ``indptr`` / ``indices``."""
+    n, k = 130, 100                       # vertex 0 joined to 1..k
+    ip = _like(indptr, np.concatenate([[0, k], np.arange(k + 1, 2 * k + 1), np.full(n - k - 1, 2 * k)]))
+    ix = _adjacency_like(indices, np.concatenate([np.arange(1, k + 1), np.zeros(k)]))
+    return ip, ix, hub_by_degree(ip, ix, np.diff(ip)), _no_edge_bitmap(ip), degree_over_bitmap(ip, 1)
+
+
+def warm_row_kernels(indptr, indices) -> None:
+    """Load the row-table steps (:mod:`dbfs.bfs.cpu.rowtable` and :mod:`dbfs.bfs.cpu.rowclaims`, a distributed
+    worker's level over its partitions) for CSR arrays of these types (``indices`` one array): run on two
+    slots of the star (block and cyclic ids), claims into an array of the adjacency's dtype (the worker's
+    claim scratch: the vertex-id width of N, as the partitions' ``indices``)."""
+    key = ("rows", indptr.dtype.str, indptr.flags.writeable) + _adjacency_key(indices)
+    if key in _WARMED:
+        return
+    with _WARM_LOCK:
+        if key not in _WARMED:
+            ip, ix, hub, _, multi = _star_csr(indptr, indices)
+            _warm_rows(ip, ix, hub, multi)
+            _WARMED.add(key)
+
+
 def _warm_rows(ip, ix, hub, multi) -> None:
-    """The row-table steps (:mod:`dbfs.bfs.cpu.rowtable`, a distributed worker's level over its partitions)
-    on two slots of the star (block and cyclic ids), claims into an array of the adjacency's dtype (the
-    worker's claim scratch: the vertex-id width of N, as the partitions' ``indices``)."""
     for gs in (1, 2):
         tab = row_table([(ip, ix, hub, multi, 0, 0, gs), (ip, ix, hub, multi, 0, 0 if gs == 1 else 1, gs)])
         t, R = tab.t, tab.rows
@@ -136,13 +160,8 @@ def warm_kernels(indptr, indices) -> None:
     with _WARM_LOCK:
         if key in _WARMED:
             return
-        n, k = 130, 100                       # vertex 0 joined to 1..k
-        ip = _like(indptr, np.concatenate([[0, k], np.arange(k + 1, 2 * k + 1), np.full(n - k - 1, 2 * k)]))
-        ix = _adjacency_like(indices, np.concatenate([np.arange(1, k + 1), np.zeros(k)]))
-        deg = np.diff(ip)
-        hub = hub_by_degree(ip, ix, deg)
-        no_edge = _no_edge_bitmap(ip)
-        multi = degree_over_bitmap(ip, 1)
+        n, k = 130, 100                       # the star of _star_csr: vertex 0 joined to 1..k
+        ip, ix, hub, no_edge, multi = _star_csr(indptr, indices)
         _rows_sorted(ip, ix)
         parent = _fill_parent(n)
         nbw = no_edge.shape[0]
@@ -171,7 +190,6 @@ def warm_kernels(indptr, indices) -> None:
         if split:                             # spmv reads the adjacency as one array
             _WARMED.add(key)
             return
-        _warm_rows(ip, ix, hub, multi)
         visited = no_edge.copy()
         parent = _fill_parent(n)
         spmv_pull_step(ip, ix, 0, front, parent, visited, nxt, True)

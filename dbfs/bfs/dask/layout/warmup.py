@@ -8,9 +8,9 @@ for a partition of ``p``'s array types: not the top-down step's claims
 into the worker's claim scratch (dtype ``claim_dtype``, the vertex-id
 width of N, which the single-process warm-up never uses), serial or
 parallel, nor the frontier slice ORs (block and cyclic) and the
-shared-frontier copies (the row-table kernels that bucket and absorb a
-worker's claims are :func:`dbfs.bfs.cpu.warm_kernels`'s) (``tests/test_dask_reliability.py``
-checks it on live workers). Numba compiles one specialisation per
+shared-frontier copies, nor the row-table kernels that claim, bucket and
+absorb over all of a worker's partitions (:func:`dbfs.bfs.cpu.warm_row_kernels`)
+(``tests/test_dask_reliability.py`` checks it on live workers). Numba compiles one specialisation per
 argument type and loads it on first call, from its on-disk cache when it
 holds it, otherwise by compiling it; either inside a timed search would
 be timed. Idempotent per worker process and type (``_WARMED``).
@@ -32,7 +32,7 @@ import threading
 
 import numpy as np
 
-from dbfs.bfs.cpu import bitmap_to_queue, queue_to_bitmap, td_step
+from dbfs.bfs.cpu import bitmap_to_queue, queue_to_bitmap, td_step, warm_row_kernels
 from dbfs.bfs.cpu.topdown import _TD_SERIAL_EDGES
 from dbfs.bfs.dask.layout.exchange import _or_into, _or_slice
 from dbfs.bfs.dask.mesh.shm import _fix_boundaries, _publish_words, _take_front
@@ -108,5 +108,6 @@ def warm_level_kernels(p, claim_dtype) -> None:
             return
         _warm_topdown(p, claim_dtype)
         _warm_exchange(p, claim_dtype)
+        warm_row_kernels(p.indptr, p.indices)
         _warm_shm()
         _WARMED.add(key)
