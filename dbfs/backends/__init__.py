@@ -164,6 +164,12 @@ class Backend:
                             f"{', '.join(names)}")
 
     @classmethod
+    def ahead_job(cls, cfg: RunConfig, target) -> dict | None:
+        """The kernels a second process may compile while the stages before the searches run
+        (:mod:`dbfs.backends.ahead`), or None: nothing of this backend is compiled ahead."""
+        return None
+
+    @classmethod
     def default_relabel(cls, cfg: RunConfig, client=None, ds=None) -> tuple:
         """``(relabel, why)``: the CSR variant this backend searches when ``--relabel`` is not given
         (``client``: the run's, ``ds``: its dataset, each None where not known yet); the plain CSR here."""

@@ -33,12 +33,14 @@ import numpy as np
 from dbfs import kernel1
 from dbfs.arrays import iter_rows
 from dbfs.backends import Backend, check_split_placement, warm
+from dbfs.backends.ahead import cpu_search_job
 from dbfs.bfs import algorithm_names, bfs, collector_paused
 from dbfs.bfs.cpu import SPLIT_ALGORITHMS, split_graph, warm_kernels
 from dbfs.errors import DbfsError
 from dbfs.preflight import host_available
 from dbfs.progress import say
 from dbfs.roots import eligible
+from dbfs.spec import GraphSpec
 from dbfs.split import PLACEMENT_ORDER, plan_split
 from dbfs.units import human
 from dbfs.validate import validate
@@ -101,6 +103,14 @@ class CpuBackend(Backend):
     @classmethod
     def algorithms(cls) -> list:
         return algorithm_names("cpu")
+
+    @classmethod
+    def ahead_job(cls, cfg, target):
+        """The searches' and validation's kernels for a graph of spec ``target`` (a stored dataset's name
+        tells no types before it is opened; a simulated split reads other kernels): compiled ahead."""
+        if not isinstance(target, GraphSpec) or cfg.device_memory_limit is not None:
+            return None
+        return cpu_search_job(target)
 
     @classmethod
     def default_relabel(cls, cfg, client=None, ds=None):
