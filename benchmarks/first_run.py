@@ -2,11 +2,11 @@
 
     python benchmarks/first_run.py --scale 16 --trees /path/to/base /path/to/tree --reps 2
 
-For each repetition and each tree (a checkout of dbfs, put first on ``PYTHONPATH``; the first tree is the
-one the others are compared with), ``dbfs run --scale S`` in a subprocess started from an empty directory
-with an empty ``NUMBA_CACHE_DIR`` and an empty datasets root, as a fresh clone's first run: its wall
-seconds and the JSON's ``compile_time`` (the Numba kernels loaded before the timed stages). Prints per
-tree the median wall and compile time and their ratios to the first tree's; writes
+For each repetition and each tree (a checkout of dbfs, put first on ``PYTHONPATH``, before what it held;
+the first tree is the one the others are compared with), ``dbfs run --scale S`` in a subprocess started from
+an empty directory with an empty ``NUMBA_CACHE_DIR`` and an empty datasets root, as a fresh clone's first
+run: its wall seconds and the JSON's ``compile_time`` (the Numba kernels loaded before the timed stages).
+Prints per tree the median wall and compile time and their ratios to the first tree's; writes
 ``benchmarks/results/first_run-<stamp>.json``.
 """
 from __future__ import annotations
@@ -38,8 +38,9 @@ def main(argv=None):
             with tempfile.TemporaryDirectory(prefix="dbfs-first-") as tmp:
                 os.chdir(tmp)           # `python -m` puts the working directory first on sys.path
                 try:
+                    path = os.pathsep.join([t] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
                     rec, wall = dbfs_run(a.scale, a.roots, Path(tmp) / "datasets", Path(tmp) / "run.json",
-                                         env={"NUMBA_CACHE_DIR": str(Path(tmp) / "numba"), "PYTHONPATH": t})
+                                         env={"NUMBA_CACHE_DIR": str(Path(tmp) / "numba"), "PYTHONPATH": path})
                 finally:
                     os.chdir(here)
             runs[t].append({"wall_s": wall, "compile_s": rec["compile_time"],
