@@ -30,7 +30,10 @@ Search Revisited: Enabling Bottom-Up Search", IPDPS Workshops 2013):
   once per worker) into a claim scratch over global ids; ``split_claims``
   absorbs the claims of the worker's own partitions at once and buckets
   the others' pairs by owner, which are sent to the owning partitions (one
-  PAIRS round), which keep the first parent of each unvisited vertex.
+  PAIRS round), which keep the first parent of each unvisited vertex. A
+  level dense enough on block partitions takes its vertices from the bits
+  it set instead (:mod:`dbfs.bfs.cpu.rowclaims`: ``split_sorted``,
+  ``absorb_bits``, ``mark_pairs``), no atomic per claim.
 - bottom-up: ``bu_rows`` (``bu_step``'s blocks) over every partition's unvisited rows against the
   GLOBAL frontier bitmap, assembled from every partition's slice of the
   previous level (sent with the counts, or shared through ``/dev/shm``,
