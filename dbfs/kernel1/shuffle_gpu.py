@@ -55,17 +55,15 @@ import numpy as np
 from dbfs.errors import DbfsError
 from dbfs.graph import signed_ids
 from dbfs.kernel1.gpu import _BLOCK, _grid, _kernels
-from dbfs.kernel1.passes_gpu import _DeviceBlocks, _as_i64, check_ids, degree_order, rows_from_keys
+from dbfs.kernel1.passes_gpu import (_CHUNK_FIXED, _CHUNK_ROW, _ROW, _DeviceBlocks, _as_i64, check_ids, degree_order,
+                                     rows_from_keys)
 from dbfs.kernel1.shuffle import SpanReads, rank_passes
 from dbfs.partition import Partitioning
 from dbfs.progress import say
 
 __all__ = ["build_shuffled_gpu", "shuffle_fixed"]
 
-_ENTRY = 32
-_ROW = 48
-_CHUNK_ROW = 96
-_CHUNK_FIXED = 1 << 20
+_ENTRY = 32         # device bytes a raw entry of a rank's pass holds (the pass's own per row and chunk: passes_gpu's)
 
 
 def shuffle_fixed(n_vertices: int, step: int, span_rows: int, keep: bool) -> int:

@@ -2,7 +2,7 @@
 
 Contract
 --------
-``validate(edges, root, parent, n_vertices=None, chunk_edges=2**22)
+``validate(edges, root, parent, n_vertices=None, chunk_edges=HOST_EDGE_ROWS)
 -> ValidationResult(ok, nedge, failures, levels)``: ``ok`` iff every rule
 below holds; ``failures`` holds one :class:`Failure` per broken rule, in
 ``RULES`` order, with its count and at most ``MAX_EXAMPLES`` example ids.
@@ -59,6 +59,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit, prange
 
+from dbfs.arrays import DEFAULT_ROWS
+
 __all__ = ["Failure", "ValidationResult", "validate", "RULES", "MAX_EXAMPLES", "HOST_EDGE_ROWS",
            "check_length", "check_range", "check_root", "check_cycle", "check_parent_unreached", "check_chains",
            "check_edges", "check_tree_edges"]
@@ -66,8 +68,8 @@ __all__ = ["Failure", "ValidationResult", "validate", "RULES", "MAX_EXAMPLES", "
 RULES = ("length", "range", "root", "cycle", "parent-unreached", "edge-range", "edge-span",
          "level-diff", "tree-edge")
 
-#: input edge rows one host pass of the validation reads at a time
-HOST_EDGE_ROWS = 1 << 22
+#: input edge rows one host pass of the validation reads at a time (an edge list's block on the host)
+HOST_EDGE_ROWS = DEFAULT_ROWS
 MAX_EXAMPLES = 16
 
 
