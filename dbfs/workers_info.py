@@ -26,9 +26,9 @@ __all__ = ["scheduler_identity", "workers_info"]
 
 def scheduler_identity(client) -> dict:
     """The scheduler's identity with every worker, fetched by this call."""
-    return dict(client.sync(client.scheduler.identity, n_workers=-1))
+    return client.sync(client.scheduler.identity, n_workers=-1)
 
 
 def workers_info(client) -> dict:
     """Worker address -> its identity (nthreads, memory_limit, resources, ...), fetched by this call."""
-    return dict(scheduler_identity(client)["workers"])
+    return scheduler_identity(client)["workers"]

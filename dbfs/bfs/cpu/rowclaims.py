@@ -447,7 +447,7 @@ def _sorted_pairs(claimed, claim, starts, lo, cnt, L, U, C):
 
 
 def split_sorted(claimed, claim, starts, slot_of, C):
-    """:func:`~dbfs.bfs.cpu.rowtable.split_claims`'s pairs (the same bytes) for ASCENDING claims on block
+    """:func:`split_claims`'s pairs (the same bytes) for ASCENDING claims on block
     partitions, the held ranks' claims left to :func:`absorb_bits`: a rank's claims are one run of
     ``claimed``, found by binary search on the ranks' first vertices ``starts`` (P + 1 entries), so no claim
     is divided by the rank size or counted twice; returns (L, U, cnt)."""

@@ -40,10 +40,9 @@ caller keeps the table for as long as it calls the kernels. The work is
 split over the threads by EDGES for the top-down claims (equal ranges of
 the concatenated rows of the whole queue, a range crossing slots, as
 ``td_step`` splits one frontier: Beamer, Asanovic and Patterson,
-"Direction-Optimizing Breadth-First Search", SC'12, with GAP's split), by
-pairs for the owner side (the 1-D exchange of Buluc and Madduri, "Parallel
-Breadth-First Search on Distributed Memory Systems", SC'11) and by blocks of
-bitmap words for bottom-up (``bu_step``'s blocks, each inside one slot),
+"Direction-Optimizing Breadth-First Search", SC'12, with GAP's split; the
+owner side, :mod:`dbfs.bfs.cpu.rowclaims`, by pairs or by words) and by
+blocks of bitmap words for bottom-up (``bu_step``'s blocks, each inside one slot),
 never by slot: a level's work costs the same kernel calls however many
 partitions the worker holds, and a small partition's work is not held to one
 thread while another's runs.
