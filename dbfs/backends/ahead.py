@@ -1,4 +1,4 @@
-"""Kernels compiled ahead: the searches' Numba kernels compiled in a second process while this one runs the stages before.
+"""Kernels compiled ahead: a first run's search kernels compiled in a second process meanwhile.
 
 Contract
 --------
