@@ -1,7 +1,7 @@
-"""README's run command against other flags, each end to end as a user runs it (#39 item 3).
+"""README's run command against other flags, each end to end as a user runs it.
 
-Each configuration (a set of ``dbfs run`` flags; the first is the baseline,
-README's command: no flags) runs ``dbfs run --scale S --roots R FLAGS`` once in
+Each configuration (a set of ``dbfs run`` flags, ``""`` for README's command;
+the first is the baseline) runs ``dbfs run --scale S --roots R FLAGS`` once in
 a fresh datasets root of its own, so its wall time holds everything a user
 waits for: generation, Kernel 1, the searches, validation and the process's
 start. The script prints, per configuration, the stages (from the run's
@@ -58,8 +58,8 @@ def main(argv=None) -> int:
                                 {"scale": args.scale, "roots": args.roots, "runs": rows}, path=path)
     for r in rows[1:]:
         o = r["over_baseline"]
-        print(f"{r['flags']} / README: TEPS {o['harmonic_mean_TEPS']:.1f}x  wall {o['wall_s']:.3f}x  "
-              f"Kernel 1 {o.get('construction_time', float('nan')):.3f}x")
+        print(f"{r['flags'] or '(README)'} / {rows[0]['flags'] or '(README)'}: TEPS {o['harmonic_mean_TEPS']:.3g}x  "
+              f"wall {o['wall_s']:.3f}x  Kernel 1 {o.get('construction_time', float('nan')):.3f}x")
     return 0
 
 

@@ -97,27 +97,21 @@ class DaskBackend(Backend):
 
     @classmethod
     def default_relabel(cls, cfg, client=None, ds=None):
-        """The degree-ordered CSR where its searches ran clearly faster than the plain CSR's (the margin
-        and the runs: docs/BENCHMARKS.md): GPU workers at P = 1 (relabelled and placed in the GPU worker's memory, the
-        GPU backend's Kernel 1) and at P > 1 (each block partition relabelled within itself as the workers
-        build it), CPU workers at P = 1. The plain one for CPU workers at P > 1 (below the margin, for a
-        Kernel 1 several times as long) and, on GPU workers at P > 1, for cyclic ownership, ``--placement`` or
-        ``--device-memory-limit`` (those take a CPU-built variant, where a global relabelling puts every
-        hub in block 0)."""
+        """The variant whose Kernel 1 plus 64 searches measured shorter (``benchmarks/relabel_rule.py`` over the
+        records, docs/BENCHMARKS.md): the degree-ordered CSR on GPU workers at P = 1 (relabelled and placed in
+        the GPU worker's memory, the GPU backend's Kernel 1, where the plain CSR is stored and read back). The
+        plain one for CPU workers (their faster searches do not pay for a Kernel 1 two to three times as long)
+        and for GPU workers at P > 1 (relabelling each partition within itself adds more to Kernel 1 than it
+        saves the searches, though their TEPS are higher: ``--relabel degree``)."""
         if not cls._gpu_workers(client):
-            if cfg.partitions > 1:
-                return "none", ("at P > 1 CPU workers search the degree-ordered partitions too little faster "
-                                "to pay for their longer Kernel 1")
-            return "degree", "CPU workers search the degree-ordered CSR faster at P = 1"
+            return "none", ("CPU workers search the degree-ordered CSR faster, but its longer Kernel 1 costs more "
+                            "than the searches save")
+        if cfg.partitioning == "block" and cfg.partitions == 1:
+            return "degree", "Kernel 1 relabels by degree in the GPU worker's memory; the searches run faster"
         if cfg.partitioning != "block":
             return "none", "--partitioning cyclic is built on the CPU, not in the GPU workers' memory"
-        if cfg.partitions == 1:
-            return "degree", "Kernel 1 relabels by degree in the GPU worker's memory; the searches run faster"
-        if cfg.placement != "block" or cfg.device_memory_limit is not None:
-            return "none", ("--placement / --device-memory-limit at P > 1 search a CPU-built variant, "
-                            "where relabelling puts every hub in one partition")
-        return "degree", ("at P > 1 the GPU workers relabel each partition by degree within itself as they "
-                          "build it; the searches run faster")
+        return "none", ("at P > 1 relabelling each partition within itself adds more to Kernel 1 than it saves "
+                        "the searches (--relabel degree for their higher TEPS)")
 
     @classmethod
     def fits_cluster(cls, client, n: int, m: int, scale: int | None = None) -> dict:
