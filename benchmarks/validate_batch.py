@@ -9,8 +9,9 @@ best kept): :func:`dbfs.validate.validate` of every search one at a time
 over the same searches in batches of each ``--batches`` size. Prints the
 seconds a search and each batch size's speed-up over one at a time; every
 result must be valid and equal (ok, nedge) across the two. Then the largest
-batch again with its pass's prefetch off, and the levels alone: the chain
-walk (one thread) against the parallel rounds, same searches. Writes
+batch again with its pass's prefetch off, the levels alone (the chain walk,
+one thread, against the parallel rounds) and a search's table column alone
+(two strided NumPy assignments against the kernel), same searches. Writes
 ``benchmarks/results/validate_batch-<stamp>.json``.
 """
 from __future__ import annotations
@@ -78,7 +79,34 @@ def main():
     levels = _levels_ab(searches, best)
     print(f"  levels of a search: chain walk alone {1e3 * levels['walk']:.1f} ms, parallel rounds then the walk "
           f"{1e3 * levels['rounds']:.1f} ms ({levels['walk'] / levels['rounds']:.2f}x)")
-    print("record:", write_record("validate_batch", {"params": vars(args), "rows": rows, "levels": levels}))
+    fill = _fill_ab(searches, best)
+    print(f"  a search's table column: two strided NumPy assignments {1e3 * fill['numpy']:.1f} ms, the kernel "
+          f"{1e3 * fill['kernel']:.1f} ms ({fill['numpy'] / fill['kernel']:.2f}x)")
+    print("record:", write_record("validate_batch", {"params": vars(args), "rows": rows, "levels": levels,
+                                                     "fill": fill}))
+
+
+def _fill_ab(searches, best) -> dict:
+    """Seconds a search of writing its (level, parent) column of a batch's table: NumPy's two strided
+    assignments (the method before the kernel) against :func:`dbfs.validate.batch_cpu._fill_column`."""
+    import numpy as np
+
+    from dbfs.validate.batch_cpu import SearchTable, _fill_column
+    from dbfs.validate.cpu import _levels_from_chains
+
+    cols = [(_levels_from_chains(p, r)[0], np.asarray(p, np.int64)) for r, p in searches]
+    a, b = SearchTable(len(cols[0][1]), len(cols)), SearchTable(len(cols[0][1]), len(cols))
+    _fill_column(b.table[:3], 0, cols[0][0][:3], cols[0][1][:3])
+
+    def numpy_fill():
+        for s, (lev, par) in enumerate(cols):
+            a.table[:, s, 0] = lev
+            a.table[:, s, 1] = par
+
+    tn, _ = best(numpy_fill)
+    tk, _ = best(lambda: [_fill_column(b.table, s, lev, par) for s, (lev, par) in enumerate(cols)])
+    assert np.array_equal(a.table, b.table), "the kernel's table differs from NumPy's"
+    return {"numpy": tn / len(cols), "kernel": tk / len(cols)}
 
 
 def _levels_ab(searches, best) -> dict:

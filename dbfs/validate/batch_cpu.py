@@ -113,6 +113,15 @@ def _batch_pass(chunk, table, flat, k, found, counts, ahead):
         counts[t, :] = c
 
 
+@njit(parallel=True, nogil=True, cache=True)
+def _fill_column(table, s, lev, parent):
+    """Search ``s``'s column of the table: ``table[v, s] = (lev[v], parent[v])`` for every v, both halves of a
+    row written in one visit of its cache line, rows spread over the threads."""
+    for v in prange(table.shape[0]):
+        table[v, s, 0] = lev[v]
+        table[v, s, 1] = parent[v]
+
+
 def _aligned(shape, dtype, line: int = 64):
     """An empty array whose first byte starts a ``line``-byte cache line (a table row of 8 searches is one
     line, not two)."""
@@ -156,8 +165,7 @@ class SearchTable:
             return
         lev, status = _levels_from_chains(parent, root)
         s, self.k = self.k, self.k + 1
-        self.table[:, s, 0] = lev
-        self.table[:, s, 1] = parent
+        _fill_column(self.table, s, lev, parent)
         self.items.append((s, root, check_chains(status)))
 
     def for_edges(self) -> "SearchTable":
