@@ -171,10 +171,19 @@ def check_range(parent, n):
     Failure or None
         Examples are the smallest offending vertex ids.
     """
+    if _out_of_range(parent, n) == 0:            # a count over the threads; the examples only for a failure
+        return None
     bad = np.flatnonzero((parent < -1) | (parent >= n))
-    if bad.size:
-        return _fail("range", f"{bad.size} parent value(s) are neither -1 nor a vertex id in [0, {n})", bad)
-    return None
+    return _fail("range", f"{bad.size} parent value(s) are neither -1 nor a vertex id in [0, {n})", bad)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _out_of_range(parent, n):
+    cnt = 0
+    for v in prange(parent.shape[0]):
+        if parent[v] < -1 or parent[v] >= n:
+            cnt += 1
+    return cnt
 
 
 def check_root(parent, root, n):
