@@ -51,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dbfs.arrays import DEFAULT_ROWS
 from dbfs.partition import Partitioning
 from dbfs.store import open_edges  # stored (crc32c-checked) or virtual (regenerated) rows, same bytes
 from dbfs.validate.batch_cpu import SearchTable
@@ -58,7 +59,8 @@ from dbfs.validate.cpu import ValidationResult, _fail
 
 __all__ = ["validate_partitioned", "validate_partitioned_many"]
 
-_TARGET_ROWS = 1 << 22          # edge rows per task (rounded to whole zarr chunks)
+#: edge rows per task (rounded to whole zarr chunks): an edge list's block on the host
+_TARGET_ROWS = DEFAULT_ROWS
 
 
 # ------------------------------------------------------------------ tasks
