@@ -524,7 +524,7 @@ def _parent_arrays(draw):
 
 
 def _walked(parent, root):
-    """Levels and statuses by the chain walk alone (the validator's one-thread method before the rounds)."""
+    """Levels and statuses by the chain walk alone (the validator's one-thread method before the parallel walks)."""
     from dbfs.validate.cpu import UNSET, _chain_walk
 
     lev = np.where(parent < 0, -1, UNSET).astype(np.int64)
@@ -536,9 +536,9 @@ def _walked(parent, root):
 
 @settings(max_examples=300, deadline=None)
 @given(_parent_arrays())
-def test_level_rounds_give_the_chain_walks_levels_and_statuses(case):
-    """Any parent array (cycles, self-parents, unreached parents, chains into them): the parallel rounds
-    plus the walk of what they leave give the walk's levels and statuses exactly."""
+def test_level_walks_give_the_chain_walks_levels_and_statuses(case):
+    """Any parent array (cycles, self-parents, unreached parents, chains into them): the parallel walks
+    plus the chain walk of what they leave give the chain walk's levels and statuses exactly."""
     from dbfs.validate.cpu import _levels_from_chains
 
     parent, root = case
@@ -547,10 +547,10 @@ def test_level_rounds_give_the_chain_walks_levels_and_statuses(case):
     assert lev.tolist() == ref_lev.tolist() and status.tolist() == ref_status.tolist()
 
 
-def test_level_rounds_hand_a_chain_deeper_than_their_limit_to_the_walk():
-    from dbfs.validate.cpu import MAX_ROUNDS, _levels_from_chains
+def test_level_walks_resolve_a_chain_past_their_cap_and_hand_a_cycle_to_the_chain_walk():
+    from dbfs.validate.cpu import WALK_CAP, _levels_from_chains
 
-    depth = 3 * MAX_ROUNDS
+    depth = 3 * WALK_CAP
     ids = np.random.default_rng(5).permutation(depth + 3)  # a path 0 - 1 - ... in shuffled ids, then 3 more
     parent = np.empty(depth + 3, np.int64)
     parent[ids[0]] = ids[0]
