@@ -10,7 +10,7 @@ over the same searches in batches of each ``--batches`` size. Prints the
 seconds a search and each batch size's speed-up over one at a time; every
 result must be valid and equal (ok, nedge) across the two. Then the largest
 batch again with its pass's prefetch off, the levels alone (the chain walk,
-one thread, against the parallel walks) and a search's table column alone
+one thread, against the parallel rounds) and a search's table column alone
 (two strided NumPy assignments against the kernel), same searches. Writes
 ``benchmarks/results/validate_batch-<stamp>.json``.
 """
@@ -77,8 +77,8 @@ def main():
     print(f"  batches of {k} without the pass's prefetch: {1e3 * t0k / len(searches):.1f} ms a search "
           f"(the prefetch {t0k / rows[-2]['seconds_a_search'] / len(searches):.2f}x)")
     levels = _levels_ab(searches, best)
-    print(f"  levels of a search: chain walk alone {1e3 * levels['walk']:.1f} ms, parallel walks then the chain walk "
-          f"{1e3 * levels['parallel']:.1f} ms ({levels['walk'] / levels['parallel']:.2f}x)")
+    print(f"  levels of a search: chain walk alone {1e3 * levels['walk']:.1f} ms, parallel rounds then the walk "
+          f"{1e3 * levels['rounds']:.1f} ms ({levels['walk'] / levels['rounds']:.2f}x)")
     fill = _fill_ab(searches, best)
     print(f"  a search's table column: two strided NumPy assignments {1e3 * fill['numpy']:.1f} ms, the kernel "
           f"{1e3 * fill['kernel']:.1f} ms ({fill['numpy'] / fill['kernel']:.2f}x)")
@@ -111,7 +111,7 @@ def _fill_ab(searches, best) -> dict:
 
 def _levels_ab(searches, best) -> dict:
     """Seconds a search of the validator's levels: the chain walk alone (one thread, one pointer chased at a
-    time) against the parallel walks plus the chain walk of what they leave."""
+    time: the method before the rounds) against the parallel rounds plus the walk of what they leave."""
     import numpy as np
 
     from dbfs.validate.cpu import UNSET, _chain_walk, _levels_from_chains
@@ -126,8 +126,8 @@ def _levels_ab(searches, best) -> dict:
     _levels_from_chains(searches[0][1][:3] * 0, 0)
     tw, a = best(lambda: [walk(p, r) for r, p in searches])
     tr, b = best(lambda: [_levels_from_chains(p, r)[0] for r, p in searches])
-    assert all(np.array_equal(x, y) for x, y in zip(a, b)), "the parallel walks' levels differ from the chain walk's"
-    return {"walk": tw / len(searches), "parallel": tr / len(searches)}
+    assert all(np.array_equal(x, y) for x, y in zip(a, b)), "the rounds' levels differ from the walk's"
+    return {"walk": tw / len(searches), "rounds": tr / len(searches)}
 
 
 if __name__ == "__main__":

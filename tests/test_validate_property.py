@@ -524,7 +524,7 @@ def _parent_arrays(draw):
 
 
 def _walked(parent, root):
-    """Levels and statuses by the chain walk alone (the validator's one-thread method before the parallel walks)."""
+    """Levels and statuses by the chain walk alone (the validator's one-thread method before the rounds)."""
     from dbfs.validate.cpu import UNSET, _chain_walk
 
     lev = np.where(parent < 0, -1, UNSET).astype(np.int64)
@@ -536,9 +536,9 @@ def _walked(parent, root):
 
 @settings(max_examples=300, deadline=None)
 @given(_parent_arrays())
-def test_level_walks_give_the_chain_walks_levels_and_statuses(case):
-    """Any parent array (cycles, self-parents, unreached parents, chains into them): the parallel walks
-    plus the chain walk of what they leave give the chain walk's levels and statuses exactly."""
+def test_level_rounds_give_the_chain_walks_levels_and_statuses(case):
+    """Any parent array (cycles, self-parents, unreached parents, chains into them): the parallel rounds
+    plus the walk of what they leave give the walk's levels and statuses exactly."""
     from dbfs.validate.cpu import _levels_from_chains
 
     parent, root = case
@@ -547,10 +547,10 @@ def test_level_walks_give_the_chain_walks_levels_and_statuses(case):
     assert lev.tolist() == ref_lev.tolist() and status.tolist() == ref_status.tolist()
 
 
-def test_level_walks_resolve_a_chain_past_their_cap_and_hand_a_cycle_to_the_chain_walk():
-    from dbfs.validate.cpu import WALK_CAP, _levels_from_chains
+def test_level_rounds_hand_a_chain_deeper_than_their_limit_to_the_walk():
+    from dbfs.validate.cpu import MAX_ROUNDS, _levels_from_chains
 
-    depth = 3 * WALK_CAP
+    depth = 3 * MAX_ROUNDS
     ids = np.random.default_rng(5).permutation(depth + 3)  # a path 0 - 1 - ... in shuffled ids, then 3 more
     parent = np.empty(depth + 3, np.int64)
     parent[ids[0]] = ids[0]
@@ -561,4 +561,25 @@ def test_level_walks_resolve_a_chain_past_their_cap_and_hand_a_cycle_to_the_chai
     assert lev[ids[:depth]].tolist() == list(range(depth))
     assert lev[[a, b, c]].tolist() == [-2, -2, -2] and status[[a, b, c]].tolist() == [1, 1, 3]
     ref_lev, ref_status = _walked(parent, int(ids[0]))
+    assert lev.tolist() == ref_lev.tolist() and status.tolist() == ref_status.tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(2, 600), st.integers(1, 4), st.integers(0, 2**32 - 1), st.integers(0, 3))
+def test_deep_random_trees_rounds_and_chain_walk_agree(n, reach, seed, broken):
+    """Random trees up to hundreds of levels deep (each vertex's parent among the ``reach`` vertices before
+    it in a shuffled order), with ``broken`` vertices re-pointed to themselves or to -1: the validator's levels
+    and statuses are the chain walk's alone (past the rounds' limit too)."""
+    from dbfs.validate.cpu import _levels_from_chains
+
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(n)
+    parent = np.empty(n, np.int64)
+    parent[order[0]] = order[0]
+    for i in range(1, n):
+        parent[order[i]] = order[max(0, i - int(rng.integers(1, reach + 1)))]
+    for v in rng.choice(np.arange(n)[np.arange(n) != order[0]], size=min(broken, n - 1), replace=False):
+        parent[v] = v if rng.integers(2) else -1                      # a self-cycle, or an unreached parent
+    lev, status = _levels_from_chains(parent, int(order[0]))
+    ref_lev, ref_status = _walked(parent, int(order[0]))
     assert lev.tolist() == ref_lev.tolist() and status.tolist() == ref_status.tolist()

@@ -43,13 +43,11 @@ later ones meaningless (bad ids, bad root) validation stops there:
 ``nedge`` (3.0.1 rule, for TEPS): the number of input tuples that are not
 self-loops and have both endpoints reached; duplicates count once per tuple.
 
-Method: levels by parallel walks (each unresolved vertex follows its parent
-pointers, at most ``WALK_CAP`` of them, to the first vertex with a level and
-writes the levels of the whole path, so a later walk stops where an earlier
-one passed: about one pointer chased per reached vertex, the threads
-walking independent chains), repeated while they resolve something, then
-one iterative walk up the chains of whatever they left (cycles and broken
-chains, which get their statuses there); the three edge rules, ``nedge`` and the tree-edge marks in one
+Method: levels in parallel rounds (each unresolved vertex whose parent has a
+level takes it plus one; a valid tree of depth D resolves in about D rounds
+of independent reads, where one walk up the chains chases one pointer at a
+time), then one iterative walk up the chains of whatever the rounds left
+(cycles and broken chains, which get their statuses there); the three edge rules, ``nedge`` and the tree-edge marks in one
 streaming pass over the edge list. Per-chunk passes are Numba kernels that
 only count; a failing chunk is re-scanned serially to collect up to
 ``MAX_EXAMPLES`` offending vertices.
@@ -213,8 +211,8 @@ def check_root(parent, root, n):
 
 #: level of a vertex not resolved yet, and of one on the chain walk's stack
 UNSET, ONSTACK = -3, -4
-#: most parent pointers one parallel walk follows, and most passes of them, before the chain walk takes over
-WALK_CAP, MAX_PASSES = 64, 64
+#: level rounds before the chain walk takes over (a valid Kronecker tree needs about its depth, 6-12)
+MAX_ROUNDS = 64
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -226,33 +224,20 @@ def _level_init(parent, root, lev):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _level_walks(parent, lev, cap):
-    """One pass: every UNSET vertex follows its parents (at most ``cap``) to the first vertex with a level
-    d >= 0 and writes the path's levels (itself d + steps, each parent one less); a walk that meets -1 or
-    UNSET past the cap writes nothing. Returns (vertices resolved by their own walk, vertices whose walk wrote
-    nothing). Every level written is the vertex's distance to the root along its parents, its one final value,
-    so walks that race on a vertex write the same value and a read sees UNSET or that value: the result does
-    not depend on the threads' order."""
+def _level_round(parent, lev):
+    """One round: every UNSET vertex whose parent has a level takes it plus one. Returns (vertices set,
+    vertices still UNSET). A level is written once, from UNSET to its final value, so a read racing with
+    that write sees one or the other: the result does not depend on the threads' order."""
     done = 0
     left = 0
     for v in prange(parent.shape[0]):
-        if lev[v] != UNSET:
-            continue
-        x = parent[v]
-        steps = 1
-        while lev[x] == UNSET and steps < cap:
-            x = parent[x]
-            steps += 1
-        d = lev[x]
-        if d < 0:
-            left += 1
-            continue
-        d += steps
-        y = np.int64(v)
-        for i in range(steps):
-            lev[y] = d - i
-            y = parent[y]
-        done += 1
+        if lev[v] == UNSET:
+            d = lev[parent[v]]
+            if d >= 0:
+                lev[v] = d + 1
+                done += 1
+            else:
+                left += 1
     return done, left
 
 
@@ -305,7 +290,7 @@ def _chain_walk(parent, lev, status):
 
 def _levels_from_chains(parent, root):
     """Levels by following parent pointers, with status per vertex:
-    0 ok / unreached, 1 on a cycle, 2 parent unreached, 3 descends from 1 or 2. Parallel walks first,
+    0 ok / unreached, 1 on a cycle, 2 parent unreached, 3 descends from 1 or 2. Parallel rounds first,
     then the chain walk for what they leave (nothing, for a valid search)."""
     parent = np.ascontiguousarray(parent)
     n = parent.shape[0]
@@ -313,8 +298,8 @@ def _levels_from_chains(parent, root):
     status = np.zeros(n, np.int8)
     _level_init(parent, root, lev)
     left = 1
-    for _ in range(MAX_PASSES):
-        done, left = _level_walks(parent, lev, WALK_CAP)
+    for _ in range(MAX_ROUNDS):
+        done, left = _level_round(parent, lev)
         if done == 0 or left == 0:
             break
     if left:
