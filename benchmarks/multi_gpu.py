@@ -8,8 +8,8 @@ first run generates and stores the graph, the others reuse it), each
 in the GPU worker's memory (the default); with ``--stored-p1`` also the plain
 variant a ``--relabel none`` one-GPU run stored, read onto the worker. P > 1:
 the plain partitions (``--relabel none``, the default); with ``--relabel-too``
-also the partitions relabelled within themselves (``--relabel degree``). Compares, from the
-JSON records: Kernel 1 (``construction_time``), validation per search,
+also the partitions relabelled within themselves (``--relabel degree``).
+Compares, from the JSON records: Kernel 1 (``construction_time``), validation per search,
 harmonic-mean TEPS of the searches, the run's wall time, and the dask run's
 per-level overhead (level time less the slowest worker's kernel time, median
 and p90 over all levels of all searches). Prints the ratios (dask / gpu) and

@@ -106,10 +106,10 @@ class DaskBackend(Backend):
         if not cls._gpu_workers(client):
             return "none", ("CPU workers search the degree-ordered CSR faster, but its longer Kernel 1 costs more "
                             "than the searches save")
-        if cfg.partitioning == "block" and cfg.partitions == 1:
-            return "degree", "Kernel 1 relabels by degree in the GPU worker's memory; the searches run faster"
         if cfg.partitioning != "block":
             return "none", "--partitioning cyclic is built on the CPU, not in the GPU workers' memory"
+        if cfg.partitions == 1:
+            return "degree", "Kernel 1 relabels by degree in the GPU worker's memory; the searches run faster"
         return "none", ("at P > 1 relabelling each partition within itself adds more to Kernel 1 than it saves "
                         "the searches (--relabel degree for their higher TEPS)")
 

@@ -51,17 +51,12 @@ from pathlib import Path
 
 import numpy as np
 
-from dbfs.arrays import DEFAULT_ROWS
 from dbfs.partition import Partitioning
 from dbfs.store import open_edges  # stored (crc32c-checked) or virtual (regenerated) rows, same bytes
 from dbfs.validate.batch_cpu import SearchTable
-from dbfs.validate.cpu import ValidationResult, _fail
+from dbfs.validate.cpu import HOST_EDGE_ROWS, ValidationResult, _fail
 
 __all__ = ["validate_partitioned", "validate_partitioned_many"]
-
-#: edge rows per task (rounded to whole zarr chunks): an edge list's block on the host
-_TARGET_ROWS = DEFAULT_ROWS
-
 
 # ------------------------------------------------------------------ tasks
 def _key(step: str) -> str:
@@ -111,7 +106,7 @@ def _results(st: SearchTable, marks, *summaries) -> list:
 
 # ----------------------------------------------------------------- driver
 def _row_ranges(m: int, zchunk: int, chunk_edges: int | None):
-    target = int(chunk_edges) if chunk_edges else _TARGET_ROWS
+    target = int(chunk_edges) if chunk_edges else HOST_EDGE_ROWS     # whole zarr chunks near it a task
     step = max(1, target // max(1, zchunk)) * max(1, zchunk)
     return [(s, min(s + step, m)) for s in range(0, m, step)]
 

@@ -160,8 +160,8 @@ def warm_kernels(indptr, indices) -> None:
     with _WARM_LOCK:
         if key in _WARMED:
             return
-        n, k = 130, 100                       # the star of _star_csr: vertex 0 joined to 1..k
         ip, ix, hub, no_edge, multi = _star_csr(indptr, indices)
+        n, k = ip.shape[0] - 1, int(ip[1])    # the star's vertices; vertex 0 joined to 1..k
         _rows_sorted(ip, ix)
         parent = _fill_parent(n)
         nbw = no_edge.shape[0]
