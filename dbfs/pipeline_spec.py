@@ -28,9 +28,10 @@ from pathlib import Path
 
 import yaml
 
-from dbfs import kernel1, store
+from dbfs import store
 from dbfs.backends import RunConfig, get_backend
 from dbfs.errors import DbfsError
+from dbfs.kernel1.entry import Kernel1Options, kernel1_cpu
 from dbfs.pipeline import run_graph500, stored_for_run
 from dbfs.profiles import address_problem, load_profile
 from dbfs.spec import GraphSpec
@@ -166,9 +167,7 @@ def run_spec(spec: dict, root_dir=None, client=None):
             yield name, ds.name
         elif name == "build":
             budget = parse_size(o.get("memory_budget"), "build memory_budget")
-            kernel1.build_partitioned(ds.path, P=cfg.partitions, partitioning=cfg.partitioning, dedupe=cfg.dedupe,
-                                      relabel=cfg.relabel, client=client, progress=True,
-                                      **({"memory_budget": budget} if budget is not None else {}))
-            yield name, kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
+            variant, _ = kernel1_cpu(ds, Kernel1Options.of(cfg, quiet=False, memory_budget=budget), client)
+            yield name, variant
         else:
             yield name, run_graph500(ds.name, root_dir, cfg, client)

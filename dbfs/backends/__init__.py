@@ -65,12 +65,11 @@ from dataclasses import dataclass, field, replace
 from dbfs.errors import DbfsError
 from dbfs.progress import say
 from dbfs.split import PLACEMENT_ORDER
-from dbfs.units import human
 from dbfs.workers_info import workers_info
 
 __all__ = ["BACKENDS", "COMMON_OPTIONS", "Backend", "RunConfig", "backend_table",
            "check_degree_placement", "check_split_placement", "get_backend", "resolve_relabel", "say_relabel",
-           "tiny_spec", "warm", "warm_stages"]
+           "kernel1_warm", "tiny_spec", "warm", "warm_stages"]
 
 #: backend name -> "module:Class"
 BACKENDS = {
@@ -208,47 +207,14 @@ class Backend:
 
     @classmethod
     def csr(cls, ds, cfg: RunConfig, client=None) -> tuple:
-        """(variant name, its attributes): the CSR variant ``cfg`` searches, built if not stored
-        (kept in memory for this run, :meth:`csr_in_memory`, where the disk has no room for it)."""
-        from dbfs import kernel1  # deferred: distributed (CLI start)
-        from dbfs.spec import GraphSpec  # deferred: dask (CLI start)
+        """(variant name, its attributes): the CSR variant ``cfg`` searches, through Kernel 1's CPU entry
+        (:func:`dbfs.kernel1.entry.kernel1_cpu`: reused, built out of core on ``client``, or, with
+        :attr:`in_memory_csr`, kept in memory for this run where the disk has no room for it)."""
+        from dbfs.kernel1.entry import (  # deferred: distributed (CLI start)
+            Kernel1Options, keep_in_passes, kernel1_cpu)
 
-        variant = kernel1.variant_name(cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
-        if kernel1.reusable_variant(ds.path, cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel) is None:
-            in_memory = False
-            if cls.in_memory_csr and cfg.partitions == 1 and cfg.relabel == "none":
-                from dbfs.preflight import csr_bytes  # deferred: psutil (CLI start)
-                from dbfs.store.space import MARGIN, free_bytes  # deferred: distributed (CLI start)
-
-                need = sum(csr_bytes(ds.n_vertices, ds.n_edges)) + MARGIN
-                free = free_bytes(ds.path)
-                in_memory = need > free
-            build = "passes" if in_memory else (cfg.partitions, cfg.partitioning, cfg.dedupe, cfg.relabel)
-            seconds = warm("Kernel 1", None if in_memory else client, cfg.quiet, warm_stages,
-                           tiny_spec(GraphSpec.from_dict(ds.attrs["spec"]), cfg.partitions), build)
-            ds.memo["compile_time"] = ds.memo.get("compile_time", 0.0) + seconds
-            if in_memory:
-                return variant, cls.csr_in_memory(ds, cfg, need, free)
-        attrs = kernel1.build_partitioned(ds.path, P=cfg.partitions, partitioning=cfg.partitioning,
-                                          dedupe=cfg.dedupe, relabel=cfg.relabel, client=client,
-                                          progress=not cfg.quiet)
-        return variant, attrs
-
-    @classmethod
-    def csr_in_memory(cls, ds, cfg: RunConfig, need: int, free: int) -> dict:
-        """Kernel 1 in passes (:func:`dbfs.kernel1.build_csr_passes`, half the available host
-        memory as its budget) into ``ds.memo["graph"]``, not stored; said on stderr."""
-        from dbfs.kernel1 import build_csr_passes  # deferred: distributed (CLI start)
-        from dbfs.preflight import host_available  # deferred: psutil (CLI start)
-
-        why = (f"no room on disk for the CSR of {ds.name} (up to {human(need)}, {human(free)} free): Kernel 1 "
-               f"keeps it in memory for this run, not stored")
-        say(why, cfg.quiet)
-        t0 = time.perf_counter()
-        g = build_csr_passes(ds.edges(), n_vertices=ds.n_vertices, dedupe=cfg.dedupe,
-                             memory_budget=max(host_available() // 2, 1 << 26))
-        ds.memo["graph"] = g
-        return {"construction_time": time.perf_counter() - t0, "in_memory": True, "note": why, "nnz": int(g.nnz)}
+        return kernel1_cpu(ds, Kernel1Options.of(cfg), client, kernel1_warm(ds, cfg.partitions, cfg.quiet),
+                           keep=keep_in_passes if cls.in_memory_csr else None)
 
     # ---- the searches
     def load(self, ds, variant: str) -> float:
@@ -378,22 +344,30 @@ def tiny_spec(spec, partitions: int = 1):
 
 def warm_stages(tiny, build=None) -> None:
     """Generate ``tiny`` (:func:`tiny_spec`) into a temporary datasets root and, with ``build``, run
-    Kernel 1 on it out of core, ``(P, partitioning, dedupe, relabel)``; or, with ``build="passes"``,
-    only Kernel 1 in memory (:func:`dbfs.kernel1.build_csr_passes`) on its rows, nothing written (no
-    room on disk is why it runs). The same code as the real stages, so every Numba kernel they call is
-    loaded here with the argument types they pass. Nothing is said; the root is removed."""
-    from dbfs import kernel1, store  # deferred: distributed (CLI start)
+    Kernel 1's CPU entry on it (:func:`dbfs.kernel1.entry.kernel1_cpu`) out of core, ``(P, partitioning,
+    dedupe, relabel)``; or, with ``build="passes"``, the in-memory build in passes
+    (:func:`dbfs.kernel1.entry.keep_in_passes`), nothing stored. The same code as the real stages, so
+    every Numba kernel they call is loaded here with the argument types they pass. Nothing is said; the
+    root is removed."""
+    from dbfs import store  # deferred: distributed (CLI start)
+    from dbfs.kernel1.entry import (  # deferred: distributed (CLI start)
+        Kernel1Options, keep_in_passes, kernel1_cpu)
 
-    if build == "passes":
-        kernel1.build_csr_passes(tiny.edges().astype(tiny.stored_dtype), n_vertices=tiny.n_vertices,
-                                 memory_budget=1 << 26)
-        return
     with tempfile.TemporaryDirectory(prefix="dbfs-warm-") as root:
         ds, _ = store.generate(tiny, root, quiet=True, edges="auto")
-        if build is not None:
+        if build == "passes":
+            keep_in_passes(ds, Kernel1Options(quiet=True), "")
+        elif build is not None:
             P, partitioning, dedupe, relabel = build
-            kernel1.build_partitioned(ds.path, P=P, partitioning=partitioning, dedupe=dedupe, relabel=relabel,
-                                      progress=False)
+            kernel1_cpu(ds, Kernel1Options(P, partitioning, dedupe, relabel, quiet=True))
+
+
+def kernel1_warm(ds, partitions: int, quiet: bool):
+    """``warm(build, client) -> seconds`` for Kernel 1's entries (:mod:`dbfs.kernel1.entry`): the build
+    they chose run by :func:`warm_stages` on a tiny graph of ``ds``'s kind (:func:`tiny_spec`), here and
+    on ``client``'s workers, before Kernel 1's clock."""
+    tiny = tiny_spec(ds.spec, partitions)
+    return lambda build, client: warm("Kernel 1", client, quiet, warm_stages, tiny, build)
 
 
 def check_split_placement(cfg: RunConfig, name: str, who: str) -> None:

@@ -57,13 +57,12 @@ import time
 from dbfs import kernel1, store
 from dbfs.backends import Backend, check_degree_placement, warm
 from dbfs.backends.cpu import warm_validation
-from dbfs.backends.gpu import GpuBackend
 from dbfs.bfs.dask import ALGORITHMS, build_distributed
 from dbfs.bfs.dask.layout.built import build_on_worker, forget, generate_on_worker
 from dbfs.bfs.dask.layout.placement import gpu_workers, ready_devices
 from dbfs.bfs.dask.search.graphs import OnWorkers, Resident, Stored, open_graph
 from dbfs.errors import DbfsError
-from dbfs.kernel1.partitioned import disk_need
+from dbfs.kernel1.entry import csr_stores, disk_need
 from dbfs.partition import check_partition_count
 from dbfs.preflight import check_cluster, check_gpu_ranks
 from dbfs.progress import say
@@ -190,7 +189,7 @@ class DaskBackend(Backend):
             return cls._on_workers(ds, cfg, client, why)
         gpus = all_gpus if cfg.partitions == 1 and cfg.partitioning == "block" else []
         if not gpus or kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe, cfg.relabel) is not None or \
-                (cfg.relabel == "none" and GpuBackend._csr_stores(ds)):
+                (cfg.relabel == "none" and csr_stores(ds)):
             cls._forget_generated(ds, client)
             variant, attrs = super().csr(ds, cfg, client)
             return Stored(variant), attrs

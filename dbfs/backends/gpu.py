@@ -32,18 +32,15 @@ import time
 import numpy as np
 
 from dbfs import kernel1, store
-from dbfs.backends import Backend, check_split_placement
+from dbfs.backends import Backend, check_split_placement, kernel1_warm
 from dbfs.energy import PowerMeter, mteps_per_watt
-from dbfs.kernel1.build_gpu import build_gpu, kernel1_fits
-from dbfs.kernel1.build_placed import build_placed
-from dbfs.preflight import csr_bytes, host_available
+from dbfs.kernel1.entry import Kernel1Options, kernel1_gpu
 from dbfs.progress import say
 from dbfs.report.stats import teps_stats
 from dbfs.roots import eligible
 from dbfs.spec import GraphSpec
 from dbfs.split import PLACEMENT_ORDER
 from dbfs.store.gpu import DeviceRows, _free_device_bytes, eligible_gpu, search_edges
-from dbfs.store.space import MARGIN, free_bytes
 from dbfs.validate.gpu import KeptRows, batch_size, keep_budget, validate_gpu, validate_many_gpu
 
 __all__ = ["GpuBackend", "ENERGY_MIN_SECONDS"]
@@ -61,7 +58,6 @@ class GpuBackend(Backend):
     refusals = {
         "partitions": "it searches one partition on one GPU: use --backend dask for P > 1",
     }
-    in_memory_csr = True
 
     @classmethod
     def unavailable(cls):
@@ -109,33 +105,8 @@ class GpuBackend(Backend):
 
     @classmethod
     def csr(cls, ds, cfg, client=None):
-        if cfg.partitions == 1 and cfg.partitioning == "block":
-            variant = kernel1.variant_name(1, "block", cfg.dedupe, cfg.relabel)
-            if kernel1.reusable_variant(ds.path, 1, "block", cfg.dedupe, cfg.relabel):
-                return super().csr(ds, cfg, client) if cfg.relabel != "none" else \
-                    (variant, build_gpu(ds, dedupe=cfg.dedupe, quiet=cfg.quiet))
-            if cfg.relabel != "none" or not cls._csr_stores(ds):
-                return variant, cls.csr_in_memory(ds, cfg, None, None)
-            if kernel1_fits(ds):
-                return variant, build_gpu(ds, dedupe=cfg.dedupe, quiet=cfg.quiet)
-            say(f"GPU Kernel 1 of {ds.name} does not fit the free device memory in one pass: building in passes",
-                cfg.quiet)
-            return variant, build_gpu(ds, dedupe=cfg.dedupe, quiet=cfg.quiet, device_budget="auto")
-        return super().csr(ds, cfg, client)
-
-    @staticmethod
-    def _csr_stores(ds) -> bool:
-        """Whether the CSR can be assembled in host memory and stored (disk and host have room)."""
-        need = sum(csr_bytes(ds.n_vertices, ds.n_edges))
-        return need + MARGIN <= free_bytes(ds.path) and need + (need >> 2) <= host_available()
-
-    @classmethod
-    def csr_in_memory(cls, ds, cfg, need, free) -> dict:
-        """GPU Kernel 1 in passes straight into the searches' device/host split, kept for this run
-        (:func:`dbfs.kernel1.build_placed.build_placed`; ``--relabel degree`` relabels there, on the device);
-        said on stderr and in the JSON notes."""
-        return build_placed(ds, dedupe=cfg.dedupe, device_limit=cfg.device_memory_limit, quiet=cfg.quiet,
-                            relabel=cfg.relabel, order=PLACEMENT_ORDER[cfg.placement])
+        """Kernel 1's GPU entry (:func:`dbfs.kernel1.entry.kernel1_gpu`: module docstring)."""
+        return kernel1_gpu(ds, Kernel1Options.of(cfg), client, kernel1_warm(ds, cfg.partitions, cfg.quiet))
 
     def load(self, ds, variant):
         self.ds, self.n = ds, ds.n_vertices

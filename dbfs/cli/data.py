@@ -12,7 +12,7 @@ from dbfs.errors import DbfsError
 from dbfs.graph import check_root_id
 from dbfs.units import human, parse_size
 
-from dbfs.backends import tiny_spec, warm, warm_stages
+from dbfs.backends import kernel1_warm, tiny_spec, warm, warm_stages
 from dbfs.cli.common import (_check_cluster_flags, _CLUSTER_FLAGS, _given, _Group, _need_gpu, _refuse, cli,
                              datasets_opt, scheduler_opt, workers_opt)
 
@@ -184,8 +184,10 @@ def export(name, out, datasets):
 def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budget, backend, device_memory_limit, force,
           scratch, datasets, scheduler, workers, cluster_profile):
     """Kernel 1: build (or reuse) the partitioned CSR of dataset NAME, out of core."""
-    from dbfs import kernel1, store  # deferred: distributed (CLI start)
+    from dbfs import store  # deferred: distributed (CLI start)
     from dbfs.cluster import client_for  # deferred: distributed (CLI start)
+    from dbfs.kernel1.entry import (  # deferred: distributed (CLI start)
+        Kernel1Options, check_scratch, kernel1_cpu, kernel1_gpu)
 
     given = _given()
     budget = parse_size(memory_budget)
@@ -207,33 +209,21 @@ def build(name, partitions, partitioning, keep_duplicates, relabel, memory_budge
     from dbfs.partition import check_partition_count  # deferred: numba (CLI start)
 
     check_partition_count(partitions, ds.n_vertices)
+    opts = Kernel1Options(partitions, partitioning, not keep_duplicates, relabel, force=force, memory_budget=budget,
+                          scratch=scratch, store=True, device_budget=device_budget)
     if backend == "gpu":
         _need_gpu()
-        from dbfs.kernel1.build_gpu import build_gpu  # deferred: distributed (CLI start)
-
-        attrs = build_gpu(ds, dedupe=not keep_duplicates, relabel=relabel, force=force, device_budget=device_budget)
+        variant, attrs = kernel1_gpu(ds, opts)
     else:
-        from dbfs.kernel1.partitioned import check_scratch  # deferred: distributed (CLI start)
-
         check_scratch(scratch)                  # before a cluster starts and the kernels load
         with client_for(scheduler, n_workers=workers, profile=cluster_profile) as client:
             from dbfs.monitor import install  # deferred: distributed (CLI start)
 
             install(client).stage("kernel1")
-            if force or kernel1.reusable_variant(ds.path, partitions, partitioning, not keep_duplicates,
-                                                 relabel) is None:           # not in construction_time
-                warm("Kernel 1", client, False, warm_stages, tiny_spec(ds.spec, partitions),
-                     (partitions, partitioning, not keep_duplicates, relabel))
-            attrs = kernel1.build_partitioned(ds.path, P=partitions, partitioning=partitioning,
-                                              dedupe=not keep_duplicates, relabel=relabel,
-                                              memory_budget=budget, client=client, progress=True, force=force,
-                                              scratch=scratch)
-    variant = kernel1.variant_name(partitions, partitioning, not keep_duplicates, relabel)
+            variant, attrs = kernel1_cpu(ds, opts, client, kernel1_warm(ds, partitions, False))
     passes = f", {attrs['passes']} passes" if "passes" in attrs else ""
     click.echo(f"{name}/csr/{variant}: construction_time {attrs['construction_time']:.3f} s, "
                f"nnz {sum(attrs['nnz']):,}{passes}")
-
-
 
 
 @cli.command("validate")

@@ -8,6 +8,11 @@ order, chunking, threads, workers, devices or the memory budget. Reference:
 Graph 500 Benchmark 1 specification 3.0.1, Kernel 1,
 https://graph500.org/?page_id=12.
 
+Entry points: :mod:`.entry` (``kernel1_cpu``, ``kernel1_gpu``: which builder
+runs in this process, decided in one place) and :mod:`.on_workers` (the builds
+inside Dask worker tasks); code outside this package calls a builder only
+through them (the import contract ``kernel1-entries``).
+
 Modules, each layer importing only those above it:
 
 - :mod:`.kernels`     Numba counting-sort kernels and their thread control

@@ -28,6 +28,13 @@ deduplicated degree on the device, for the hub table).
   chunk read once by one of G readers, the pieces moved by Dask).
 - :func:`gpu_shuffle_rows`: every rank of GPU workers at once, one a GPU, as
   one shuffle over NCCL (:mod:`.shuffle_gpu`; ``comm`` from the caller).
+- :func:`resident_csr`: the one partition (P = 1) in a GPU worker's memory,
+  split between the device and pinned host memory (:func:`.build_placed.build_placed`,
+  the GPU backend's in-memory build): a :class:`~dbfs.graph.CSRGraph` in
+  ``ds.memo["graph"]`` and the build's attributes, not ``(indptr, indices, meta)``.
+
+This module and :mod:`dbfs.kernel1.entry` (this process) are how code
+outside :mod:`dbfs.kernel1` reaches a builder.
 
 Method and memory: those of the builders named. Reference: Graph 500
 Benchmark 1 specification 3.0.1, Kernel 1 (any data structure, its
@@ -39,6 +46,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dbfs.errors import DbfsError
+from dbfs.kernel1.build_placed import build_placed
 from dbfs.kernel1.passes import build_csr_passes, chunk_cost
 from dbfs.kernel1.shuffle import ShufflePlan, build_rank, check_sum, read_buckets, reader_spans
 from dbfs.partition import Partitioning
@@ -46,8 +54,8 @@ from dbfs.store import open_dataset
 from dbfs.store.gpu import _free_device_bytes, device_chunks
 from dbfs.store.variants import variant_name
 
-__all__ = ["rank_rows", "shuffle_read", "shuffle_piece", "shuffle_rows", "gpu_shuffle_rows", "BUILD_PASS",
-           "K1_DEVICE_SHARE"]
+__all__ = ["rank_rows", "shuffle_read", "shuffle_piece", "shuffle_rows", "gpu_shuffle_rows", "resident_csr",
+           "BUILD_PASS", "K1_DEVICE_SHARE"]
 
 #: host bytes one pass of a partition built on a CPU worker may hold beyond the degree prefix and a chunk
 BUILD_PASS = 1 << 30
@@ -154,3 +162,11 @@ def gpu_shuffle_rows(dataset_path, P: int, rank: int, dedupe: bool, relabel: str
     if g.meta.get("perm") is not None:
         meta["perm"] = g.meta["perm"]
     return g.indptr, g.indices, meta
+
+
+def resident_csr(ds, dedupe: bool, device_limit, quiet: bool, relabel: str, order: str) -> dict:
+    """The one partition of ``ds`` built on this worker's GPU into the device/host split, kept in
+    ``ds.memo["graph"]`` (module docstring); returns the build's attributes. Nothing is said on the
+    worker (the caller says the build's ``note``)."""
+    return build_placed(ds, dedupe=dedupe, device_limit=device_limit, quiet=quiet, relabel=relabel, order=order,
+                        tell=False)

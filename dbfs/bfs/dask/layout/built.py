@@ -8,7 +8,7 @@ checksum in seconds instead of a CPU pass over 2^34 edges) and keeps its
 device copy of the edges there, in the worker plugin's ``scratch``
 (:mod:`dbfs.bfs.dask.mesh.plugin`; no module state), for Kernel 1
 (:func:`forget` drops it when Kernel 1 runs elsewhere).
-:func:`build_on_worker` runs :func:`dbfs.kernel1.build_placed.build_placed` (the
+:func:`build_on_worker` runs :func:`dbfs.kernel1.on_workers.resident_csr` (the
 GPU backend's Kernel 1 in passes straight into a device/pinned-host split,
 edge chunks read or regenerated on that device) as ONE task pinned to a GPU
 worker, and :func:`adopt` makes the result the one partition (P = 1) of a
@@ -61,7 +61,7 @@ from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, _open_mesh, ensure_plugin
 from dbfs.bfs.dask.mesh.plugin import NAME
 from dbfs.bfs.dask.mesh.waits import WorkerLost, gather_watched
 from dbfs.errors import DbfsError
-from dbfs.kernel1.build_placed import build_placed
+from dbfs.kernel1.on_workers import resident_csr
 from dbfs.partition import Partitioning
 from dbfs.store import generate, open_dataset
 from dbfs.store.gpu import search_edges
@@ -146,8 +146,7 @@ def _build(dataset_path, dedupe, relabel, order, device_limit, quiet):
     path = Path(dataset_path)
     ds = _kept().pop(str(path), None) or open_dataset(path.name, path.parent)
     try:
-        k1 = build_placed(ds, dedupe=dedupe, device_limit=device_limit, quiet=quiet, relabel=relabel, order=order,
-                          tell=False)
+        k1 = resident_csr(ds, dedupe, device_limit, quiet, relabel, order)
         return _BuiltPart(ds, ds.memo.pop("graph"), k1)
     except cp.cuda.memory.OutOfMemoryError:
         free, total = cp.cuda.runtime.memGetInfo()
