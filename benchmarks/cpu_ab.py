@@ -40,6 +40,14 @@ import numpy as np  # noqa: E402
 
 
 def _git(root: Path, *args: str) -> str:
+    """``git`` in ``root``; where ``--base`` names a folder holding a tree (a machine without the
+    repository: ``git archive COMMIT | tar -x -C DIR``), ``ls-tree`` and ``show`` read that folder."""
+    if args[0] in ("show", "ls-tree") and Path(args[-1].split(":")[0] if args[0] == "show" else args[-3]).is_dir():
+        if args[0] == "show":
+            base, f = args[-1].split(":", 1)
+            return (Path(base) / f).read_text()
+        base, sub = Path(args[-3]), args[-1]
+        return "\n".join(str(p.relative_to(base)) for p in sorted((base / sub).rglob("*.py")))
     return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
 
 
@@ -111,7 +119,8 @@ def load_version(commit: str):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--base", required=True, help="git commit whose CPU kernels (dbfs/bfs/cpu/) are the A side")
+    ap.add_argument("--base", required=True, help="git commit whose CPU kernels (dbfs/bfs/cpu/) are the A side, "
+                    "or a folder holding that commit's tree (git archive), where git is not at hand")
     ap.add_argument("--scale", type=int, default=20)
     ap.add_argument("--roots", type=int, default=16)
     ap.add_argument("--reps", type=int, default=5)
