@@ -164,7 +164,7 @@ def _timed(fn, *args):
     return time.perf_counter() - t0, out
 
 
-def bench_scale(scale, configs, n_roots, reps, datasets, transport):
+def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None):
     """Per config: start its cluster, then for ``reps`` rounds over the roots
     time the single-process do and the dask search back to back (drift on a
     shared machine hits both alike); per root the median of the rounds."""
@@ -205,7 +205,7 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport):
         with client_for(n_workers=W, threads_per_worker=tpw, quiet=True) as client:
             dg = D.load_distributed(client, ds.path, kernel1.variant_name(P), transport=transport,
                                     shared_memory=False if flag == "noshm" else None)
-            res, _, _ = D.search(dg, roots[0])                         # warm-up (JIT on the workers)
+            res, _, _ = D.search(dg, roots[0], alpha=alpha)          # warm-up (JIT on the workers)
             vd = D.validate_distributed(client, ds.path, dg, res, roots[0])
             assert vd.ok and vd.nedge == nedges[0], vd.summary()
             res.release()
@@ -218,7 +218,7 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport):
                     t_cpu = _timed(fn, g, r)[0]
                     cpu_t[k].append(t_cpu)
                     time.sleep(_QUIET)
-                    res, sec, lst = D.search(dg, r, stats=True)
+                    res, sec, lst = D.search(dg, r, stats=True, alpha=alpha)
                     secs[k].append(sec)
                     walls.append(res.wall)
                     ovs += [x["overhead"] for x in lst]
@@ -325,6 +325,8 @@ def main(argv=None):
     ap.add_argument("--exchange-workers", type=int, nargs="*", default=[2, 4], help="W values of the exchange part")
     ap.add_argument("--levels", type=int, default=50, help="levels per exchange measurement")
     ap.add_argument("--no-exchange", action="store_true", help="skip the exchange part")
+    ap.add_argument("--alpha", type=float, default=None,
+                    help="Beamer's alpha of the partitioned searches (default: dbfs's for the workers' kind)")
     ap.add_argument("--no-bfs", action="store_true", help="skip the bfs part")
     ap.add_argument("--stalls", type=int, default=0, metavar="N",
                     help="stalls part: N searches per SCALE on a fresh Numba cache (0: skip)")
@@ -349,7 +351,7 @@ def main(argv=None):
         tmp = tempfile.TemporaryDirectory(prefix="dbfs-bench-")
         datasets = tmp.name
     record["bfs"] = [] if args.no_bfs else [bench_scale(s, args.configs, args.roots, args.reps, datasets,
-                                                        args.transport) for s in args.scales]
+                                                        args.transport, args.alpha) for s in args.scales]
     if args.stalls:
         record["stalls"] = bench_stalls(args.scales, args.stalls, args.stall_config, datasets)
     record["loadavg_end"] = os.getloadavg()
