@@ -683,3 +683,21 @@ def test_parent_pool_reuses_only_released_arrays(golden10, oracle10, algorithm, 
     del view, p4
     p5 = search(5)
     assert addr(p5) == a1
+
+
+def test_internal_parents_map_to_the_original_ones():
+    """``bfs(original=False)`` gives a relabelled graph's parents over its internal ids (what the CPU
+    backend times); ``graph.to_original`` of them is the default result, and the tree is valid."""
+    from dbfs.generate.graph500 import kronecker_edges
+    from dbfs.kernel1 import build_csr
+
+    edges = kronecker_edges(10)
+    g = prepare(build_csr(edges, n_vertices=1 << 10, relabel="degree"))
+    root = int(edges[0, 0])
+    inner = bfs(g, root, original=False)
+    outer = bfs(g, root)
+    assert g.perm is not None and not np.array_equal(inner.parent, outer.parent)
+    assert np.array_equal(g.to_original(inner.parent), outer.parent)
+    assert validate(edges, root, outer.parent, n_vertices=1 << 10).ok
+    with pytest.raises(DbfsError, match="original"):
+        bfs(g, root, levels=True, original=False)

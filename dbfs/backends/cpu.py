@@ -183,10 +183,12 @@ class CpuBackend(Backend):
         cfg = self.cfg
         with collector_paused():
             t0 = time.perf_counter()
-            res = bfs(self.graph, root, algorithm=cfg.algorithm, backend="cpu", stats=True, **cfg.opts)
+            res = bfs(self.graph, root, algorithm=cfg.algorithm, backend="cpu", stats=True, original=False,
+                      **cfg.opts)
             t = time.perf_counter() - t0
-        self.parent, self.level_stats = res.parent, res.level_stats
-        self._hold(root, res.parent)
+        # a relabelled CSR's parents mapped to original ids after the clock, as the GPU and dask backends do
+        self.parent, self.level_stats = self.graph.to_original(res.parent), res.level_stats
+        self._hold(root, self.parent)
         return t
 
     def validate(self, root):

@@ -121,7 +121,7 @@ def prepare(graph: CSRGraph, backend: str = "cpu") -> CSRGraph:
 
 
 def bfs(graph: CSRGraph, root: int, algorithm: str = "do", backend: str = "cpu",
-        stats: bool = False, levels: bool = False, **opts) -> BFSResult:
+        stats: bool = False, levels: bool = False, original: bool = True, **opts) -> BFSResult:
     """Search ``graph`` from ``root``.
 
     Parameters
@@ -136,6 +136,10 @@ def bfs(graph: CSRGraph, root: int, algorithm: str = "do", backend: str = "cpu",
         Kernel module.
     stats, levels : bool
         Per-level records; per-vertex depths.
+    original : bool
+        Parents over original ids (default). False: over the graph's internal ids (a relabelled
+        graph's, for a caller that maps them with ``graph.to_original`` after its clock, as the GPU
+        and dask backends do); not with ``levels``.
     **opts
         Algorithm options (e.g. ``alpha``, ``beta`` of ``do``).
 
@@ -155,8 +159,10 @@ def bfs(graph: CSRGraph, root: int, algorithm: str = "do", backend: str = "cpu",
     fn = get_algorithm(algorithm, backend)
     _check_opts(fn, algorithm, opts)
     r = check_root_id(root, graph.n_vertices)
+    if levels and not original:
+        raise DbfsError("bfs(levels=True) needs the parents over original ids: drop original=False")
     parent_int, rec = fn(graph, graph.to_internal(r), stats=stats, **opts)
-    parent = graph.to_original(parent_int)
+    parent = graph.to_original(parent_int) if original else parent_int
     lev = None
     if levels:
         lev = levels_from_parent(np.asarray(parent), r)
