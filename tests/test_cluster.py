@@ -594,3 +594,19 @@ def test_worker_deaths_keeps_what_the_nanny_said():
     assert worker_deaths.why(t0, most=1) == ("; the nanny said: Worker tcp://127.0.0.1:1 (pid=4243) exceeded 95% "
                                              "memory budget. Restarting...")
     assert worker_deaths.why(time.monotonic() + 1) == ""
+
+
+def test_idle_openmp_threads_sleep_only_where_the_cores_are_oversubscribed(monkeypatch):
+    """``worker_env``: OpenMP's default wait (spin a little, then sleep) where the workers' threads fit the
+    cores, ``OMP_WAIT_POLICY=PASSIVE`` where they may not; a policy in the environment is kept; a SLURM job's
+    workers fit the cores it asks for."""
+    from dbfs.cluster import worker_env
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert worker_env(4)["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert "OMP_WAIT_POLICY" not in worker_env(4, fits=True)
+    assert worker_env(8, fits=True)["NUMBA_NUM_THREADS"] == "8"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert worker_env(4, fits=True)["OMP_WAIT_POLICY"] == "ACTIVE" == worker_env(4)["OMP_WAIT_POLICY"]
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    assert "OMP_WAIT_POLICY" not in run("cluster", "slurm", "--script").stdout
