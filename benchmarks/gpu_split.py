@@ -36,7 +36,7 @@ from dbfs.graph import CSRGraph  # noqa: E402
 from dbfs.kernel1.gpu import build_csr_gpu  # noqa: E402
 from dbfs.report.stats import teps_stats  # noqa: E402
 from dbfs.roots import select_roots  # noqa: E402
-from dbfs.store.gpu import eligible_gpu  # noqa: E402
+from dbfs.roots import eligible_gpu  # noqa: E402
 from dbfs.validate.gpu import validate_gpu  # noqa: E402
 
 

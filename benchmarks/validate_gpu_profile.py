@@ -28,7 +28,7 @@ from dbfs.generate.gpu import kronecker_edges_gpu  # noqa: E402
 from dbfs.kernel1.gpu import build_csr_gpu  # noqa: E402
 from dbfs.roots import select_roots  # noqa: E402
 from dbfs.spec import GraphSpec  # noqa: E402
-from dbfs.store.gpu import eligible_gpu  # noqa: E402
+from dbfs.roots import eligible_gpu  # noqa: E402
 from dbfs.store.virtual import device_rows  # noqa: E402
 from dbfs.validate.gpu import DEVICE_EDGE_ROWS, _Batch, _fold, _sweep, _width  # noqa: E402
 

@@ -10,7 +10,8 @@ back when the graph has fewer eligible vertices.
 
 Eligibility is decided by streaming the edge list once per batch of
 candidates (batches double), so the edge list may be a numpy, zarr or dask
-array of any size.
+array of any size (:func:`eligible`), or a CuPy array on the device
+(:func:`eligible_gpu`).
 """
 from __future__ import annotations
 
@@ -60,6 +61,43 @@ def eligible(edges, cands: np.ndarray) -> np.ndarray:
     for _, block in iter_rows(edges):
         _mark_incident(block, uniq, hit)
     return hit[np.searchsorted(uniq, cands)].astype(bool)
+
+
+def eligible_gpu(edges, cands: np.ndarray, rows: int = 1 << 26) -> np.ndarray:
+    """:func:`eligible` on a device edge list (CuPy, imported here: this module needs no GPU).
+
+    Parameters
+    ----------
+    edges : cupy.ndarray, shape (M, 2)
+    cands : array_like of int
+        Candidate roots.
+    rows : int
+        Edge rows scanned at once.
+
+    Returns
+    -------
+    numpy.ndarray of bool
+        Whether each candidate (in ``cands`` order) has an incident
+        non-self-loop edge.
+    """
+    import cupy as cp  # deferred: cupy
+
+    cands = np.asarray(cands, dtype=np.int64)
+    uniq_h = np.unique(cands)
+    uniq = cp.asarray(uniq_h)
+    hit = cp.zeros(uniq.shape[0], dtype=cp.bool_)
+    k = int(uniq.shape[0])
+    for a in range(0, int(edges.shape[0]), rows):
+        e = cp.asarray(edges[a:a + rows])
+        u = e[:, 0].astype(cp.int64)
+        v = e[:, 1].astype(cp.int64)
+        del e
+        keep = u != v
+        for x in (u[keep], v[keep]):
+            j = cp.minimum(cp.searchsorted(uniq, x), k - 1)
+            found = uniq[j] == x
+            hit[j[found]] = True
+    return cp.asnumpy(hit)[np.searchsorted(uniq_h, cands)]
 
 
 def select_roots(nverts: int, seed1: int, seed2: int, n: int, is_eligible) -> np.ndarray:

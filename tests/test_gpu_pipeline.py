@@ -31,7 +31,7 @@ def _variant_bytes(ds_path, variant):
 @pytest.mark.gpu
 def test_gpu_generation_and_kernel1_store_cpu_bytes(cp, tmp_path):
     from dbfs.kernel1.build_gpu import build_gpu
-    from dbfs.store.gpu import eligible_gpu
+    from dbfs.roots import eligible_gpu
 
     spec = GraphSpec.make(scale=15, edgefactor=16)
     cpu_ds, _ = store.generate(spec, tmp_path / "cpu", chunk_edges=100_000, quiet=True)

@@ -198,8 +198,8 @@ def test_scale20_placed_passes_and_split_search(cp, tmp_path):
     from dbfs.bfs import gpu
     from dbfs.kernel1.passes_gpu import device_cost
     from dbfs.kernel1.placed_gpu import build_csr_placed
-    from dbfs.roots import select_roots
-    from dbfs.store.gpu import DeviceRows, device_chunks, eligible_gpu
+    from dbfs.roots import eligible_gpu, select_roots
+    from dbfs.store.gpu import DeviceRows, device_chunks
     from dbfs.validate.gpu import validate_many_gpu
 
     spec = GraphSpec.make(scale=20, edgefactor=16)

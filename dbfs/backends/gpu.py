@@ -37,10 +37,10 @@ from dbfs.energy import PowerMeter, mteps_per_watt
 from dbfs.kernel1.entry import Kernel1Options, kernel1_gpu
 from dbfs.progress import say
 from dbfs.report.stats import teps_stats
-from dbfs.roots import eligible
+from dbfs.roots import eligible, eligible_gpu
 from dbfs.spec import GraphSpec
 from dbfs.split import PLACEMENT_ORDER
-from dbfs.store.gpu import DeviceRows, _free_device_bytes, eligible_gpu, search_edges
+from dbfs.store.gpu import DeviceRows, _free_device_bytes, search_edges
 from dbfs.validate.gpu import KeptRows, batch_size, keep_budget, validate_gpu, validate_many_gpu
 
 __all__ = ["GpuBackend", "ENERGY_MIN_SECONDS"]
