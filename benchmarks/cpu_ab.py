@@ -40,15 +40,20 @@ import numpy as np  # noqa: E402
 
 
 def _git(root: Path, *args: str) -> str:
-    """``git`` in ``root``; where ``--base`` names a folder holding a tree (a machine without the
-    repository: ``git archive COMMIT | tar -x -C DIR``), ``ls-tree`` and ``show`` read that folder."""
-    if args[0] in ("show", "ls-tree") and Path(args[-1].split(":")[0] if args[0] == "show" else args[-3]).is_dir():
-        if args[0] == "show":
-            base, f = args[-1].split(":", 1)
-            return (Path(base) / f).read_text()
-        base, sub = Path(args[-3]), args[-1]
-        return "\n".join(str(p.relative_to(base)) for p in sorted((base / sub).rglob("*.py")))
     return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout
+
+
+def _show(root: Path, commit: str, f: str) -> str:
+    """File ``f`` at ``commit``: a commit of the repository at ``root``, or a folder holding a commit's tree
+    (``git archive COMMIT | tar -x -C DIR``, for a machine without the repository)."""
+    return (Path(commit) / f).read_text() if Path(commit).is_dir() else _git(root, "show", f"{commit}:{f}")
+
+
+def _ls(root: Path, commit: str, sub: str) -> list:
+    """The ``.py`` files under folder ``sub`` at ``commit`` (as :func:`_show`), repository-relative."""
+    if Path(commit).is_dir():
+        return [str(p.relative_to(commit)) for p in sorted((Path(commit) / sub).rglob("*.py"))]
+    return [f for f in _git(root, "ls-tree", "-r", "--name-only", commit, "--", sub).split() if f.endswith(".py")]
 
 
 def _load_package(root: Path, commit: str, files: list):
@@ -60,7 +65,7 @@ def _load_package(root: Path, commit: str, files: list):
     for f in files:
         dest = Path(_CACHE) / name / Path(f).relative_to("dbfs/bfs/cpu")
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(_git(root, "show", f"{commit}:{f}"))
+        dest.write_text(_show(root, commit, f))
     sys.path.insert(0, _CACHE)
     try:
         mod = importlib.import_module(name)
@@ -77,7 +82,7 @@ def _load_module(root: Path, commit: str):
     import dbfs.bfs as pkg
 
     path = Path(_CACHE) / f"cpu_{commit.replace('/', '_')}.py"
-    path.write_text(_git(root, "show", f"{commit}:dbfs/bfs/cpu.py"))
+    path.write_text(_show(root, commit, "dbfs/bfs/cpu.py"))
     found, real = {}, getattr(pkg, "register", None)
 
     def collect(name, backend="cpu"):
@@ -107,8 +112,7 @@ def load_version(commit: str):
 
     root = Path(pkg.__file__).resolve().parents[2]
     try:
-        files = [f for f in _git(root, "ls-tree", "-r", "--name-only", commit, "--", "dbfs/bfs/cpu/").split()
-                 if f.endswith(".py")]
+        files = _ls(root, commit, "dbfs/bfs/cpu/")
         if files:
             return _load_package(root, commit, files)
         return _load_module(root, commit)

@@ -49,7 +49,7 @@ returns): ``construction_time``, ``nnz``, ``variant``, and ``in_memory``
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from dbfs.kernel1.build_gpu import build_gpu, kernel1_fits
 from dbfs.kernel1.build_placed import build_placed
@@ -85,11 +85,9 @@ class Kernel1Options:
     @classmethod
     def of(cls, cfg, **given) -> "Kernel1Options":
         """The options of a run's configuration (:class:`dbfs.backends.RunConfig`), ``given`` over them."""
-        mine = {f.name for f in fields(cls)}
         base = {k: getattr(cfg, k) for k in ("partitions", "partitioning", "dedupe", "relabel", "quiet")}
-        base["device_limit"] = getattr(cfg, "device_memory_limit", None)
-        base["order"] = PLACEMENT_ORDER.get(getattr(cfg, "placement", "block"), "prefix")
-        return cls(**{**base, **{k: v for k, v in given.items() if k in mine}})
+        return cls(**{**base, "device_limit": cfg.device_memory_limit,
+                      "order": PLACEMENT_ORDER.get(cfg.placement, "prefix"), **given})
 
     @property
     def variant(self) -> str:
@@ -141,9 +139,9 @@ def kernel1_cpu(ds, opts: Kernel1Options, client=None, warm=None, keep=None) -> 
             ds.memo["compile_time"] = ds.memo.get("compile_time", 0.0) + seconds
         if in_memory:
             return opts.variant, keep(ds, opts, why)
-    kw = {k: v for k, v in (("memory_budget", opts.memory_budget), ("scratch", opts.scratch)) if v is not None}
     attrs = build_partitioned(ds.path, P=opts.partitions, partitioning=opts.partitioning, dedupe=opts.dedupe,
-                              relabel=opts.relabel, client=client, progress=not opts.quiet, force=opts.force, **kw)
+                              relabel=opts.relabel, memory_budget=opts.memory_budget, client=client,
+                              progress=not opts.quiet, force=opts.force, scratch=opts.scratch)
     return opts.variant, attrs
 
 
