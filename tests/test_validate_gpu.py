@@ -522,3 +522,22 @@ def test_batch_model_counts_what_each_search_holds_besides():
     assert 1 <= k_held < k <= 16
     assert keep_budget(free, n, k_held, 4 * (n // 2)) < keep_budget(free, n, k_held)
     assert keep_budget(1 << 30, n, 16) == 0 and batch_size(1 << 30, n) == 1
+
+
+def test_id_width_holds_every_id_up_to_two_to_the_31():
+    """The per-vertex arrays take int32 while ids fit it (N <= 2**31: SCALE 31's ids 0 .. 2**31 - 1), and the
+    range rule over ids that fill their width compares no out-of-range scalar (the boundary at int8)."""
+    from dbfs.validate.gpu import _check_prefix, _width
+
+    assert _width(2**31) == np.int32 and _width(2**31 + 1) == np.int64 and _width(2**31 - 1) == np.int32
+    n = 128                                         # int8 ids 0 .. 127: n - 1 is the width's largest value
+    parent = np.full(n, -1, np.int8)
+    parent[5] = 5
+    parent[127] = 5
+    assert _check_prefix(np, parent, 5, n) is None
+    parent[9] = -2
+    f = _check_prefix(np, parent, 5, n)
+    assert f.rule == "range" and list(f.vertices) == [9]
+    parent[9] = 127
+    assert _check_prefix(np, parent, 5, n) is None
+    assert _check_prefix(np, parent[:-1].astype(np.int16), 5, n - 1).rule == "range"   # 127 >= n - 1 + 1

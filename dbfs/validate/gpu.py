@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dbfs.graph import id_dtype
 from dbfs.validate.cpu import MAX_EXAMPLES, RULES, Failure, ValidationResult, edge_failures
 
 __all__ = ["validate_gpu", "validate_many_gpu", "batch_size", "keep_budget", "KeptRows", "DEVICE_EDGE_ROWS",
@@ -153,7 +154,9 @@ def _check_prefix(xp, parent, root, n):
     """length, range, root: each stops validation (returns a Failure)."""
     if parent.shape[0] != n:
         return _fail("length", f"parent has {parent.shape[0]} entries, graph has {n} vertices", [], 1)
-    bad = (parent < -1) | (parent >= n)
+    bad = parent < -1
+    if n - 1 < np.iinfo(parent.dtype).max:      # else every id of the width is below n (no out-of-range scalar)
+        bad |= parent > n - 1
     nbad = int(bad.sum())
     if nbad:
         return _fail("range", f"{nbad} parent value(s) are neither -1 nor a vertex id in [0, {n})",
@@ -457,9 +460,10 @@ def _sweep(xp, edges, batch, chunk_edges):
 
 # ----------------------------------------------------------------- driver
 def _width(n: int):
-    """The id width of the per-vertex arrays: int32 while ids fit (half the memory, so a graph
-    that fills most of the device still validates beside its CSR), else int64."""
-    return np.int32 if n < 2**31 else np.int64
+    """The id width of the per-vertex arrays: int32 while ids fit (``N <= 2**31``: ids 0 .. 2**31 - 1, levels
+    and the sentinels -1, -2, -3 too; half the memory, so a graph that fills most of the device still
+    validates beside its CSR), else int64 (:func:`dbfs.graph.id_dtype`, the one owner of the rule)."""
+    return id_dtype(n).type
 
 
 def _pick_xp(xp, parent, edges):

@@ -12,7 +12,9 @@ examples, ``levels`` None. No parent slice moves through Dask: each worker's
 task takes only the slices it holds.
 
 Method: mesh worker ``g`` runs one task pinned to it with rank ``g``'s slice
-of every search of the batch. One allgather of every worker's slice lengths
+of every search of the batch; it first drops the searches' N-sized claim
+arrays (the next search makes them again), so the validation's own arrays
+fit beside the partition. One allgather of every worker's slice lengths
 (so every worker takes the same path: a wrong length is the ``length``
 failure on all of them, with no data collective); then, per search, one
 allgather of the slices (each padded to the widest rank) gives every device
@@ -92,6 +94,9 @@ def _share_on_mesh(mesh_id: str, dataset_path: str, g: int, part: Partitioning, 
         raise _PeerLost(f"no NCCL communicator of mesh {mesh_id[:8]} on this worker (restarted?)")
     if comm.W != part.P or comm.widx != g:
         raise _PeerLost(f"mesh worker {comm.widx} of {comm.W} asked for rank {g} of {part.P}")
+    # the searches' N-sized claim arrays (kept between searches) go first, so the validation's own N-sized
+    # arrays fit beside the partition at the largest SCALE a box holds; the next search makes them again
+    get_plugin().scratch.pop("gpu", None)
     parents = _joined(cp, comm, part, int(g), list(mine))
     del mine
 
