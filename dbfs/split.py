@@ -20,7 +20,12 @@ comparison per read finds the piece):
   low-degree tail, whose short rows a bottom-up level scans whole (more rows
   per device byte).
 
-``--placement`` picks the order (:data:`PLACEMENT_ORDER`).
+``--placement`` picks the order (:func:`split_order`): ``degree`` the hubs
+(prefix), ``degree-low`` the low-degree tail (suffix), and ``block``, the
+default, the first rows of Graph500's scrambled ids or, on a degree-ordered
+CSR, the low-degree tail: hubs first is the slowest placement measured, the
+low-degree tail the fastest (docs/BENCHMARKS.md, "The device/host split of
+the adjacency").
 
 Encoding: :class:`Split` holds the row and entry where the pieces meet and
 :meth:`Split.report` the bytes and entries each side (the run's JSON).
@@ -35,13 +40,21 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ORDERS", "PLACEMENT_ORDER", "Split", "plan_split"]
+__all__ = ["ORDERS", "PLACEMENT_ORDER", "Split", "plan_split", "split_order"]
 
 ORDERS = ("prefix", "suffix")
 #: ``--placement`` -> the split order: which end of the row order keeps its adjacency on the device
 #: (``degree``/``degree-low`` name the hubs / the low-degree tail of a ``--relabel degree`` CSR); the
 #: GPU backend splits by it, the CPU backend simulates the same split in host memory
 PLACEMENT_ORDER = {"block": "prefix", "degree": "prefix", "degree-low": "suffix"}
+
+
+def split_order(placement: str, relabel: str) -> str:
+    """The order ``--placement`` takes on a CSR relabelled by ``relabel`` (``"none"`` or ``"degree"``):
+    :data:`PLACEMENT_ORDER`'s, except that ``block`` (the default) keeps the low-degree tail of a degree-ordered
+    CSR on the device (``suffix``), not its hubs. KeyError for a placement that does not split a CSR."""
+    order = PLACEMENT_ORDER[placement]
+    return "suffix" if placement == "block" and relabel == "degree" else order
 
 
 @dataclass(frozen=True)

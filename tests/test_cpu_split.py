@@ -178,6 +178,22 @@ def test_cli_run_split_scale16(tmp_path, dbfs_cli):
     assert "placement" not in json.loads(js0.read_text())["config"] and "simulated" not in res0.stderr
 
 
+def test_default_placement_keeps_the_low_degree_rows_of_a_degree_ordered_csr(tmp_path, dbfs_cli):
+    """``block``, the default, splits a degree-ordered CSR with its low-degree tail on the device (hubs first
+    measured slowest); scrambled ids keep their first rows; ``degree`` still asks for the hubs."""
+    from dbfs.split import split_order
+
+    assert split_order("block", "degree") == "suffix" and split_order("block", "none") == "prefix"
+    assert split_order("degree", "degree") == "prefix" and split_order("degree-low", "degree") == "suffix"
+    with pytest.raises(KeyError):
+        split_order("random", "degree")
+    js = tmp_path / "r.json"
+    dbfs_cli("run", "--scale", 12, "--backend", "cpu", "--relabel", "degree", "--device-memory-limit", "64KiB",
+             "--roots", 2, "--datasets", tmp_path / "ds", "--scheduler", "threads", "--json", js)
+    pl = json.loads(js.read_text())["config"]["placement"]
+    assert pl["mode"] == "split" and pl["order"] == "suffix"
+
+
 @pytest.mark.parametrize("placement", ["block", "degree"])
 def test_cli_bfs_split_levels_equal_unsplit(tmp_path, dbfs_cli, placement):
     args = ("bfs", "--scale", 10, "--root", 458, "--relabel", "degree", "--datasets", tmp_path)

@@ -13,7 +13,7 @@ read of it (:mod:`dbfs.validate.batch_cpu`; as many as a quarter of the
 available host memory holds, at most 8).
 
 ``--device-memory-limit BYTES`` (with ``--placement block|degree|degree-low``,
-the GPU backend's orders, :data:`dbfs.split.PLACEMENT_ORDER`) simulates the
+the GPU backend's orders, :func:`dbfs.split.split_order`) simulates the
 GPU backend's device/host split in host memory: :func:`dbfs.split.plan_split`
 picks the rows whose adjacency the budget (less the row offsets, which a
 GPU keeps on the device) would hold, and the searches read the adjacency as
@@ -41,7 +41,7 @@ from dbfs.preflight import host_available
 from dbfs.progress import say
 from dbfs.roots import eligible
 from dbfs.spec import GraphSpec
-from dbfs.split import PLACEMENT_ORDER, plan_split
+from dbfs.split import plan_split, split_order
 from dbfs.units import human
 from dbfs.validate import validate
 from dbfs.validate.batch_cpu import batch_size_cpu, validate_many_cpu
@@ -161,7 +161,7 @@ class CpuBackend(Backend):
         """``graph`` with its adjacency in the two pieces the GPU backend would hold under
         ``--device-memory-limit`` (the budget less the row offsets; ``--placement``'s order), said on stderr."""
         limit, item = int(self.cfg.device_memory_limit), graph.indices.dtype.itemsize
-        order = PLACEMENT_ORDER[self.cfg.placement]
+        order = split_order(self.cfg.placement, self.cfg.relabel)
         sp = plan_split(graph.indptr, (limit - int(graph.indptr.nbytes)) // item, order, item)
         self.split = sp
         rows = f"rows [0, {sp.row:,})" if order == "prefix" else f"rows [{sp.row:,}, {graph.n_vertices:,})"

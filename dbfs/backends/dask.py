@@ -67,7 +67,7 @@ from dbfs.partition import check_partition_count
 from dbfs.preflight import check_cluster, check_gpu_ranks
 from dbfs.progress import say
 from dbfs.spec import GraphSpec
-from dbfs.split import PLACEMENT_ORDER
+from dbfs.split import PLACEMENT_ORDER, split_order
 from dbfs.store.space import free_bytes
 from dbfs.units import human
 from dbfs.validate.gpu import VALIDATE_MOST
@@ -202,7 +202,7 @@ class DaskBackend(Backend):
             f"{'relabelled on the GPU' if cfg.relabel != 'none' else 'no room on disk or in host memory'})",
             cfg.quiet)
         fut, info = build_on_worker(client, ds, gpus[0], dedupe=cfg.dedupe, relabel=cfg.relabel,
-                                    order=PLACEMENT_ORDER[cfg.placement],
+                                    order=split_order(cfg.placement, cfg.relabel),
                                     device_limit=cfg.device_memory_limit, quiet=cfg.quiet)
         say(info["k1"]["note"], cfg.quiet)
         return Resident(fut, gpus[0], info), {**info["k1"], "in_memory": True}

@@ -9,8 +9,9 @@ pass from the device copy of the edges, in passes when that does not fit
 or ``--relabel degree`` asks for the degree order, in passes straight into
 the searches' placement, kept in memory for the run and said so
 (:func:`dbfs.kernel1.build_placed.build_placed`): as many whole rows of one end of the
-row order as fit on the device (``--placement``: ``block``/``degree`` the
-first rows, ``degree-low`` the last, i.e. the low-degree rows of a
+row order as fit on the device (``--placement``, :func:`dbfs.split.split_order`:
+``degree`` the hubs, ``degree-low`` the low-degree tail of a degree-ordered
+CSR, ``block`` the first rows of scrambled ids and the low-degree tail of a
 degree-ordered CSR), the rest in pinned host memory read zero-copy. The
 searches read that CSR without a reload; every search is validated on the
 device against the INPUT edges (:mod:`dbfs.validate.gpu`; a virtual list is
@@ -39,7 +40,7 @@ from dbfs.progress import say
 from dbfs.report.stats import teps_stats
 from dbfs.roots import eligible, eligible_gpu
 from dbfs.spec import GraphSpec
-from dbfs.split import PLACEMENT_ORDER
+from dbfs.split import split_order
 from dbfs.store.gpu import DeviceRows, _free_device_bytes, search_edges
 from dbfs.validate.gpu import KeptRows, batch_size, keep_budget, validate_gpu, validate_many_gpu
 
@@ -138,8 +139,9 @@ class GpuBackend(Backend):
         opts = dict(self.cfg.opts)
         if self.cfg.device_memory_limit is not None:
             opts["device_memory_limit"] = self.cfg.device_memory_limit
-        if PLACEMENT_ORDER[self.cfg.placement] != "prefix":
-            opts["split_order"] = PLACEMENT_ORDER[self.cfg.placement]
+        order = split_order(self.cfg.placement, self.cfg.relabel)
+        if order != "prefix":
+            opts["split_order"] = order
         return opts
 
     def _sample_memory(self):

@@ -79,9 +79,10 @@ _run_common = [
     click.option("--placement", type=click.Choice(["block", "random", "degree", "degree-low"]), default="block",
                  help="Dask backend: which partitions the GPU workers hold (block: in rank order; random: seeded; "
                       "degree / degree-low: the hubs' / the lowest-degree partitions of a --relabel degree variant). "
-                      "GPU backend: which rows keep their adjacency on the device when it is split (block / degree: "
-                      "the first rows, the hubs with --relabel degree; degree-low: the last, lowest-degree rows); "
-                      "the CPU backend's simulated split likewise."),
+                      "GPU backend: which rows keep their adjacency on the device when it is split (degree: the hubs "
+                      "of a --relabel degree CSR; degree-low: its lowest-degree rows; block: the first rows, or "
+                      "with --relabel degree its lowest-degree rows, the fastest measured); the CPU backend's "
+                      "simulated split likewise."),
     datasets_opt, scheduler_opt, workers_opt,
 ]
 

@@ -57,7 +57,7 @@ from dbfs.kernel1.partitioned import build_partitioned, check_scratch, disk_need
 from dbfs.kernel1.passes import build_csr_passes
 from dbfs.preflight import csr_bytes, host_available
 from dbfs.progress import say
-from dbfs.split import PLACEMENT_ORDER
+from dbfs.split import PLACEMENT_ORDER, split_order
 from dbfs.store.space import MARGIN, free_bytes
 from dbfs.store.variants import reusable_variant, variant_name
 from dbfs.units import human
@@ -87,7 +87,8 @@ class Kernel1Options:
         """The options of a run's configuration (:class:`dbfs.backends.RunConfig`), ``given`` over them."""
         base = {k: getattr(cfg, k) for k in ("partitions", "partitioning", "dedupe", "relabel", "quiet")}
         return cls(**{**base, "device_limit": cfg.device_memory_limit,
-                      "order": PLACEMENT_ORDER.get(cfg.placement, "prefix"), **given})
+                      "order": split_order(cfg.placement, cfg.relabel) if cfg.placement in PLACEMENT_ORDER
+                      else "prefix", **given})
 
     @property
     def variant(self) -> str:
