@@ -35,12 +35,17 @@ one NCCL group swaps the segments, and the received keys become the rows
 of the range by :func:`.passes_gpu.rows_from_keys` (one key sort, first of
 each run kept). (4) One allgather joins the ranks' deduplicated degrees.
 
-Device memory model (bytes): resident ``16 N`` (global and own raw row
-starts) plus the kept span (``8`` per tuple, 32-bit ids) or one chunk;
-per pass ``_ENTRY`` per raw entry of the largest range (send and receive
-keys 8 + 8, the sort's buffer 8, the dedupe's flag, scan and output words)
-and ``_ROW`` per row; and the rank's rows built so far (at most its raw
-entries in the id width and 8 per row), which stay on the device.
+Device memory model (bytes), through the passes: one chunk, the kept span
+(``8`` per tuple, 32-bit ids) where it is kept, and for a relabelled build
+the new numbering (``perm``, and ``iperm`` where the span is read again and
+mapped each pass: the id width per vertex each); per pass ``_ENTRY`` per
+raw entry of the largest range (send and receive keys 8 + 8, the sort's
+buffer 8, the dedupe's flag, scan and output words) and ``_ROW`` per row;
+and the rank's rows built so far (at most its raw entries in the id width
+and 8 per row), which stay on the device. The raw row starts (global and
+own, ``16 N``) live on the device only while the passes are planned; the
+passes take their cursors from the own starts' host copy, so at SCALE 31
+on four GPUs the passes get those 34 GB.
 
 Reference: Graph 500 Benchmark 1 specification 3.0.1, Kernel 1; the read
 once and swap by owner is the reference MPI code's
@@ -66,9 +71,11 @@ __all__ = ["build_shuffled_gpu", "shuffle_fixed"]
 _ENTRY = 32         # device bytes a raw entry of a rank's pass holds (the pass's own per row and chunk: passes_gpu's)
 
 
-def shuffle_fixed(n_vertices: int, step: int, span_rows: int, keep: bool) -> int:
-    """Device bytes held through every pass: both raw row starts, a chunk and, with ``keep``, the span."""
-    return 16 * (int(n_vertices) + 1) + _CHUNK_ROW * int(step) + _CHUNK_FIXED + (8 * int(span_rows) if keep else 0)
+def shuffle_fixed(n_vertices: int, step: int, span_rows: int, keep: bool, numbering: int = 0) -> int:
+    """Device bytes held through every pass: a chunk, with ``keep`` the span, and a relabelled build's numbering
+    (``numbering``: its bytes per vertex, the id width; ``iperm`` too where the span is not kept)."""
+    held = int(numbering) * (int(n_vertices) + 1) * (1 if keep else 2)
+    return _CHUNK_ROW * int(step) + _CHUNK_FIXED + (8 * int(span_rows) if keep else 0) + held
 
 
 def _degrees(reads, n: int, k):
@@ -105,12 +112,13 @@ def _agree(comm, part_sum: int, bad, want, rank: int, n: int) -> None:
                         "dataset is corrupt; regenerate it with `dbfs generate`")
 
 
-def _emit(reads, ranges, own_ptr, k):
-    """This GPU's keys for every rank's range ``ranges[j]``, rank after rank in one buffer; the counts."""
-    cnt = [int(own_ptr[hi]) - int(own_ptr[lo]) for lo, hi in ranges]
+def _emit(reads, ranges, own_host, k):
+    """This GPU's keys for every rank's range ``ranges[j]``, rank after rank in one buffer; the counts.
+    ``own_host``: this GPU's raw row starts on the host (the cursors of a pass uploaded from it)."""
+    cnt = [int(own_host[hi] - own_host[lo]) for lo, hi in ranges]
     off = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
     send = cp.empty(int(off[-1]), cp.uint64)
-    cursors = [(own_ptr[lo:hi] - own_ptr[lo] + int(off[j])).astype(cp.uint64) if cnt[j] else None
+    cursors = [cp.asarray((own_host[lo:hi] - own_host[lo] + int(off[j])).astype(np.uint64)) if cnt[j] else None
                for j, (lo, hi) in enumerate(ranges)]
     if off[-1]:
         for a, b, e in reads.sweep():
@@ -187,9 +195,10 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
     idt, budget, k = signed_ids(n, "GPU Kernel 1"), int(memory_budget), _kernels()
     r0, r1 = (int(x) for x in span)
     rows = max(0, r1 - r0)
-    keep = 8 * rows <= (budget - shuffle_fixed(n, source.step, 0, False)) // 3   # the span: a third at most
+    numbering = np.dtype(idt).itemsize if relabel_bounds is not None else 0
+    keep = 8 * rows <= (budget - shuffle_fixed(n, source.step, 0, False, numbering)) // 3   # the span: a third at most
     reads = SpanReads(source, r0, r1, keep=keep, narrow=np.uint32 if keep else None)
-    fixed = shuffle_fixed(n, source.step, rows, keep)
+    fixed = shuffle_fixed(n, source.step, rows, keep, numbering)
     counts, bad = _degrees(reads, n, k)
     partial = getattr(source, "partial", None)         # no checksum part: nothing to check it against
     _agree(comm, partial() if partial is not None else 0, bad, getattr(source, "want", None) if partial else None,
@@ -204,28 +213,32 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
         raw_ptr[1:] = cp.cumsum(cp.diff(raw_ptr)[perm])
         own_ptr[1:] = cp.cumsum(cp.diff(own_ptr)[perm])
         reads.renumber(iperm)
+        del iperm                       # (held by ``reads`` where the span is mapped each pass)
     host_raw = cp.asnumpy(raw_ptr)
     out = max(np.dtype(idt).itemsize * int(host_raw[rg.stop] - host_raw[rg.start]) + 8 * len(rg)
               for rg in map(part.vertex_range, range(part.P)))      # the rows built so far stay on the device
     plans = rank_passes(host_raw, part, budget, _ENTRY, fixed + out, budget_name, _ROW)
-    # this rank's rows, and its entries before deduplication: the joined CSR's room, filled pass by pass
-    sink = _DeviceBlocks(sum(hi - lo for lo, hi in plans[me]),
-                         sum(int(host_raw[hi] - host_raw[lo]) for lo, hi in plans[me]), idt)
+    sink_rows = sum(hi - lo for lo, hi in plans[me])
+    sink_entries = sum(int(host_raw[hi] - host_raw[lo]) for lo, hi in plans[me])
     del host_raw
     passes = len(plans[0])
     host_own = cp.asnumpy(own_ptr)
+    del own_ptr                         # the passes' cursors come from the host copy
     mine = np.array([[host_own[hi] - host_own[lo] for lo, hi in (p[i] for p in plans)] for i in range(passes)],
                     np.int64)                                       # pass x rank: what this GPU sends
     every = cp.empty(part.P * mine.size, cp.int64)
     comm.allgather(cp.asarray(mine.ravel()), every)
     sent = cp.asnumpy(every).reshape(part.P, passes, part.P)        # GPU g, pass i, rank j
     del every, raw_ptr
+    # this rank's rows, and its entries before deduplication: the joined CSR's room, filled pass by pass (made
+    # once both raw row starts have left the device)
+    sink = _DeviceBlocks(sink_rows, sink_entries, idt)
     say(f"GPU Kernel 1 as one shuffle: rank {me} of {part.P}, {rows:,} edge rows read "
         f"({'kept on the device' if keep else 'read each pass'}), {passes} pass(es)", quiet)
     for i in range(passes):
         cp.get_default_memory_pool().free_all_blocks()
         ranges = [p[i] for p in plans]
-        send, off = _emit(reads, ranges, own_ptr, k)
+        send, off = _emit(reads, ranges, host_own, k)
         recv = _swap(comm, send, off, sent[:, i, me], me)
         del send
         lo, hi = ranges[me]
@@ -233,7 +246,6 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
         del recv
         sink(lo, hi, ptr, idx)
         del ptr, idx
-    del own_ptr
     meta = {"dedupe": bool(dedupe), "relabel": "none" if perm is None else "degree", "n_edges": int(source.m),
             "edge_rows_read": int(reads.rows_read), "kept": bool(keep),
             "passes": {"count": passes, "ranges": [tuple(int(x) for x in p) for p in plans[me]], "budget": budget}}
