@@ -326,3 +326,28 @@ def test_indices_shuffled_smaller_than_zstd(tmp_path, P):
     if g is not None:
         ref = kernel1.build_csr(ds.edges()[:], ds.n_vertices)
         assert np.array_equal(np.asarray(g.indices), np.asarray(ref.indices))
+
+
+def test_dask_gpu_workers_reuse_a_stored_kronecker_list_without_the_scan(root):
+    """A cluster of GPU workers only regenerates a Kronecker list on its devices wherever it reads it, so its
+    dataset stage reuses the stored copy as ``--backend gpu`` does (no chunk file read, nothing rewritten); a
+    cluster with a CPU worker beside them still scans, finds the damage and rebuilds."""
+    from distributed import Client, LocalCluster, Nanny
+
+    from dbfs.backends.dask import DaskBackend
+    from dbfs.spec import GraphSpec
+
+    damage_edges(root, "flip")
+    before = sorted((p, p.stat().st_mtime_ns) for p in (root / NAME).rglob("*") if p.is_file())
+    spec = GraphSpec.make(scale=10)
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None, resources={"GPU": 1}) as lc, \
+            Client(lc) as client:
+        ds = DaskBackend.dataset(spec, root, client, quiet=True)
+        assert ds.storage == "stored"
+        assert sorted((p, p.stat().st_mtime_ns) for p in (root / NAME).rglob("*") if p.is_file()) == before
+        lc.worker_spec["cpu"] = {"cls": Nanny, "options": {"nthreads": 1}}     # a CPU worker joins
+        lc.sync(lc._correct_state)
+        client.wait_for_workers(2, timeout=60)
+        DaskBackend.dataset(spec, root, client, quiet=True)
+    assert sorted((p, p.stat().st_mtime_ns) for p in (root / NAME).rglob("*") if p.is_file()) != before
+    assert run("datasets", "verify", NAME, "--datasets", root).exit_code == 0

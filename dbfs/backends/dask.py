@@ -60,6 +60,7 @@ from dbfs.backends.cpu import warm_validation
 from dbfs.bfs.dask import ALGORITHMS, build_distributed
 from dbfs.bfs.dask.layout.built import build_on_worker, forget, generate_on_worker
 from dbfs.bfs.dask.layout.placement import gpu_workers, ready_devices
+from dbfs.bfs.dask.mesh.waits import alive_workers
 from dbfs.bfs.dask.search.graphs import OnWorkers, Resident, Stored, open_graph
 from dbfs.errors import DbfsError
 from dbfs.kernel1.entry import csr_stores, disk_need
@@ -139,8 +140,15 @@ class DaskBackend(Backend):
     @classmethod
     def dataset(cls, target, root_dir, client=None, quiet=False):
         """As the base class; a Kronecker graph not yet stored is generated on a GPU worker when the
-        cluster has one (the GPU generator: same bytes, and a virtual list's checksum in seconds)."""
+        cluster has one (the GPU generator: same bytes, and a virtual list's checksum in seconds). On a cluster
+        of GPU workers only, a stored Kronecker list is reused without a CRC scan of its chunk files, as
+        ``--backend gpu`` reuses it: the workers regenerate it on their devices wherever they read it (Kernel 1,
+        validation), and a chunk file read anyway (a CPU Kernel 1 of a ``--relabel none`` P = 1 variant) is
+        checked as it is read."""
         gpus = cls._gpu_workers(client) if isinstance(target, GraphSpec) and target.kind == "kronecker" else []
+        if gpus and store.stored(target, root_dir) is not None and len(gpus) == len(alive_workers(client)):
+            ds, _ = store.generate(target, root_dir, client=client, quiet=quiet, edges="auto", scan=False)
+            return ds
         if not gpus or store.stored(target, root_dir) is not None:
             return super().dataset(target, root_dir, client, quiet)
 
