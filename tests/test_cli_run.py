@@ -165,6 +165,8 @@ def test_run_dask_backend_matches_cpu(tmp_path):
     ws = rec["config"]["workers"]
     assert sorted(r for w in ws for r in w["partitions"]) == [0, 1, 2] and {w["kind"] for w in ws} == {"cpu"}
     assert all(w["host_bytes"] > 0 and w["device_bytes"] == 0 for w in ws)
+    # each worker's peak host RSS (above its partitions' bytes); no device memory on a CPU worker
+    assert all(w["peak_host_rss_bytes"] > w["host_bytes"] and w["peak_device_bytes"] is None for w in ws)
     lv = rec["searches"][0]["levels"][0]["workers"]
     assert len(lv) == len(ws) and all(x["kernel"] >= 0 and x["exchange"] >= 0 for x in lv)
     assert "closed the LocalCluster" not in res.stderr     # the dask backend searches on it

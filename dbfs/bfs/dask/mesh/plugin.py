@@ -13,6 +13,11 @@ take ``dask_worker``) and pinned tasks (:func:`_mesh_connect`).
 Refused connections and messages are logged on logger ``dbfs.mesh``
 (warning) and counted per reason in ``rejected`` (see :meth:`MeshPlugin.status`).
 
+``note_device()`` keeps the device memory in use (the driver's view: what
+``nvidia-smi`` shows) at its highest after each search and each validation on
+this worker; :func:`_memory_peaks` (``client.run``) reports it with the peak
+host RSS, per worker, for the run's JSON.
+
 ``level_listeners``: callables ``fn(level, ranks, record)`` the level loop
 calls on this worker after each level with the level number, this
 worker's ranks and the level's record (global counts; this worker's
@@ -29,6 +34,8 @@ import collections
 import hashlib
 import hmac
 import logging
+import resource
+import sys
 import threading
 
 from distributed import get_worker
@@ -40,7 +47,7 @@ from dbfs.bfs.dask.mesh.listener import Listener, connect_peers
 from dbfs.bfs.dask.mesh.shm import _ShmFront
 from dbfs.bfs.dask.mesh.transport import _DaskMesh, _host_of, _PeerLost, _SelectMesh, _ThreadedTcpMesh
 
-__all__ = ["MeshPlugin", "NAME", "uses_tls", "get_plugin"]
+__all__ = ["MeshPlugin", "NAME", "uses_tls", "get_plugin", "memory_peaks"]
 
 NAME = "dbfs-mesh"
 HANDLER = "dbfs_bsp"
@@ -76,7 +83,16 @@ class MeshPlugin(WorkerPlugin):
         self.level_listeners = []   # fn(level, ranks, record) after each level of a search
         self.rejected = collections.Counter()   # reason -> refused connections / messages
         self.recent = collections.deque(maxlen=64)
+        self.device_peak = 0        # the most device bytes in use seen by note_device
         worker.handlers[HANDLER] = self.on_message
+
+    def note_device(self) -> None:
+        """Keep the device memory in use now (total less free, the driver's view) if it is the most seen; nothing
+        on a worker that never loaded CuPy."""
+        cp = sys.modules.get("cupy")
+        if cp is not None:
+            free, total = cp.cuda.runtime.memGetInfo()
+            self.device_peak = max(self.device_peak, int(total) - int(free))
 
     def teardown(self, worker):
         for mid in set(self.keys) | {k[0] for k in self.meshes} | {k[0] for k in self.listeners} | set(self.shms):
@@ -214,6 +230,23 @@ def _close_front(sh) -> None:
     close = getattr(sh, "close", None)
     if close is not None:
         close()
+
+
+def _memory_peaks(dask_worker=None) -> dict:
+    """(client.run) this worker's peak host RSS and the most device memory in use after a search or a validation
+    (None where it never loaded CuPy)."""
+    plugin = dask_worker.plugins.get(NAME) if dask_worker is not None else None
+    if plugin is not None:
+        plugin.note_device()
+    dev = getattr(plugin, "device_peak", 0) if "cupy" in sys.modules else None
+    return {"peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "peak_device_bytes": dev}
+
+
+def memory_peaks(client, workers) -> dict:
+    """Worker -> :func:`_memory_peaks` of each of ``workers`` (a worker that does not answer is left out)."""
+    got = client.run(_memory_peaks, workers=list(workers), on_error="return")
+    return {w: v for w, v in got.items() if isinstance(v, dict)}
 
 
 def get_plugin(dask_worker=None) -> MeshPlugin:

@@ -120,6 +120,7 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, roots, algorithm, pol_opts, nnz_
             gc.disable()
             outs.append(_bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_total, plugin,
                                     plugin.shms.get(mesh_id)))
+            plugin.note_device()    # the most device memory in use (CuPy's pool keeps the search's blocks): the JSON's
             if collecting:
                 gc.enable()
         return outs

@@ -68,6 +68,7 @@ from dbfs.bfs.dask.layout import built as on_worker
 from dbfs.bfs.dask.search.client import eligible_distributed, load_distributed, search, search_many
 from dbfs.bfs.dask.search.parents import gather_parent, validate_many_distributed
 from dbfs.bfs.dask.layout.placement import gpu_workers
+from dbfs.bfs.dask.mesh.plugin import memory_peaks
 from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
 from dbfs.preflight import host_available
@@ -200,12 +201,15 @@ class PartitionedGraph(ABC):
         return self.dg.workers_table()
 
     def describe(self) -> dict:
-        """Per worker: kind (cpu/gpu), partitions, device and host bytes; the placement policy; how frontiers
-        cross workers."""
+        """Per worker: kind (cpu/gpu), partitions, device and host bytes, peak host RSS and peak device memory
+        (the most in use after a search or a validation; None on a CPU worker); the placement policy; how
+        frontiers cross workers."""
         dg = self.dg
+        peaks = memory_peaks(dg.client, dg.mesh_workers)
         return {"placement": dg.placement, "frontier_sharing": dg.frontier_sharing,
                 "level_exchange": dg.level_exchange or f"mesh ({dg.transport})", "nccl_off": dg.nccl_off,
-                "workers": dg.workers_table(), "load_steps": dict(dg.load_steps)}
+                "workers": [{**row, **peaks.get(row["worker"], {})} for row in dg.workers_table()],
+                "load_steps": dict(dg.load_steps)}
 
     def close(self) -> None:
         """Close the mesh and release the partitions."""

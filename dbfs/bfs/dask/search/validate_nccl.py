@@ -105,6 +105,7 @@ def _share_on_mesh(mesh_id: str, dataset_path: str, g: int, part: Partitioning, 
         return p
 
     def join(flags):            # the tree-edge flags OR-ed over the mesh: a max of bytes
+        get_plugin().note_device()      # the batch's arrays are all held here: the validation's peak
         comm.allreduce(flags.view(cp.uint8), "max")
         cp.cuda.get_current_stream().synchronize()
         comm.check()
