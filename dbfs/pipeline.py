@@ -196,10 +196,12 @@ def load_parent_file(path, n_vertices: int) -> np.ndarray:
 
 def _partial(cfg: RunConfig, ds, variant, k1: dict, b, stages: dict, roots, out: dict | None = None) -> None:
     """``cfg.record_path`` brought up to date (:func:`dbfs.report.write_partial`): the run so far, the searches
-    validated (or counted) so far without their levels; nothing without a path."""
+    validated (or counted) so far with their levels (a run cut off still shows where its levels' time went);
+    nothing without a path."""
     if not cfg.record_path:
         return
-    searches = search_records(roots, out["times"], out["nedges"], out["validate_times"], out["valid"]) if out else []
+    searches = search_records(roots, out["times"], out["nedges"], out["validate_times"], out["valid"],
+                              out["levels"][:len(out["nedges"])]) if out else []
     write_partial(cfg.record_path, {
         "dataset": ds.name, "scale": ds.scale, "n_vertices": ds.n_vertices, "n_edges": ds.n_edges,
         "config": {"algorithm": cfg.algorithm, "backend": cfg.backend, "variant": str(variant),

@@ -43,6 +43,7 @@ def test_a_killed_run_leaves_its_record_so_far(tmp_path):
     assert 2 <= len(rec["searches"]) < 64
     for s in rec["searches"]:
         assert s["valid"] is True and s["time"] > 0 and s["nedge"] > 0 and s["root"] in rec["roots"]
+        assert s["levels"] and s["levels"][0]["level"] == 0 and s["levels"][0]["frontier"] == 1   # where it went
     assert not list(tmp_path.glob(".run.json.tmp"))   # never half a file
 
 

@@ -88,11 +88,16 @@ class MeshPlugin(WorkerPlugin):
 
     def note_device(self) -> None:
         """Keep the device memory in use now (total less free, the driver's view) if it is the most seen; nothing
-        on a worker that never loaded CuPy."""
+        on a worker whose CuPy holds no device memory (no CUDA context is made for the question), and a device
+        error is not this report's to raise."""
         cp = sys.modules.get("cupy")
-        if cp is not None:
+        try:
+            if cp is None or not cp.get_default_memory_pool().total_bytes():
+                return
             free, total = cp.cuda.runtime.memGetInfo()
-            self.device_peak = max(self.device_peak, int(total) - int(free))
+        except Exception:       # noqa: BLE001 (a report: the search or validation that called it goes on)
+            return
+        self.device_peak = max(self.device_peak, int(total) - int(free))
 
     def teardown(self, worker):
         for mid in set(self.keys) | {k[0] for k in self.meshes} | {k[0] for k in self.listeners} | set(self.shms):
@@ -234,13 +239,12 @@ def _close_front(sh) -> None:
 
 def _memory_peaks(dask_worker=None) -> dict:
     """(client.run) this worker's peak host RSS and the most device memory in use after a search or a validation
-    (None where it never loaded CuPy)."""
+    (None where its CuPy held none)."""
     plugin = dask_worker.plugins.get(NAME) if dask_worker is not None else None
     if plugin is not None:
         plugin.note_device()
-    dev = getattr(plugin, "device_peak", 0) if "cupy" in sys.modules else None
     return {"peak_host_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-            "peak_device_bytes": dev}
+            "peak_device_bytes": getattr(plugin, "device_peak", 0) or None}
 
 
 def memory_peaks(client, workers) -> dict:
