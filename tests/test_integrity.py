@@ -351,3 +351,22 @@ def test_dask_gpu_workers_reuse_a_stored_kronecker_list_without_the_scan(root):
         DaskBackend.dataset(spec, root, client, quiet=True)
     assert sorted((p, p.stat().st_mtime_ns) for p in (root / NAME).rglob("*") if p.is_file()) != before
     assert run("datasets", "verify", NAME, "--datasets", root).exit_code == 0
+
+
+def test_a_whole_read_checks_the_recorded_checksum_from_the_chunk_digests(root, monkeypatch):
+    """A whole read of the edges hashes them once: the chunk digests it checks add up to the edges' checksum
+    part (no second hash pass), which must still equal the recorded ``edges_checksum`` (a tampered record is
+    one line naming it)."""
+    from dbfs.checksum import combine, partial_checksum
+    from dbfs.store import integrity
+    from dbfs.store.datasets import open_dataset
+
+    calls = []
+    monkeypatch.setattr(integrity, "partial_checksum", lambda *a: calls.append(a) or partial_checksum(*a))
+    arr = open_dataset(NAME, root).edges()
+    rows = arr[:]
+    assert arr.digests() is not None and calls == []          # the digests' pass gave the checksum part
+    assert combine([partial_checksum(rows, 0)]) == arr.checksum
+    zarr.open_group(str(root / NAME), mode="r+").attrs["edges_checksum"] = "0123456789abcdef"
+    with pytest.raises(DbfsError, match="edges_checksum recorded at generation"):
+        open_dataset(NAME, root).edges()[:]

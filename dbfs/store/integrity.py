@@ -445,21 +445,25 @@ class CheckedArray(RowArray):
                 raise self.error(None, str(e)) from None
         return self._digests
 
-    def check_digests(self, lo: int, out) -> None:
-        """Check the digest of every whole chunk among positions [lo, lo + len(out)) that ``out`` holds."""
+    def check_digests(self, lo: int, out):
+        """Check the digest of every whole chunk among positions [lo, lo + len(out)) that ``out`` holds; returns
+        the digests computed when they cover all of ``out`` (rows hash as :func:`dbfs.checksum.partial_checksum`,
+        so they add up to its part: a whole read's checksum needs no second pass), else None."""
         dig = self.digests()
         hi, n, step = lo + int(out.shape[0]), self.shape[0], int(self.chunks[0])
         if dig is None or hi <= lo or not step:
-            return
+            return None
         c0 = -(-lo // step)
         c1 = self.nchunks if hi >= n else hi // step
         if c1 <= c0:
-            return
+            return None
         a, b = c0 * step, min(c1 * step, n)
-        bad = np.flatnonzero(chunk_digests(out[a - lo:b - lo], a, step) != dig[c0:c1])
+        got = chunk_digests(out[a - lo:b - lo], a, step)
+        bad = np.flatnonzero(got != dig[c0:c1])
         if bad.size:
             c = c0 + int(bad[0])
             raise self.error(c, DIGEST_MISMATCH, _rows_of(self.raw, c))
+        return got if (a, b) == (lo, hi) else None
 
     def __dask_tokenize__(self):
         return ("dbfs-checked", str(self.node_path), self.array, self.shape, str(self.dtype))
@@ -480,10 +484,10 @@ class CheckedArray(RowArray):
                 raise self.error(None, decode_reason(e)) from None
             raise self.error(hit[0], hit[1], _rows_of(self.raw, hit[0])) from None
         span = _whole_rows(key, n, self.ndim)
-        if span is not None:
-            self.check_digests(span[0], out)
+        got = self.check_digests(span[0], out) if span is not None else None
         if self.checksum is not None and n and _row_span(key, n) == (0, n) and np.ndim(out) == 2:
-            if combine([partial_checksum(out, 0)]) != self.checksum:
+            part = sum(int(d) for d in got) if got is not None else partial_checksum(out, 0)   # one hash pass
+            if combine([part]) != self.checksum:
                 raise self.error(None, "rows differ from the edges_checksum recorded at generation")
         return out
 
