@@ -263,6 +263,7 @@ def test_nccl_validation_joins_the_parents_on_the_devices(nclient, nds, monkeypa
 
     import dbfs.bfs.dask as D
     from dbfs.bfs.dask.layout.placement import gpu_workers
+    from dbfs.bfs.dask.mesh.plugin import memory_peaks
     from dbfs.bfs.dask.search import parents as C
     from dbfs.bfs.reference import bfs_levels
     from dbfs.validate import validate
@@ -307,8 +308,19 @@ def test_nccl_validation_joins_the_parents_on_the_devices(nclient, nds, monkeypa
                 [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures], i
         assert all(res.ok for res in got[:-2]) and not got[-1].ok
         assert got[-2].rules_failed == ["tree-edge"]
+        # the searches' claim arrays went before the validation; each worker's most device memory in use
+        assert not any(nclient.run(_has_claim_arrays, workers=dg.mesh_workers).values())
+        peaks = memory_peaks(nclient, dg.mesh_workers)
+        assert len(peaks) == 2 and all(p["peak_device_bytes"] > 0 and p["peak_host_rss_bytes"] > 0
+                                       for p in peaks.values()), peaks
     finally:
         dg.close()
+
+
+def _has_claim_arrays(dask_worker=None):
+    from dbfs.bfs.dask.mesh.plugin import get_plugin
+
+    return "gpu" in get_plugin(dask_worker).scratch
 
 
 def test_nccl_switched_off_falls_back_to_cuda_ipc(nclient, nds, monkeypatch):
