@@ -6,7 +6,9 @@
 #        --backend dask --partitions 4 --relabel degree --datasets /tmp/ds31
 #   bash benchmarks/gpu_box_run.sh poll TAG
 # POLL bounds each call's wait (s, default 540; the device command's limit is 600). The run's folder is
-# /tmp/dbfs-run-TAG on the device machine; NVLink multicast stays off in every process it starts.
+# /tmp/dbfs-run-TAG on the device machine; NVLink multicast stays off in every process it starts. The command
+# gets --json FILE in that folder (NO_JSON=1: not, for a command that writes its own record, e.g.
+# NO_JSON=1 ... start scaling python3 benchmarks/gpu_scaling.py --scale 30 --gpus 1 2 4 --datasets D).
 set -o pipefail
 what=$1 tag=$2
 shift 2
@@ -20,7 +22,11 @@ case $what in
     [ -e "$R/pid" ] && { echo "run $tag already started (pid $(cat "$R/pid")): use poll" >&2; exit 2; }
     nohup nvidia-smi --query-gpu=timestamp,index,memory.used --format=csv,noheader,nounits -l 2 \
         > "$R/smi.csv" 2>&1 &
-    setsid "$@" --json "$R/run.json" > "$R/run.txt" 2> "$R/run.err" < /dev/null &
+    if [ "${NO_JSON:-0}" = 1 ]; then
+      setsid "$@" > "$R/run.txt" 2> "$R/run.err" < /dev/null &
+    else
+      setsid "$@" --json "$R/run.json" > "$R/run.txt" 2> "$R/run.err" < /dev/null &
+    fi
     echo $! > "$R/pid"
     ;;
   poll) [ -e "$R/pid" ] || { echo "no run $tag on this machine (given back meanwhile?)" >&2; exit 2; } ;;
@@ -33,5 +39,6 @@ if kill -0 "$(cat "$R/pid")" 2> /dev/null; then echo "run $tag still going"; els
 grep -v "^dbfs: search " "$R/run.err" | tail -15
 tail -3 "$R/run.err"
 grep -E "harmonic_mean_TEPS|construction_time|mean_validate" "$R/run.txt"
+[ "${NO_JSON:-0}" = 1 ] && tail -25 "$R/run.txt"
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print('complete', r['complete'], 'searches', len(r['searches']), 'stages', r.get('stages'))" "$R/run.json" 2> /dev/null
 tar -czf "$OUT/run-$tag.tgz" -C "$R" .
