@@ -201,7 +201,7 @@ def _partial(cfg: RunConfig, ds, variant, k1: dict, b, stages: dict, roots, out:
     if not cfg.record_path:
         return
     searches = search_records(roots, out["times"], out["nedges"], out["validate_times"], out["valid"],
-                              out["levels"][:len(out["nedges"])]) if out else []
+                              out["levels"]) if out else []
     write_partial(cfg.record_path, {
         "dataset": ds.name, "scale": ds.scale, "n_vertices": ds.n_vertices, "n_edges": ds.n_edges,
         "config": {"algorithm": cfg.algorithm, "backend": cfg.backend, "variant": str(variant),

@@ -187,8 +187,9 @@ class Backend:
 
     # ---- the stages before the searches
     @classmethod
-    def dataset(cls, target, root_dir, client=None, quiet=False):
-        """A complete dataset: ``target`` a GraphSpec (generated if needed) or a stored name."""
+    def dataset(cls, target, root_dir, client=None, quiet=False, scan=True):
+        """A complete dataset: ``target`` a GraphSpec (generated if needed) or a stored name; a stored edge list
+        is reused after a CRC scan of its chunk files unless ``scan`` is False (:func:`dbfs.store.generate`)."""
         from dbfs import store  # deferred: distributed (CLI start)
         from dbfs.spec import GraphSpec  # deferred: dask (CLI start)
 
@@ -196,7 +197,7 @@ class Backend:
             seconds = 0.0
             if store.stored(target, root_dir) is None:   # generation has work to do: its kernels first
                 seconds = warm("generation", client, quiet, warm_stages, tiny_spec(target))
-            ds, _ = store.generate(target, root_dir, client=client, quiet=quiet, edges="auto")
+            ds, _ = store.generate(target, root_dir, client=client, quiet=quiet, edges="auto", scan=scan)
             ds.memo["compile_time"] = ds.memo.get("compile_time", 0.0) + seconds
             return ds
         return store.open_dataset(target, root_dir)

@@ -146,11 +146,10 @@ class DaskBackend(Backend):
         validation), and a chunk file read anyway (a CPU Kernel 1 of a ``--relabel none`` P = 1 variant) is
         checked as it is read."""
         gpus = cls._gpu_workers(client) if isinstance(target, GraphSpec) and target.kind == "kronecker" else []
-        if gpus and store.stored(target, root_dir) is not None and len(gpus) == len(alive_workers(client)):
-            ds, _ = store.generate(target, root_dir, client=client, quiet=quiet, edges="auto", scan=False)
-            return ds
-        if not gpus or store.stored(target, root_dir) is not None:
+        if not gpus:
             return super().dataset(target, root_dir, client, quiet)
+        if store.stored(target, root_dir) is not None:
+            return super().dataset(target, root_dir, client, quiet, scan=len(gpus) < len(alive_workers(client)))
 
         say(f"generating {target.name} on GPU worker {gpus[0]}", quiet)
         return generate_on_worker(client, target, store.datasets_root(root_dir), gpus[0], quiet)

@@ -89,14 +89,15 @@ def _share_on_mesh(mesh_id: str, dataset_path: str, g: int, part: Partitioning, 
     input rows, the parent arrays joined over the mesh's communicator (module docstring)."""
     import cupy as cp  # deferred: cupy
 
-    comm = get_plugin().shms.get(mesh_id)
+    plugin = get_plugin()
+    comm = plugin.shms.get(mesh_id)
     if getattr(comm, "kind", "") != "nccl":
         raise _PeerLost(f"no NCCL communicator of mesh {mesh_id[:8]} on this worker (restarted?)")
     if comm.W != part.P or comm.widx != g:
         raise _PeerLost(f"mesh worker {comm.widx} of {comm.W} asked for rank {g} of {part.P}")
     # the searches' N-sized claim arrays (kept between searches) go first, so the validation's own N-sized
     # arrays fit beside the partition at the largest SCALE a box holds; the next search makes them again
-    get_plugin().scratch.pop("gpu", None)
+    plugin.scratch.pop("gpu", None)
     parents = _joined(cp, comm, part, int(g), list(mine))
     del mine
 
@@ -105,7 +106,7 @@ def _share_on_mesh(mesh_id: str, dataset_path: str, g: int, part: Partitioning, 
         return p
 
     def join(flags):            # the tree-edge flags OR-ed over the mesh: a max of bytes
-        get_plugin().note_device()      # the batch's arrays are all held here: the validation's peak
+        plugin.note_device()            # the batch's arrays are all held here: the validation's peak
         comm.allreduce(flags.view(cp.uint8), "max")
         cp.cuda.get_current_stream().synchronize()
         comm.check()
