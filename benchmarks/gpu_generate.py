@@ -1,12 +1,13 @@
 """GPU Kronecker generator throughput (what a virtual SCALE 30 edge list costs every time it is read).
 
 Times ``kronecker_edges_gpu`` on one range of a SCALE graph (device synchronised around each call, median of
-``--reps``) for each ``edges_per_thread`` given, with the shipped kernel and with its previous form (the
-level draw's ``v % 10000`` in 64-bit arithmetic), alternating, in one process; checks every variant's bytes
-against the first (and a slice against the CPU generator). Prints G edges/s and ratios; writes a
-``gpu_generate`` record (benchmarks/results or $DBFS_RESULTS).
+``--reps``) for each ``edges_per_thread`` given, with the shipped kernel and, with ``--base DIR``, the
+kernel of another tree (``DIR/dbfs/generate/kronecker.cu``, e.g. the commit before a change), alternating,
+in one process; checks every variant's bytes against the first (and a slice against the CPU generator).
+Prints G edges/s and ratios against the first variant at the first ``--ept``; writes a ``gpu_generate``
+record (benchmarks/results or $DBFS_RESULTS).
 
-    python benchmarks/gpu_generate.py --scale 30 --edges 1073741824 --ept 16 32 64 128
+    python benchmarks/gpu_generate.py --scale 31 --edges 2147483648 --ept 64 --base ../base-tree
 """
 from __future__ import annotations
 
@@ -25,8 +26,6 @@ import dbfs.generate.gpu as G  # noqa: E402
 from benchmarks.common import dbfs_commit, write_record  # noqa: E402
 from dbfs.generate.graph500 import kronecker_edges  # noqa: E402
 
-_NEW = "(i64)((unsigned)v % 10000u)"
-
 
 def _variant(src: str):
     mod = cp.RawModule(code=src)
@@ -39,10 +38,12 @@ def main(argv=None):
     ap.add_argument("--edges", type=int, default=1 << 30)
     ap.add_argument("--ept", type=int, nargs="+", default=[16, 32, 64, 128])
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--base", type=Path, help="a tree whose dbfs/generate/kronecker.cu is timed beside the shipped")
     a = ap.parse_args(argv)
-    src = G._KERNEL.read_text()
-    line = next(ln for ln in src.splitlines() if _NEW in ln)
-    kernels = {"shipped": _variant(src), "mod64": _variant(src.replace(line, "            const i64 r = v % 10000;"))}
+    kernels = {}
+    if a.base is not None:
+        kernels["base"] = _variant((a.base / "dbfs" / "generate" / "kronecker.cu").read_text())
+    kernels["shipped"] = _variant(G._KERNEL.read_text())
     start = (16 << a.scale) // 3
     stop = start + a.edges
     ref = None
@@ -65,15 +66,17 @@ def main(argv=None):
                 if rep:                       # the first round compiles and checks
                     times.setdefault((name, ept), []).append(t)
                 del out
-    base = statistics.median(times[("mod64", 16)])
+    first = next(iter(kernels))
+    base = statistics.median(times[(first, a.ept[0])])
     rows = []
     for (name, ept), ts in sorted(times.items()):
         med = statistics.median(ts)
         rows.append({"kernel": name, "ept": ept, "seconds": med, "gedges_per_s": a.edges / med / 1e9,
-                     "vs_mod64_ept16": base / med})
-        print(f"{name:>8} ept {ept:>4}: {a.edges / med / 1e9:6.2f} G edges/s  {base / med:5.2f}x mod64/ept16",
-              flush=True)
-    rec = {"scale": a.scale, "edges": a.edges, "start": start, "reps": a.reps, "commit": dbfs_commit(),
+                     f"vs_{first}_ept{a.ept[0]}": base / med})
+        print(f"{name:>8} ept {ept:>4}: {a.edges / med / 1e9:6.2f} G edges/s  "
+              f"{base / med:5.2f}x {first}/ept{a.ept[0]}", flush=True)
+    rec = {"base": str(a.base) if a.base else None, "scale": a.scale, "edges": a.edges, "start": start,
+           "reps": a.reps, "commit": dbfs_commit(),
            "device": cp.cuda.runtime.getDeviceProperties(0)["name"].decode(), "rows": rows}
     print("record:", write_record("gpu_generate", rec))
 
