@@ -191,6 +191,10 @@ def test_kernel1_as_one_gpu_shuffle_reads_each_edge_row_once(nds):
         assert h["read"] == spans[rk][1] - spans[rk][0]
     assert sum(h["read"] for h in held) == ds.n_edges
     assert [w["edge_rows_read"] for w in table] == [h["read"] for h in held]
+    for w in table:         # where each GPU's Kernel 1 went: every phase timed, the passes' included
+        assert w["build_ranges"] >= 1
+        assert {"degrees", "plan", "read", "emit", "swap", "rows", "sink", "finish"} <= set(w["kernel1_seconds"])
+        assert all(t >= 0 for t in w["kernel1_seconds"].values())
     assert "kernel1_nccl" in steps
 
 

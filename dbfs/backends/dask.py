@@ -231,6 +231,9 @@ class DaskBackend(Backend):
             if w["kind"] == "gpu":
                 say(f"GPU worker {w['worker']}: partition(s) {w['partitions']} in device memory "
                     f"({human(w['device_bytes'])})", self.cfg.quiet)
+            if w.get("kernel1_seconds"):
+                split = ", ".join(f"{k} {v:.1f} s" for k, v in w["kernel1_seconds"].items())
+                say(f"GPU worker {w['worker']}: Kernel 1 in {w['build_ranges']} range(s): {split}", self.cfg.quiet)
         self.load_time = self.pg.load_time
         self._say_events(self.pg.events, f"the load of {built}")
         return self.load_time

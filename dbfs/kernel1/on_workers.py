@@ -13,7 +13,8 @@ worker, CuPy on a GPU worker (the rows stay in its memory). ``meta`` holds
 ``variant, rank, P, partitioning, n_vertices, vertex_range, nnz, relabel,
 load_time`` (what :func:`dbfs.kernel1.load_partition` gives), ``report``
 (``kernel1``: which build; ``edge_rows_read``: the rows it asked of the edge
-list, every pass counted; ``edge_readers``, ``build_ranges``), and from a
+list, every pass counted; ``edge_readers``, ``build_ranges``; the GPU shuffle's
+``kernel1_seconds``, its phases on that GPU), and from a
 GPU build ``perm`` (device ``perm[new] = original`` of all N, relabelled
 within each block) and ``deg`` (the GPU shuffle: every vertex's
 deduplicated degree on the device, for the hub table).
@@ -156,7 +157,7 @@ def gpu_shuffle_rows(dataset_path, P: int, rank: int, dedupe: bool, relabel: str
     g, deg = build_shuffled_gpu(source, span, part, int(rank), comm, dedupe, int(budget), _bounds(part, relabel),
                                 budget_name="the free device memory")
     report = {"kernel1": "gpu-shuffle", "edge_rows_read": int(g.meta["edge_rows_read"]), "edge_readers": part.P,
-              "build_ranges": int(g.meta["passes"]["count"])}
+              "build_ranges": int(g.meta["passes"]["count"]), "kernel1_seconds": g.meta.get("seconds", {})}
     meta = _meta(P, rank, n, dedupe, relabel, int(g.indptr[-1]), report)
     meta["deg"] = deg
     if g.meta.get("perm") is not None:

@@ -54,6 +54,8 @@ once and swap by owner is the reference MPI code's
 """
 from __future__ import annotations
 
+import time
+
 import cupy as cp
 import numpy as np
 
@@ -112,22 +114,39 @@ def _agree(comm, part_sum: int, bad, want, rank: int, n: int) -> None:
                         "dataset is corrupt; regenerate it with `dbfs generate`")
 
 
-def _emit(reads, ranges, own_host, k):
+class _Clock:
+    """Seconds of each phase of a build on this GPU (its stream synchronised at each mark): ``meta["seconds"]``."""
+
+    def __init__(self):
+        self.t, self.seconds = time.perf_counter(), {}
+
+    def mark(self, what: str) -> None:
+        cp.cuda.get_current_stream().synchronize()
+        now = time.perf_counter()
+        self.seconds[what] = self.seconds.get(what, 0.0) + now - self.t
+        self.t = now
+
+
+def _emit(reads, ranges, own_host, k, clock):
     """This GPU's keys for every rank's range ``ranges[j]``, rank after rank in one buffer; the counts.
-    ``own_host``: this GPU's raw row starts on the host (the cursors of a pass uploaded from it)."""
+    ``own_host``: this GPU's raw row starts on the host (the cursors of a pass uploaded from it); ``clock``
+    splits the pass's rows made (read or regenerated, and renumbered) from the keys written."""
     cnt = [int(own_host[hi] - own_host[lo]) for lo, hi in ranges]
     off = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
     send = cp.empty(int(off[-1]), cp.uint64)
     cursors = [cp.asarray((own_host[lo:hi] - own_host[lo] + int(off[j])).astype(np.uint64)) if cnt[j] else None
                for j, (lo, hi) in enumerate(ranges)]
+    clock.mark("cursors")
     if off[-1]:
         for a, b, e in reads.sweep():
             e = _as_i64(e)
+            clock.mark("read")
             for (lo, hi), cur in zip(ranges, cursors):
                 if cur is not None:
                     k["k1_emit"](_grid(b - a), (_BLOCK,), (e, np.int64(b - a), np.int64(lo), np.int64(hi), cur,
                                                             send))
             del e
+            clock.mark("emit")
     return send, off
 
 
@@ -186,7 +205,7 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
         The rank's rows (``meta``: ``n_edges``, ``edge_rows_read``, ``passes``, ``perm`` when relabelled) and
         every vertex's deduplicated degree.
     """
-    n, me = int(part.n_vertices), int(rank)
+    n, me, clock = int(part.n_vertices), int(rank), _Clock()
     if part.code != 0 or part.P != comm.W or comm.widx != me:
         raise DbfsError(f"a shuffled GPU Kernel 1 builds block rank {me} of {part.P} on GPU {comm.widx} of "
                         f"{comm.W}: use one rank a GPU")
@@ -203,6 +222,7 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
     partial = getattr(source, "partial", None)         # no checksum part: nothing to check it against
     _agree(comm, partial() if partial is not None else 0, bad, getattr(source, "want", None) if partial else None,
            me, n)
+    clock.mark("degrees")
     own_ptr = _prefix(counts, n)
     comm.allreduce(counts)
     raw_ptr = _prefix(counts, n)
@@ -214,6 +234,7 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
         own_ptr[1:] = cp.cumsum(cp.diff(own_ptr)[perm])
         reads.renumber(iperm)
         del iperm                       # (held by ``reads`` where the span is mapped each pass)
+    clock.mark("relabel" if perm is not None else "plan")
     host_raw = cp.asnumpy(raw_ptr)
     out = max(np.dtype(idt).itemsize * int(host_raw[rg.stop] - host_raw[rg.start]) + 8 * len(rg)
               for rg in map(part.vertex_range, range(part.P)))      # the rows built so far stay on the device
@@ -233,19 +254,23 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
     # this rank's rows, and its entries before deduplication: the joined CSR's room, filled pass by pass (made
     # once both raw row starts have left the device)
     sink = _DeviceBlocks(sink_rows, sink_entries, idt)
+    clock.mark("plan")
     say(f"GPU Kernel 1 as one shuffle: rank {me} of {part.P}, {rows:,} edge rows read "
         f"({'kept on the device' if keep else 'read each pass'}), {passes} pass(es)", quiet)
     for i in range(passes):
         cp.get_default_memory_pool().free_all_blocks()
         ranges = [p[i] for p in plans]
-        send, off = _emit(reads, ranges, host_own, k)
+        send, off = _emit(reads, ranges, host_own, k, clock)
         recv = _swap(comm, send, off, sent[:, i, me], me)
         del send
+        clock.mark("swap")
         lo, hi = ranges[me]
         ptr, idx = rows_from_keys(recv, hi - lo, idt, dedupe, k)
         del recv
+        clock.mark("rows")
         sink(lo, hi, ptr, idx)
         del ptr, idx
+        clock.mark("sink")
     meta = {"dedupe": bool(dedupe), "relabel": "none" if perm is None else "degree", "n_edges": int(source.m),
             "edge_rows_read": int(reads.rows_read), "kept": bool(keep),
             "passes": {"count": passes, "ranges": [tuple(int(x) for x in p) for p in plans[me]], "budget": budget}}
@@ -255,4 +280,6 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
     csr = sink.csr(n, meta, idt)
     deg = _all_degrees(comm, csr.indptr, part, me, idt)
     cp.get_default_memory_pool().free_all_blocks()
+    clock.mark("finish")
+    meta["seconds"] = {what: round(t, 3) for what, t in clock.seconds.items()}
     return csr, deg

@@ -128,7 +128,8 @@ class DistributedGraph:
     def workers_table(self) -> list:
         """Per mesh worker: address, kind, ranks, device and host bytes of its partitions, the seconds
         its partitions took to read (or build) and to prepare (hub table, degrees) on that worker, and the
-        edge rows its Kernel 1 read (0 for a stored variant)."""
+        edge rows its Kernel 1 read (0 for a stored variant); a GPU shuffle's also its ranges (passes) and
+        the seconds of each of its phases."""
         out = []
         for w, ranks in zip(self.mesh_workers, self.ranks_of()):
             infos = [self.part_info.get(rk, {}) for rk in ranks]
@@ -138,6 +139,11 @@ class DistributedGraph:
                         "read_s": sum(float(i.get("load_time") or 0.0) for i in infos),
                         "prepare_s": sum(float(i.get("prepare_time") or 0.0) for i in infos),
                         "edge_rows_read": sum(int(i.get("edge_rows_read") or 0) for i in infos)})
+            phases = [i["kernel1_seconds"] for i in infos if i.get("kernel1_seconds")]
+            if phases:          # a GPU shuffle's build: its ranges and where its seconds went on this worker
+                out[-1]["build_ranges"] = max(int(i.get("build_ranges") or 0) for i in infos)
+                out[-1]["kernel1_seconds"] = {k: round(sum(ph.get(k, 0.0) for ph in phases), 3)
+                                              for k in phases[0]}
         return out
 
     def ranks_of(self) -> list:
