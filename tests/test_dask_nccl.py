@@ -193,7 +193,9 @@ def test_kernel1_as_one_gpu_shuffle_reads_each_edge_row_once(nds):
     assert [w["edge_rows_read"] for w in table] == [h["read"] for h in held]
     for w in table:         # where each GPU's Kernel 1 went: every phase timed, the passes' included
         assert w["build_ranges"] >= 1
-        assert {"degrees", "plan", "read", "emit", "swap", "rows", "sink", "finish"} <= set(w["kernel1_seconds"])
+        phases = {"degrees", "plan", "swap", "rows", "sink", "finish"}
+        phases |= {"read", "emit"} if w["edge_rows_read"] else set()    # a GPU with no rows to read makes none
+        assert phases <= set(w["kernel1_seconds"]), w
         assert all(t >= 0 for t in w["kernel1_seconds"].values())
     assert "kernel1_nccl" in steps
 
