@@ -200,6 +200,53 @@ def test_kernel1_as_one_gpu_shuffle_reads_each_edge_row_once(nds):
     assert "kernel1_nccl" in steps
 
 
+def _free_device_bytes():
+    import cupy as cp
+
+    cp.get_default_memory_pool().free_all_blocks()
+    return int(cp.cuda.runtime.memGetInfo()[0])
+
+
+def test_kernel1_gpu_shuffle_in_passes_reading_its_span_again(nclient, nds, monkeypatch):
+    """A device budget too small to keep a GPU's span of the edge rows (what SCALE 31 on four GPUs meets): every
+    pass reads it again and the emit kernel maps its ids by the degree numbering; several passes; the
+    relabelled partitions equal those of the build that kept its span, byte for byte."""
+    import numpy as np
+
+    import dbfs.bfs.dask as D
+    import dbfs.bfs.dask.layout.placement as placement
+    from dbfs.kernel1.shuffle import reader_spans
+    from dbfs.kernel1.shuffle_gpu import shuffle_fixed
+    from dbfs.store.gpu import device_chunks
+
+    ds, edges, _, _ = nds
+
+    def built():
+        dg = D.build_distributed(nclient, ds.path, 2, relabel="degree")
+        try:
+            return ([nclient.submit(_held_rows, dg.part_futures[rk], workers=[dg.rank_worker[rk]]).result()
+                     for rk in range(2)], dg.workers_table())
+        finally:
+            dg.close()
+
+    kept, _ = built()
+    n, src = ds.n_vertices, device_chunks(ds)
+    rows = max(b - a for a, b in reader_spans(src.m, src.step, 2))
+    e = edges.astype(np.int64)
+    deg = np.bincount(e[e[:, 0] != e[:, 1]].ravel(), minlength=n)
+    out = max(4 * int(deg[:n // 2].sum()), 4 * int(deg[n // 2:].sum())) + 8 * (n // 2)
+    fixed = shuffle_fixed(n, src.step, 0, False, 4)
+    budget = fixed + out + 32 * int(deg.sum()) // 6        # about three passes of the larger rank
+    assert 8 * rows > (budget - fixed) // 3                 # too small to keep the span
+    monkeypatch.setattr(placement, "K1_DEVICE_SHARE", budget / min(nclient.run(_free_device_bytes).values()))
+    again, table = built()
+    assert max(w["build_ranges"] for w in table) >= 2, table
+    assert sum(w["edge_rows_read"] for w in table) > ds.n_edges     # the span read again each pass
+    for a, b in zip(kept, again):
+        assert np.array_equal(a["indptr"], b["indptr"]) and np.array_equal(a["indices"], b["indices"])
+        assert np.array_equal(a["hub"], b["hub"])
+
+
 def test_kernel1_gpu_shuffle_refuses_a_wrong_checksum_on_every_gpu(nclient, nds, tmp_path):
     """A dataset whose recorded edges_checksum the rows do not add up to: one line naming it, from the
     collective check (no GPU left waiting), and the workers build the next graph as before."""

@@ -257,6 +257,8 @@ def test_span_reads_read_each_row_once_when_kept():
             assert np.array_equal(np.concatenate(got), 499 - e[128:700])
         assert (sr.iperm is None) == keep and got[0].dtype == (np.uint32 if keep else np.int64)
         assert sr.rows_read == (1 if keep else 3) * 572
+        raw = np.concatenate([x for _, _, x in sr.sweep(mapped=False)])     # the caller maps by sr.iperm itself
+        assert np.array_equal(raw, 499 - e[128:700] if keep else e[128:700])
 
 
 def test_span_reads_keep_an_id_that_does_not_fit_as_read():

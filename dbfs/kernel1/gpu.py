@@ -63,7 +63,8 @@ _ROWS = 1 << 26
 @lru_cache(maxsize=None)
 def _kernels():
     mod = cp.RawModule(code=_KERNEL.read_text())
-    return {name: mod.get_function(name) for name in ("k1_count", "k1_emit", "k1_first_of_run")}
+    return {name: mod.get_function(name) for name in ("k1_count", "k1_emit", "k1_first_of_run", "k1_emit_ranges_i32",
+                                                      "k1_emit_ranges_i64")}
 
 
 @lru_cache(maxsize=None)

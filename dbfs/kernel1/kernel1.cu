@@ -40,3 +40,31 @@ extern "C" __global__ void k1_first_of_run(const u64* keys, i64 n, unsigned char
         keep[i] = (i == 0 || keys[i] != keys[i - 1]) ? 1 : 0;
     }
 }
+
+// Every rank's range of a pass at once (the GPU shuffle): ids first mapped by iperm where it is given (a
+// relabelled build reading its span again), then an endpoint x in rank j's range [lo[j], hi[j]) (ascending,
+// disjoint, P ranges) gets key (x - lo[j]) << 32 | neighbour at its cursor, cursor[cbase[j] + x - lo[j]].
+#define K1_EMIT_RANGES(NAME, IT)                                                                                  \
+extern "C" __global__ void NAME(const i64* edges, i64 m, const IT* iperm, int P, const i64* lo, const i64* hi,  \
+                                const i64* cbase, u64* cursor, u64* keys) {                                    \
+    for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < m; i += (i64)gridDim.x * blockDim.x) {        \
+        i64 u = edges[2 * i], v = edges[2 * i + 1];                                                           \
+        if (u == v) continue;                                                                                 \
+        if (iperm) {                                                                                          \
+            u = (i64)iperm[u];                                                                                \
+            v = (i64)iperm[v];                                                                                \
+        }                                                                                                     \
+        for (int s = 0; s < 2; ++s) {                                                                         \
+            const i64 x = s ? v : u, y = s ? u : v;                                                           \
+            for (int j = 0; j < P; ++j) {                                                                     \
+                if (x >= lo[j] && x < hi[j]) {                                                                \
+                    const u64 p = atomicAdd(&cursor[cbase[j] + x - lo[j]], 1ULL);                             \
+                    keys[p] = ((u64)(x - lo[j]) << 32) | (u64)y;                                              \
+                    break;                                                                                    \
+                }                                                                                             \
+            }                                                                                                 \
+        }                                                                                                     \
+    }                                                                                                         \
+}
+K1_EMIT_RANGES(k1_emit_ranges_i32, int)
+K1_EMIT_RANGES(k1_emit_ranges_i64, long long)

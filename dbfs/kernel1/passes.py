@@ -193,7 +193,7 @@ def min_budget(raw_ptr: np.ndarray, chunk_rows: int, e_isz: int, passes: int) ->
 
 
 def plan_ranges(raw_ptr: np.ndarray, budget: int, i_isz: int, fixed: int, budget_name: str = "memory_budget",
-                row_cost: int = _ROW_COST):
+                row_cost: int = _ROW_COST, rows=None):
     """Consecutive row ranges whose pass cost ``fixed + i_isz * entries + row_cost * (rows + 1)`` fits ``budget``.
 
     Parameters
@@ -210,15 +210,17 @@ def plan_ranges(raw_ptr: np.ndarray, budget: int, i_isz: int, fixed: int, budget
         The option named in the error (e.g. ``--device-memory-limit``).
     row_cost : int
         Bytes per row of a pass.
+    rows : (int, int), optional
+        Plan rows ``[lo, hi)`` only (None: every row). Only the row starts at the ranges' bounds are read (a
+        few dozen scalars a range), so ``raw_ptr`` may as well be a device array.
 
     Returns
     -------
     list of (lo, hi, planned bytes of the pass, ``fixed`` included)
     """
-    n = raw_ptr.size - 1
+    lo, n = (0, raw_ptr.size - 1) if rows is None else (int(rows[0]), int(rows[1]))
     avail = int(budget) - int(fixed) - row_cost
     out = []
-    lo = 0
 
     def cost(v):   # cost of rows [0, v), monotone in v: ranges are found by doubling then bisection
         return i_isz * int(raw_ptr[v]) + row_cost * v
@@ -246,11 +248,7 @@ def plan_ranges(raw_ptr: np.ndarray, budget: int, i_isz: int, fixed: int, budget
 def plan_rows(raw_ptr: np.ndarray, rows, budget: int, i_isz: int, fixed: int, budget_name: str = "memory_budget",
               row_cost: int = _ROW_COST):
     """:func:`plan_ranges` over rows ``[lo, hi)`` only (``rows = (lo, hi)``; None: every row)."""
-    if rows is None:
-        return plan_ranges(raw_ptr, budget, i_isz, fixed, budget_name, row_cost)
-    lo, hi = rows
-    return [(a + lo, b + lo, c) for a, b, c in
-            plan_ranges(raw_ptr[lo:hi + 1] - raw_ptr[lo], budget, i_isz, fixed, budget_name, row_cost)]
+    return plan_ranges(raw_ptr, budget, i_isz, fixed, budget_name, row_cost, rows)
 
 
 def check_rows(rows, n: int):

@@ -163,8 +163,9 @@ class SpanReads:
         for i, e in enumerate(self.kept):
             self.kept[i] = iperm[e.astype(np.int64, copy=False)].astype(e.dtype, copy=False)
 
-    def sweep(self):
-        """Yield ``(a, b, rows)`` for every chunk of the span, in row order."""
+    def sweep(self, mapped: bool = True):
+        """Yield ``(a, b, rows)`` for every chunk of the span, in row order (``mapped=False``: a span read again
+        yields its rows as read, for a caller that maps them by :attr:`iperm` itself)."""
         have = self._all_kept
         if self.keep and not have:
             self.kept = []
@@ -177,7 +178,7 @@ class SpanReads:
                 if self.keep:
                     e = self._narrowed(e)
                     self.kept.append(e)
-            yield a, b, (e if self.iperm is None else self.iperm[e.astype(np.int64, copy=False)])
+            yield a, b, (e if self.iperm is None or not mapped else self.iperm[e.astype(np.int64, copy=False)])
 
 
 def rank_passes(raw_ptr: np.ndarray, part: Partitioning, budget: int, i_isz: int, fixed: int,

@@ -26,11 +26,14 @@ ids (:class:`dbfs.kernel1.shuffle.SpanReads`), ``k1_count`` giving this
 GPU's raw degrees; one allreduce adds every GPU's checksum part and bad-id
 flag, one the degrees: every GPU then holds the global raw row starts and
 its own. (2) The same ranges are planned on every GPU for every rank
-(:func:`dbfs.kernel1.shuffle.rank_passes` on the global row starts, one ``memory_budget``
+(:func:`dbfs.kernel1.shuffle.rank_passes` on the global row starts, on the
+device: only the starts at the ranges' bounds are read back; one ``memory_budget``
 given to all), as many passes as the rank with the most; one allgather
 tells every GPU what each sends each rank in each pass. (3) Per pass each
-GPU writes its entries for every rank's range with ``k1_emit`` (a counting
-sort by row, ``(row - lo) << 32 | neighbour`` keys) into one send buffer,
+GPU uploads the cursors of every rank's range from its own starts' host copy
+and writes its entries for all of them with one ``k1_emit_ranges`` launch a
+chunk (a counting sort by row, ``(row - lo) << 32 | neighbour`` keys; a span
+read again is mapped by ``iperm`` in the same kernel) into one send buffer,
 one NCCL group swaps the segments, and the received keys become the rows
 of the range by :func:`.passes_gpu.rows_from_keys` (one key sort, first of
 each run kept). (4) One allgather joins the ranks' deduplicated degrees.
@@ -127,24 +130,43 @@ class _Clock:
         self.t = now
 
 
+def _cursors(own_host, ranges, off):
+    """A pass's cursors on the device, rank after rank: row ``x`` of rank ``j``'s range ``[lo, hi)`` at
+    ``cbase[j] + x - lo``, holding where its next key goes in the send buffer (this GPU's raw row starts
+    ``own_host``, on the host, shifted to rank ``j``'s segment ``off[j]``); returns (cursors, cbase)."""
+    lens = [hi - lo for lo, hi in ranges]
+    cbase = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    cur = cp.empty(max(int(cbase[-1]), 1), cp.int64)
+    for j, (lo, hi) in enumerate(ranges):
+        if hi > lo:
+            seg = cur[int(cbase[j]):int(cbase[j + 1])]
+            seg.set(own_host[lo:hi])
+            seg -= int(own_host[lo]) - int(off[j])
+    return cur.view(cp.uint64), cbase
+
+
 def _emit(reads, ranges, own_host, k, clock):
     """This GPU's keys for every rank's range ``ranges[j]``, rank after rank in one buffer; the counts.
-    ``own_host``: this GPU's raw row starts on the host (the cursors of a pass uploaded from it); ``clock``
-    splits the pass's rows made (read or regenerated, and renumbered) from the keys written."""
+    ``own_host``: this GPU's raw row starts on the host (the cursors of a pass uploaded from it); one launch a
+    chunk writes every rank's keys, mapping the ids by the span's ``iperm`` itself where it is read again
+    (``k1_emit_ranges``); ``clock`` splits the rows made (read or regenerated) from the keys written."""
     cnt = [int(own_host[hi] - own_host[lo]) for lo, hi in ranges]
     off = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
     send = cp.empty(int(off[-1]), cp.uint64)
-    cursors = [cp.asarray((own_host[lo:hi] - own_host[lo] + int(off[j])).astype(np.uint64)) if cnt[j] else None
-               for j, (lo, hi) in enumerate(ranges)]
-    clock.mark("cursors")
     if off[-1]:
-        for a, b, e in reads.sweep():
+        cursor, cbase = _cursors(own_host, ranges, off)
+        lo = cp.asarray([r[0] for r in ranges], cp.int64)
+        hi = cp.asarray([r[1] for r in ranges], cp.int64)
+        cb = cp.asarray(cbase[:-1])
+        iperm = reads.iperm
+        name = "k1_emit_ranges_i64" if iperm is not None and iperm.dtype == cp.int64 else "k1_emit_ranges_i32"
+        iperm = np.uint64(0) if iperm is None else iperm        # a null pointer: the ids as read
+        clock.mark("cursors")
+        for a, b, e in reads.sweep(mapped=False):
             e = _as_i64(e)
             clock.mark("read")
-            for (lo, hi), cur in zip(ranges, cursors):
-                if cur is not None:
-                    k["k1_emit"](_grid(b - a), (_BLOCK,), (e, np.int64(b - a), np.int64(lo), np.int64(hi), cur,
-                                                            send))
+            k[name](_grid(b - a), (_BLOCK,), (e, np.int64(b - a), iperm, np.int32(len(ranges)), lo, hi, cb, cursor,
+                                                send))
             del e
             clock.mark("emit")
     return send, off
@@ -235,13 +257,12 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
         reads.renumber(iperm)
         del iperm                       # (held by ``reads`` where the span is mapped each pass)
     clock.mark("relabel" if perm is not None else "plan")
-    host_raw = cp.asnumpy(raw_ptr)
-    out = max(np.dtype(idt).itemsize * int(host_raw[rg.stop] - host_raw[rg.start]) + 8 * len(rg)
+    # planned on the device's row starts (a few scalars a range read back), not a host copy of all N
+    out = max(np.dtype(idt).itemsize * int(raw_ptr[rg.stop] - raw_ptr[rg.start]) + 8 * len(rg)
               for rg in map(part.vertex_range, range(part.P)))      # the rows built so far stay on the device
-    plans = rank_passes(host_raw, part, budget, _ENTRY, fixed + out, budget_name, _ROW)
+    plans = rank_passes(raw_ptr, part, budget, _ENTRY, fixed + out, budget_name, _ROW)
     sink_rows = sum(hi - lo for lo, hi in plans[me])
-    sink_entries = sum(int(host_raw[hi] - host_raw[lo]) for lo, hi in plans[me])
-    del host_raw
+    sink_entries = sum(int(raw_ptr[hi] - raw_ptr[lo]) for lo, hi in plans[me])
     passes = len(plans[0])
     host_own = cp.asnumpy(own_ptr)
     del own_ptr                         # the passes' cursors come from the host copy
