@@ -38,7 +38,8 @@ one NCCL group swaps the segments, and the received keys become the rows
 of the range by :func:`.passes_gpu.rows_from_keys` (one key sort, first of
 each run kept). (4) One allgather joins the ranks' deduplicated degrees.
 
-Device memory model (bytes), through the passes: one chunk, the kept span
+Device memory model (bytes), through the passes (the most of any GPU, one
+allreduce: the plan is the same on every GPU): one chunk, the kept span
 (``8`` per tuple, 32-bit ids) where it is kept, and for a relabelled build
 the new numbering (``perm``, and ``iperm`` where the span is read again and
 mapped each pass: the id width per vertex each); per pass ``_ENTRY`` per
@@ -239,7 +240,11 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
     numbering = np.dtype(idt).itemsize if relabel_bounds is not None else 0
     keep = 8 * rows <= (budget - shuffle_fixed(n, source.step, 0, False, numbering)) // 3   # the span: a third at most
     reads = SpanReads(source, r0, r1, keep=keep, narrow=np.uint32 if keep else None)
-    fixed = shuffle_fixed(n, source.step, rows, keep, numbering)
+    # the plan must be the same on every GPU: the bytes held through the passes are the most any GPU holds (a
+    # GPU's span, and whether it is kept, differ where the spans do)
+    most = cp.asarray([shuffle_fixed(n, source.step, rows, keep, numbering)], cp.int64)
+    comm.allreduce(most, "max")
+    fixed = int(most.get()[0])
     counts, bad = _degrees(reads, n, k)
     partial = getattr(source, "partial", None)         # no checksum part: nothing to check it against
     _agree(comm, partial() if partial is not None else 0, bad, getattr(source, "want", None) if partial else None,
