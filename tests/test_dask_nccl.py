@@ -165,7 +165,7 @@ def test_kernel1_as_one_gpu_shuffle_reads_each_edge_row_once(nds):
     from dbfs.bfs.cpu import hub_by_degree
     from dbfs.cluster import client_for
     from dbfs.kernel1.shuffle import reader_spans
-    from dbfs.store.gpu import device_chunks
+    from dbfs.kernel1.on_workers import shuffle_source
 
     ds = nds[0]
     p = ds.path.parent / "gpu2-fresh.yaml"
@@ -182,7 +182,7 @@ def test_kernel1_as_one_gpu_shuffle_reads_each_edge_row_once(nds):
             dg.close()
     stored = [kernel1.load_partition(ds.path, kernel1.variant_name(2), rk)[:2] for rk in range(2)]
     deg = np.concatenate([np.diff(ip) for ip, _ in stored])
-    src = device_chunks(ds)
+    src = shuffle_source(ds)
     spans = reader_spans(src.m, src.step, 2)
     for rk, (h, (ip, idx)) in enumerate(zip(held, stored)):
         assert h["kernel1"] == "gpu-shuffle"
@@ -217,7 +217,7 @@ def test_kernel1_gpu_shuffle_in_passes_reading_its_span_again(nclient, nds, monk
     import dbfs.bfs.dask.layout.placement as placement
     from dbfs.kernel1.shuffle import reader_spans
     from dbfs.kernel1.shuffle_gpu import shuffle_fixed
-    from dbfs.store.gpu import device_chunks
+    from dbfs.kernel1.on_workers import shuffle_source
 
     ds, edges, _, _ = nds
 
@@ -230,7 +230,7 @@ def test_kernel1_gpu_shuffle_in_passes_reading_its_span_again(nclient, nds, monk
             dg.close()
 
     kept, _ = built()
-    n, src = ds.n_vertices, device_chunks(ds)
+    n, src = ds.n_vertices, shuffle_source(ds)
     rows = max(b - a for a, b in reader_spans(src.m, src.step, 2))
     e = edges.astype(np.int64)
     deg = np.bincount(e[e[:, 0] != e[:, 1]].ravel(), minlength=n)

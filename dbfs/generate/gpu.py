@@ -46,12 +46,19 @@ def _tables(block: int):
     return btab, cstep
 
 
-def kronecker_edges_gpu(scale, edgefactor=16, seed1=2, seed2=3, start=0, stop=None, edges_per_thread=64):
+def _auto_ept(k: int) -> int:
+    """Edges a thread for ``k`` edges: 64 (each thread's jump to its first edge, up to 34 matrix products,
+    shared by 64 edges; docs/BENCHMARKS.md) while the grid still gives every SM 8 blocks, fewer (at least 4)
+    for a smaller range, whose few blocks would leave most of the device idle."""
+    sms = int(cp.cuda.Device().attributes["MultiProcessorCount"])
+    return int(max(4, min(64, int(k) // (_BLOCK * 8 * sms))))
+
+
+def kronecker_edges_gpu(scale, edgefactor=16, seed1=2, seed2=3, start=0, stop=None, edges_per_thread=None):
     """Graph500 3.0.1 edge tuples ``[start, stop)`` as a CuPy int64 (k, 2) array.
 
     Same parameters and bytes as :func:`dbfs.generate.graph500.kronecker_edges`;
-    ``edges_per_thread`` only changes the launch shape (64: each thread's jump to its first
-    edge, up to 34 matrix products, is shared by 64 edges; docs/BENCHMARKS.md).
+    ``edges_per_thread`` only changes the launch shape (None: :func:`_auto_ept` of the range's size).
     """
     graph500.check_params(scale, edgefactor, seed1, seed2)
     scale, seed1, seed2 = int(scale), int(seed1), int(seed2)
@@ -60,10 +67,10 @@ def kronecker_edges_gpu(scale, edgefactor=16, seed1=2, seed2=3, start=0, stop=No
     start = int(start)
     if not 0 <= start <= stop <= m:
         raise DbfsError(f"edge range [{start}, {stop}) is outside [0, {m}): pass 0 <= start <= stop <= M")
-    ept = int(edges_per_thread)
+    k = stop - start
+    ept = _auto_ept(k) if edges_per_thread is None else int(edges_per_thread)
     if ept < 1:
         raise DbfsError(f"edges_per_thread {ept} is invalid: use an integer >= 1")
-    k = stop - start
     out = cp.empty((k, 2), dtype=cp.int64)
     if k == 0:
         return out

@@ -28,7 +28,8 @@ deduplicated degree on the device, for the hub table).
   rank of CPU workers at once as one shuffle (:mod:`.shuffle`: each edge
   chunk read once by one of G readers, the pieces moved by Dask).
 - :func:`gpu_shuffle_rows`: every rank of GPU workers at once, one a GPU, as
-  one shuffle over NCCL (:mod:`.shuffle_gpu`; ``comm`` from the caller).
+  one shuffle over NCCL (:mod:`.shuffle_gpu`; ``comm`` from the caller), each
+  GPU reading :func:`shuffle_source`'s device chunks.
 - :func:`resident_csr`: the one partition (P = 1) in a GPU worker's memory,
   split between the device and pinned host memory (:func:`.build_placed.build_placed`,
   the GPU backend's in-memory build): a :class:`~dbfs.graph.CSRGraph` in
@@ -47,7 +48,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dbfs.errors import DbfsError
-from dbfs.kernel1.build_placed import build_placed
+from dbfs.kernel1.build_placed import PLACED_STEP, build_placed
 from dbfs.kernel1.passes import build_csr_passes, chunk_cost
 from dbfs.kernel1.shuffle import ShufflePlan, build_rank, check_sum, read_buckets, reader_spans
 from dbfs.partition import Partitioning
@@ -55,8 +56,8 @@ from dbfs.store import open_dataset
 from dbfs.store.gpu import _free_device_bytes, device_chunks
 from dbfs.store.variants import variant_name
 
-__all__ = ["rank_rows", "shuffle_read", "shuffle_piece", "shuffle_rows", "gpu_shuffle_rows", "resident_csr",
-           "BUILD_PASS", "K1_DEVICE_SHARE"]
+__all__ = ["rank_rows", "shuffle_read", "shuffle_piece", "shuffle_rows", "shuffle_source", "gpu_shuffle_rows",
+           "resident_csr", "BUILD_PASS", "K1_DEVICE_SHARE"]
 
 #: host bytes one pass of a partition built on a CPU worker may hold beyond the degree prefix and a chunk
 BUILD_PASS = 1 << 30
@@ -144,6 +145,13 @@ def shuffle_rows(dataset_path, P: int, rank: int, dedupe: bool, credit: int, *go
     return indptr, indices, meta
 
 
+def shuffle_source(ds):
+    """The device chunks every GPU of a shuffled Kernel 1 reads (:func:`dbfs.store.gpu.device_chunks`) in reads of
+    :data:`.build_placed.PLACED_STEP` rows, not the dataset's chunk: a regenerated chunk of 2**20 rows leaves most
+    of the device idle, and a pass pays its launches a chunk (the spans are whole reads, the same on every GPU)."""
+    return device_chunks(ds, step=min(PLACED_STEP, max(int(ds.n_edges), 1)))
+
+
 def gpu_shuffle_rows(dataset_path, P: int, rank: int, dedupe: bool, relabel: str, comm, budget: int):
     """Rank ``rank``'s rows, built by every GPU of ``comm`` at once (:func:`.shuffle_gpu.build_shuffled_gpu`: each
     reads 1/P of the edge rows once), and ``meta["deg"]``, every vertex's deduplicated degree on the device."""
@@ -152,7 +160,7 @@ def gpu_shuffle_rows(dataset_path, P: int, rank: int, dedupe: bool, relabel: str
     ds = _dataset(dataset_path)
     n = int(ds.n_vertices)
     part = Partitioning(n, int(P), "block")
-    source = device_chunks(ds)
+    source = shuffle_source(ds)
     span = reader_spans(source.m, source.step, part.P)[int(rank)]
     g, deg = build_shuffled_gpu(source, span, part, int(rank), comm, dedupe, int(budget), _bounds(part, relabel),
                                 budget_name="the free device memory")
