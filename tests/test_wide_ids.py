@@ -7,7 +7,7 @@ N. Checked here with it forced: every CPU Kernel 1 (in memory, in passes, out of
 shuffle's rank build) writes uint32 entries holding the narrow build's values; the hub table is int64 with -1
 for an empty row; every CPU algorithm's parents validate with the narrow graph's levels (and its parents, sequentially); the
 stored variant loads back as uint32; the GPU paths refuse it in one line (their kernels share one id width:
-not built yet); ``dbfs run`` (``--backend cpu``, and ``dask`` with four partitions on CPU workers) validates
+not built yet), a cluster of GPU workers only before generating; ``dbfs run`` (``--backend cpu``, and ``dask`` with four partitions on CPU workers) validates
 every search end to end.
 """
 from __future__ import annotations
@@ -117,6 +117,23 @@ def test_gpu_paths_refuse_uint32_entries_in_one_line(wide):
     g = CSRGraph(np.array([0, 1, 2], np.int64), np.array([1, 0], np.uint32), 2)
     with pytest.raises(DbfsError, match="not built on the GPU yet"):
         device_graph(g)
+
+
+def test_a_cluster_of_gpu_workers_refuses_wide_ids_before_generating(tmp_path):
+    """``dbfs run --backend dask`` on a cluster of GPU workers only (a real LocalCluster whose worker declares the
+    GPU resource) refuses a graph of uint32 entries in one line at its preflight, before anything is generated:
+    the SCALE 32 request of a 4-GPU box, forced here at SCALE 10."""
+    from distributed import LocalCluster
+
+    env = {**os.environ, WIDE_ENV: "1"}
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None, resources={"GPU": 1}) as lc:
+        res = subprocess.run([sys.executable, "-m", "dbfs.cli", "run", "--scale", str(SCALE), "--roots", "4",
+                              "--scheduler", lc.scheduler_address, "--backend", "dask", "--partitions", "2",
+                              "--datasets", str(tmp_path / "d")], capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode != 0
+    last = res.stderr.strip().splitlines()[-1]
+    assert "1 GPU worker(s) and no CPU worker" in last and "uint32 adjacency entries" in last, res.stderr[-2000:]
+    assert not any((tmp_path / "d").glob("kron-*"))           # nothing generated
 
 
 @pytest.mark.parametrize("flags", [["--backend", "cpu"], ["--backend", "dask", "--partitions", "4", "--relabel", "none"]],

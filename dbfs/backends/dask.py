@@ -63,6 +63,7 @@ from dbfs.bfs.dask.layout.placement import gpu_workers, ready_devices
 from dbfs.bfs.dask.mesh.waits import alive_workers
 from dbfs.bfs.dask.search.graphs import OnWorkers, Resident, Stored, open_graph
 from dbfs.errors import DbfsError
+from dbfs.graph import signed_ids
 from dbfs.kernel1.entry import csr_stores, disk_need
 from dbfs.partition import check_partition_count
 from dbfs.preflight import check_cluster, check_gpu_ranks
@@ -116,12 +117,17 @@ class DaskBackend(Backend):
     @classmethod
     def fits_cluster(cls, client, n: int, m: int, scale: int | None = None) -> dict:
         """As the base class, with each worker's memory limit and each GPU worker's device memory (the device
-        contexts made now, as Kernel 1 would make them)."""
+        contexts made now, as Kernel 1 would make them). A cluster of GPU workers only is refused first a graph
+        whose ids its kernels do not take (:func:`dbfs.graph.signed_ids`: 2**31 < N <= 2**32, SCALE 32), before
+        anything is generated rather than at Kernel 1."""
         if client is None:
             return {}
         info = workers_info(client)
+        gpus = cls._gpu_workers(client)
+        if gpus and len(gpus) == len(info):
+            signed_ids(n, f"a dask run on {len(gpus)} GPU worker(s) and no CPU worker")
         host = {w: int(v.get("memory_limit") or 0) for w, v in info.items()}
-        device = {w: int(v["total"]) for w, v in ready_devices(client, cls._gpu_workers(client)).items()}
+        device = {w: int(v["total"]) for w, v in ready_devices(client, gpus).items()}
         return check_cluster(n, m, host, device, scale)
 
     @staticmethod
