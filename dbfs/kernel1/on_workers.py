@@ -48,7 +48,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dbfs.errors import DbfsError
-from dbfs.kernel1.build_placed import PLACED_STEP, build_placed
+from dbfs.kernel1.build_placed import build_placed
 from dbfs.kernel1.passes import build_csr_passes, chunk_cost
 from dbfs.kernel1.shuffle import ShufflePlan, build_rank, check_sum, read_buckets, reader_spans
 from dbfs.partition import Partitioning
@@ -57,12 +57,15 @@ from dbfs.store.gpu import _free_device_bytes, device_chunks
 from dbfs.store.variants import variant_name
 
 __all__ = ["rank_rows", "shuffle_read", "shuffle_piece", "shuffle_rows", "shuffle_source", "gpu_shuffle_rows",
-           "resident_csr", "BUILD_PASS", "K1_DEVICE_SHARE"]
+           "resident_csr", "BUILD_PASS", "K1_DEVICE_SHARE", "SHUFFLE_STEP"]
 
 #: host bytes one pass of a partition built on a CPU worker may hold beyond the degree prefix and a chunk
 BUILD_PASS = 1 << 30
 #: share of the free device memory a GPU Kernel 1 on the workers may take (per rank; the shuffle: of the smallest)
 K1_DEVICE_SHARE = 0.8
+#: edge rows a GPU of a shuffled Kernel 1 reads at once: 8x a virtual list's 2**20-row chunk, while the chunk's
+#: share of the pass model (96 B a row) stays under 1 GB, so whether a GPU keeps its span barely moves
+SHUFFLE_STEP = 1 << 23
 
 
 def _dataset(dataset_path):
@@ -147,9 +150,9 @@ def shuffle_rows(dataset_path, P: int, rank: int, dedupe: bool, credit: int, *go
 
 def shuffle_source(ds):
     """The device chunks every GPU of a shuffled Kernel 1 reads (:func:`dbfs.store.gpu.device_chunks`) in reads of
-    :data:`.build_placed.PLACED_STEP` rows, not the dataset's chunk: a regenerated chunk of 2**20 rows leaves most
-    of the device idle, and a pass pays its launches a chunk (the spans are whole reads, the same on every GPU)."""
-    return device_chunks(ds, step=min(PLACED_STEP, max(int(ds.n_edges), 1)))
+    :data:`SHUFFLE_STEP` rows, not the dataset's chunk: a pass pays its launches and syncs a chunk (the spans are
+    whole reads, the same on every GPU)."""
+    return device_chunks(ds, step=min(SHUFFLE_STEP, max(int(ds.n_edges), 1)))
 
 
 def gpu_shuffle_rows(dataset_path, P: int, rank: int, dedupe: bool, relabel: str, comm, budget: int):
