@@ -117,9 +117,9 @@ class DaskBackend(Backend):
     @classmethod
     def fits_cluster(cls, client, n: int, m: int, scale: int | None = None) -> dict:
         """As the base class, with each worker's memory limit and each GPU worker's device memory (the device
-        contexts made now, as Kernel 1 would make them). A cluster of GPU workers only is refused first a graph
-        whose ids its kernels do not take (:func:`dbfs.graph.signed_ids`: 2**31 < N <= 2**32, SCALE 32), before
-        anything is generated rather than at Kernel 1."""
+        contexts made now, as Kernel 1 would make them). On a cluster of GPU workers only, a graph whose ids their
+        kernels do not take (:func:`dbfs.graph.signed_ids`: 2**31 < N <= 2**32, SCALE 32) is refused first,
+        before anything is generated rather than at Kernel 1."""
         if client is None:
             return {}
         info = workers_info(client)
