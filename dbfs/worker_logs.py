@@ -25,6 +25,8 @@ Contract
 - :meth:`DaskLog.note` is ``" (Dask details: PATH)"`` when the file holds
   something, else ``""``: the tail :func:`dbfs.cluster.client_for` adds to
   the one-line error that ends a command.
+- :class:`DropSyncCancelRace` (on ``tornado.application``, from :func:`configure`)
+  drops the record of distributed's ``sync`` cancel race at Ctrl-C.
 - :class:`QuietDbfsErrors` is a Dask ``WorkerPlugin`` for clusters whose
   worker output is NOT routed to a file (the Python API): on each worker it
   adds :class:`DropDbfsTaskErrors` to the ``distributed.worker`` logger,
@@ -53,8 +55,8 @@ import time
 import traceback
 from pathlib import Path
 
-__all__ = ["configure", "DaskLog", "current", "dask_setup", "QuietDbfsErrors", "DropDbfsTaskErrors", "NAME",
-           "CONFIG_KEY", "KEEP"]
+__all__ = ["configure", "DaskLog", "current", "dask_setup", "QuietDbfsErrors", "DropDbfsTaskErrors",
+           "DropSyncCancelRace", "NAME", "CONFIG_KEY", "KEEP"]
 
 NAME = "dbfs-quiet-task-errors"
 CONFIG_KEY = "dbfs-log-file"     # the Dask config key naming the file in a local cluster's worker processes
@@ -70,9 +72,30 @@ _current: "DaskLog | None" = None
 def configure(where, until_exit: bool = False) -> None:
     """``where()`` -> (folder, command name) of the next log file, or None: no file (Dask logs as usual).
     ``until_exit``: a :class:`DaskLog` keeps the Dask loggers on its file after its block, until the
-    process ends (the CLI: one command per process)."""
+    process ends (the CLI: one command per process). Also drops :class:`DropSyncCancelRace`'s record."""
     global _where, _until_exit
     _where, _until_exit = where, until_exit
+    log = logging.getLogger("tornado.application")
+    if not any(isinstance(f, DropSyncCancelRace) for f in log.filters):
+        log.addFilter(DropSyncCancelRace())
+
+
+class DropSyncCancelRace(logging.Filter):
+    """Drops tornado's record of a NameError raised by the ``cancel`` callback of ``distributed.utils.sync``: a
+    SIGINT that lands while ``sync`` waits, before its coroutine has made the future, schedules ``cancel`` on
+    the event loop, which then reads the unbound future (distributed's race; seen at Ctrl-C, with its
+    traceback printed at the command's exit, after the log file has let go of the loggers). The interrupt is
+    said by the command itself; every other record is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ei = record.exc_info
+        if not ei or not isinstance(ei[1], NameError) or ei[2] is None:
+            return True
+        tb = ei[2]
+        while tb.tb_next is not None:
+            tb = tb.tb_next
+        code = tb.tb_frame.f_code
+        return not (code.co_name == "cancel" and Path(code.co_filename).parts[-2:] == ("distributed", "utils.py"))
 
 
 def current() -> "DaskLog | None":

@@ -176,3 +176,43 @@ def test_the_log_is_routed_only_while_entered(tmp_path):
         assert log.note() == f" (Dask details: {log.path})"
     finally:
         worker_logs.configure(None)
+
+
+def _raise_in(name: str, filename: str):
+    """exc_info of a NameError raised by a function ``name`` compiled as if it lived in ``filename``."""
+    ns: dict = {}
+    exec(compile(f"def {name}():\n    return unbound_future_name\n", filename, "exec"), ns)
+    try:
+        ns[name]()
+    except NameError:
+        return sys.exc_info()
+    raise AssertionError("no NameError")
+
+
+def test_the_sync_cancel_race_record_is_dropped_and_no_other(monkeypatch):
+    """A Ctrl-C that lands while distributed's ``sync`` waits, before its future exists, makes its ``cancel``
+    callback raise NameError on the event loop, which tornado logs with a traceback: the CLI's
+    :func:`dbfs.worker_logs.configure` drops that record on ``tornado.application`` and keeps every other
+    (another function, another file, another exception)."""
+    from dbfs import worker_logs
+
+    log = logging.getLogger("tornado.application")
+    monkeypatch.setattr(log, "filters", list(log.filters))
+    monkeypatch.setattr(worker_logs, "_where", worker_logs._where)
+    monkeypatch.setattr(worker_logs, "_until_exit", worker_logs._until_exit)
+    worker_logs.configure(None)
+    worker_logs.configure(None)                     # once, however often the CLI configures
+    assert sum(isinstance(f, worker_logs.DropSyncCancelRace) for f in log.filters) == 1
+
+    def record(exc_info):
+        return log.makeRecord(log.name, logging.ERROR, __file__, 1, "Exception in callback", (), exc_info)
+
+    race = _raise_in("cancel", os.path.join("site-packages", "distributed", "utils.py"))
+    assert not log.filter(record(race))
+    assert log.filter(record(_raise_in("cancel", os.path.join("site-packages", "dbfs", "utils.py"))))
+    assert log.filter(record(_raise_in("wait", os.path.join("site-packages", "distributed", "utils.py"))))
+    try:
+        raise ValueError("x")
+    except ValueError:
+        assert log.filter(record(sys.exc_info()))
+    assert log.filter(record(None))
