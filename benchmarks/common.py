@@ -9,9 +9,29 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
+
 from dbfs.report import machine
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def level_medians(searches) -> dict:
+    """Per direction (``td``, ``bu``) over every level of ``searches`` (a ``dbfs run --json`` record's): the
+    median a worker of its kernel, exchange and host-issuing seconds (``issue`` None where the levels do not
+    record it, off an NCCL mesh), the median level time and the number of worker-levels ``n``."""
+    levels = [lv for s in searches for lv in (s.get("levels") or [])]
+    out = {}
+    for d in ("td", "bu"):
+        ws = [w for lv in levels if lv.get("direction") == d for w in lv.get("workers") or []]
+        if ws:
+            issue = [w.get("issue") for w in ws]
+            out[d] = {"kernel": float(np.median([w["kernel"] for w in ws])),
+                      "exchange": float(np.median([w["exchange"] for w in ws])),
+                      "issue": float(np.median(issue)) if None not in issue else None,
+                      "level": float(np.median([lv["time"] for lv in levels if lv.get("direction") == d])),
+                      "n": len(ws)}
+    return out
 
 
 def write_record(kind: str, record: dict, out_dir=None, path=None) -> Path:

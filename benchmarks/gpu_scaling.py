@@ -30,27 +30,19 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import dbfs_run, write_record  # noqa: E402
+from benchmarks.common import dbfs_run, level_medians, write_record  # noqa: E402
 
 
 def summary(rec: dict) -> dict:
     """One run's numbers from its ``dbfs run --json`` record (complete or not)."""
     searches = rec.get("searches") or []
     vt = [s["validate_time"] for s in searches if s.get("validate_time") is not None]
-    levels = [lv for s in searches for lv in (s.get("levels") or [])]
-    split = {}
-    for d in ("td", "bu"):
-        ws = [w for lv in levels if lv.get("direction") == d for w in lv.get("workers") or []]
-        if ws:
-            split[d] = {k: float(np.median([w[k] for w in ws])) for k in ("kernel", "exchange", "issue")
-                        if all(w.get(k) is not None for w in ws)}
-            split[d]["level"] = float(np.median([lv["time"] for lv in levels if lv.get("direction") == d]))
     return {"complete": bool(rec.get("complete", True)), "stages": rec.get("stages") or {},
             "construction_time": rec.get("construction_time"),
             "times": {int(s["root"]): float(s["time"]) for s in searches},
             "nedge": {int(s["root"]): int(s["nedge"]) for s in searches},
             "valid": sum(bool(s.get("valid")) for s in searches), "searches": len(searches),
-            "validate_per_search": float(np.mean(vt)) if vt else None, "levels": split,
+            "validate_per_search": float(np.mean(vt)) if vt else None, "levels": level_medians(searches),
             "workers": [{k: w.get(k) for k in ("worker", "partitions", "device_bytes", "host_bytes",
                                                 "peak_device_bytes", "peak_host_rss_bytes")}
                         for w in (rec.get("config") or {}).get("workers") or []]}
@@ -91,7 +83,9 @@ def show(runs: dict, t: dict) -> None:
               f"{(row['validate_per_search_s'] or 0):.2f} s a search  valid {row['valid']}"
               f"{'' if r['complete'] else ' (run cut before its end)'}\n    stages: {st}")
         for d, m in r["levels"].items():
-            print(f"    {d} levels, medians a worker: " + ", ".join(f"{k} {v * 1e6:.0f} us" for k, v in m.items()))
+            print(f"    {d} levels, medians a worker: " + ", ".join(f"{k} {m[k] * 1e6:.0f} us" for k in
+                                                                    ("kernel", "exchange", "issue", "level")
+                                                                    if m[k] is not None))
         for w in r["workers"]:
             if w.get("peak_device_bytes") or w.get("peak_host_rss_bytes"):
                 print(f"    worker {w['worker']}: peak device {(w.get('peak_device_bytes') or 0) / 2**30:.1f} GiB, "

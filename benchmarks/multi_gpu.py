@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import dbfs_run, write_record  # noqa: E402
+from benchmarks.common import dbfs_run, level_medians, write_record  # noqa: E402
 
 
 def _run(args, flags, datasets, tmp, label, env=None) -> dict:
@@ -37,8 +37,6 @@ def _run(args, flags, datasets, tmp, label, env=None) -> dict:
     vt = [s["validate_time"] for s in rec["searches"] if s.get("validate_time") is not None]
     levels = [lv for s in rec["searches"] for lv in (s.get("levels") or [])]
     over = [lv["overhead"] for lv in levels if "overhead" in lv]
-    split = {d: [(w["kernel"], w["exchange"], w.get("issue"), lv["time"]) for lv in levels
-                 if lv.get("direction") == d for w in lv.get("workers") or []] for d in ("td", "bu")}
     row = {"label": label, "flags": flags, "wall_s": wall, "stages": rec.get("stages"),
            "construction_time": rec["construction_time"], "load_time": rec.get("load_time"),
            "harmonic_mean_TEPS": rec["graph500"]["bfs  harmonic_mean_TEPS"],
@@ -53,13 +51,7 @@ def _run(args, flags, datasets, tmp, label, env=None) -> dict:
            "levels_first_search": [{k: lv.get(k) for k in ("level", "direction", "frontier", "edges", "time",
                                                          "kernel", "overhead", "rounds", "workers")}
                                     for lv in (rec["searches"][0].get("levels") or [])] if rec["searches"] else [],
-           "per_worker_level_median": {d: {"kernel": float(np.median([x[0] for x in v])),
-                                            "exchange": float(np.median([x[1] for x in v])),
-                                            # host seconds issuing a level's device work (an NCCL mesh)
-                                            "issue": float(np.median([x[2] for x in v])) if v[0][2] is not None
-                                            else None,
-                                            "level": float(np.median([x[3] for x in v])), "n": len(v)}
-                                        for d, v in split.items() if v},
+           "per_worker_level_median": level_medians(rec["searches"]),
            "describe": {k: v for k, v in rec.get("config", {}).items()
                         if k in ("workers", "frontier_sharing", "level_exchange", "nccl_off")}}
     print(f"  {label:5s} K1 {row['construction_time']:7.2f} s  validate/search "
