@@ -124,7 +124,7 @@ class DaskBackend(Backend):
             return {}
         info = workers_info(client)
         gpus = cls._gpu_workers(client)
-        if gpus and len(gpus) == len(info):
+        if cls._gpus_only(client, gpus):
             signed_ids(n, f"a dask run on {len(gpus)} GPU worker(s) and no CPU worker")
         host = {w: int(v.get("memory_limit") or 0) for w, v in info.items()}
         device = {w: int(v["total"]) for w, v in ready_devices(client, gpus).items()}
@@ -136,6 +136,11 @@ class DaskBackend(Backend):
             return []
 
         return gpu_workers(client)
+
+    @staticmethod
+    def _gpus_only(client, gpus) -> bool:
+        """Whether the GPU workers ``gpus`` are every live worker of ``client`` (no CPU worker to fall back on)."""
+        return bool(gpus) and len(gpus) == len(alive_workers(client))
 
     @staticmethod
     def _forget_generated(ds, client) -> None:
@@ -155,7 +160,7 @@ class DaskBackend(Backend):
         if not gpus:
             return super().dataset(target, root_dir, client, quiet)
         if store.stored(target, root_dir) is not None:
-            return super().dataset(target, root_dir, client, quiet, scan=len(gpus) < len(alive_workers(client)))
+            return super().dataset(target, root_dir, client, quiet, scan=not cls._gpus_only(client, gpus))
 
         say(f"generating {target.name} on GPU worker {gpus[0]}", quiet)
         return generate_on_worker(client, target, store.datasets_root(root_dir), gpus[0], quiet)

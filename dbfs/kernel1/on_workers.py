@@ -168,7 +168,7 @@ def gpu_shuffle_rows(dataset_path, P: int, rank: int, dedupe: bool, relabel: str
     g, deg = build_shuffled_gpu(source, span, part, int(rank), comm, dedupe, int(budget), _bounds(part, relabel),
                                 budget_name="the free device memory")
     report = {"kernel1": "gpu-shuffle", "edge_rows_read": int(g.meta["edge_rows_read"]), "edge_readers": part.P,
-              "build_ranges": int(g.meta["passes"]["count"]), "kernel1_seconds": g.meta.get("seconds", {})}
+              "build_ranges": int(g.meta["passes"]["count"]), "kernel1_seconds": g.meta["seconds"]}
     meta = _meta(P, rank, n, dedupe, relabel, int(g.indptr[-1]), report)
     meta["deg"] = deg
     if g.meta.get("perm") is not None:
