@@ -58,8 +58,6 @@ once and swap by owner is the reference MPI code's
 """
 from __future__ import annotations
 
-import time
-
 import cupy as cp
 import numpy as np
 
@@ -119,16 +117,26 @@ def _agree(comm, part_sum: int, bad, want, rank: int, n: int) -> None:
 
 
 class _Clock:
-    """Seconds of each phase of a build on this GPU (its stream synchronised at each mark): ``meta["seconds"]``."""
+    """Seconds of each phase of a build on this GPU (``meta["seconds"]``): a CUDA event recorded on the stream at
+    each mark, no host sync on a pass's chunk loop; each span between two events counts for the later mark's
+    phase (host gaps included: an idle stream records an event at once) and is summed by :meth:`settle`, where
+    the build waits on the device anyway (once a pass)."""
 
     def __init__(self):
-        self.t, self.seconds = time.perf_counter(), {}
+        self.seconds, self.events = {}, []
+        self.mark(None)
 
-    def mark(self, what: str) -> None:
-        cp.cuda.get_current_stream().synchronize()
-        now = time.perf_counter()
-        self.seconds[what] = self.seconds.get(what, 0.0) + now - self.t
-        self.t = now
+    def mark(self, what) -> None:
+        ev = cp.cuda.Event()
+        ev.record()
+        self.events.append((ev, what))
+
+    def settle(self) -> dict:
+        self.events[-1][0].synchronize()
+        for (a, _), (b, what) in zip(self.events, self.events[1:]):
+            self.seconds[what] = self.seconds.get(what, 0.0) + cp.cuda.get_elapsed_time(a, b) / 1e3
+        self.events = self.events[-1:]          # the next span starts at the last mark
+        return self.seconds
 
 
 def _cursors(own_host, ranges, off):
@@ -297,6 +305,7 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
         sink(lo, hi, ptr, idx)
         del ptr, idx
         clock.mark("sink")
+        clock.settle()
     meta = {"dedupe": bool(dedupe), "relabel": "none" if perm is None else "degree", "n_edges": int(source.m),
             "edge_rows_read": int(reads.rows_read), "kept": bool(keep),
             "passes": {"count": passes, "ranges": [tuple(int(x) for x in p) for p in plans[me]], "budget": budget}}
@@ -307,5 +316,5 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
     deg = _all_degrees(comm, csr.indptr, part, me, idt)
     cp.get_default_memory_pool().free_all_blocks()
     clock.mark("finish")
-    meta["seconds"] = {what: round(t, 3) for what, t in clock.seconds.items()}
+    meta["seconds"] = {what: round(t, 3) for what, t in clock.settle().items()}
     return csr, deg
