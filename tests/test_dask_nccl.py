@@ -147,11 +147,20 @@ def test_nccl_on_partitions_built_on_the_workers(nclient, nds):
 
 
 def _held_rows(p):
-    """(on the partition's worker) its rows, hub table and Kernel 1 report, on the host."""
+    """(on the partition's worker) its rows (a split rank's two pieces joined in entry order), hub table, Kernel 1
+    report and split, on the host."""
     import cupy as cp
+    import numpy as np
 
-    return {"indptr": p.indptr_host[p.pad:].copy(), "indices": cp.asnumpy(p.indices), "hub": cp.asnumpy(p.hub)[p.pad:],
-            "read": p.meta.get("edge_rows_read"), "kernel1": p.meta.get("kernel1")}
+    nnz = int(p.indptr_host[-1])
+    if p.indices is not None:
+        idx = cp.asnumpy(p.indices)
+    else:                                   # ADJ_PARAMS: entries [0, at) in the first piece, the rest in the second
+        a, b, at = p.adj
+        at = min(int(at), nnz)
+        idx = np.concatenate([cp.asnumpy(a[:at]), cp.asnumpy(b[:nnz - at])])
+    return {"indptr": p.indptr_host[p.pad:].copy(), "indices": idx, "hub": cp.asnumpy(p.hub)[p.pad:],
+            "read": p.meta.get("edge_rows_read"), "kernel1": p.meta.get("kernel1"), "split": p.split}
 
 
 def test_kernel1_as_one_gpu_shuffle_reads_each_edge_row_once(nds):
@@ -243,6 +252,45 @@ def test_kernel1_gpu_shuffle_in_passes_reading_its_span_again(nclient, nds, monk
     assert max(w["build_ranges"] for w in table) >= 2, table
     assert sum(w["edge_rows_read"] for w in table) > ds.n_edges     # the span read again each pass
     for a, b in zip(kept, again):
+        assert np.array_equal(a["indptr"], b["indptr"]) and np.array_equal(a["indices"], b["indices"])
+        assert np.array_equal(a["hub"], b["hub"])
+
+
+@pytest.mark.parametrize("relabel, order", [("none", "prefix"), ("degree", "suffix")])
+def test_kernel1_gpu_shuffle_splits_a_rank_past_the_device_room(nclient, nds, monkeypatch, relabel, order):
+    """A rank whose rows pass the device room left beside the searches (SCALE 31 on two H200s): every GPU places
+    its passes' rows into a device piece and, past it, a mapped pinned host piece (the low-degree tail on the
+    device where relabelled); the rows are byte for byte the unsplit build's, and the searches over the two pieces
+    are valid, level for level the single GPU's."""
+    import numpy as np
+
+    import dbfs.bfs.dask as D
+    import dbfs.bfs.dask.layout.placement as placement
+
+    ds, edges, _, _ = nds
+
+    def built(check=False):
+        dg = D.build_distributed(nclient, ds.path, 2, relabel=relabel)
+        try:
+            held = [nclient.submit(_held_rows, dg.part_futures[rk], workers=[dg.rank_worker[rk]]).result()
+                    for rk in range(2)]
+            if check:
+                _searches(nclient, dg, nds, same_edges=relabel == "none")
+            return held
+        finally:
+            dg.close()
+
+    whole = built()
+    assert all(h["split"] is None for h in whole)
+    n = ds.n_vertices
+    least = min(int(h["indptr"][-1]) for h in whole)
+    room = 8 * (n // 2 + 1) + 4 * (least // 3)         # a third of the smaller rank's entries on the device
+    monkeypatch.setattr(placement, "mesh_room", lambda *a: room)
+    split = built(check=True)
+    for a, b in zip(whole, split):
+        assert b["split"]["mode"] == "split" and b["split"]["order"] == order, b["split"]
+        assert 0 < b["split"]["device_entries"] <= (room - 8 * (n // 2 + 1)) // 4
+        assert b["split"]["device_entries"] + b["split"]["host_entries"] == int(a["indptr"][-1])
         assert np.array_equal(a["indptr"], b["indptr"]) and np.array_equal(a["indices"], b["indices"])
         assert np.array_equal(a["hub"], b["hub"])
 

@@ -249,13 +249,16 @@ def test_gpu_cli_build_in_passes(cp, tmp_path):
     assert res.exit_code == 2 and len(lines) == 1 and "--device-memory-limit" in lines[0], res.stderr
 
 
+@pytest.mark.parametrize("starts", ["every row", "pass bounds"])
 @pytest.mark.parametrize("order", ["prefix", "suffix"])
 @pytest.mark.parametrize("frac", [0.0, 0.3, 1.5])
-def test_placer_splits_cpu_passes(s12, order, frac):
+def test_placer_splits_cpu_passes(s12, order, frac, starts):
     """The device/host placement of the GPU's placed Kernel 1 (dbfs.kernel1.placer), run here with NumPy
     pieces and the CPU passes as the source (the split simulated by budget on the CPU): the pieces hold the
-    one-pass CSR's bytes, split at whole rows, the device piece within its budget and maximal."""
-    from dbfs.kernel1.placer import Placer
+    one-pass CSR's bytes, split at whole rows, the device piece within its budget and maximal. With the raw row
+    starts known at the passes' bounds only (``PassStarts``, what the GPU shuffle gives), the host piece is sized
+    by their bound and still holds every entry."""
+    from dbfs.kernel1.placer import PassStarts, Placer
 
     ds, ref = s12["stored"], s12["ref"]
     n = ds.n_vertices
@@ -264,7 +267,14 @@ def test_placer_splits_cpu_passes(s12, order, frac):
                      sink=lambda lo, hi, ptr, idx: blocks.append((lo, hi, ptr.copy(), idx.copy())))
     assert len(blocks) >= 4
     cap = int(frac * ref.nnz)
-    placer = Placer(n, cap, _raw_ptr(ds.edges()[:], n), ref.indices.dtype, order)
+    raw = _raw_ptr(ds.edges()[:], n)
+    if starts == "pass bounds":
+        bounds = [blocks[0][0]] + [hi for _, hi, _, _ in blocks]
+        exact, raw = raw, PassStarts(bounds, raw[bounds], order)
+        known = np.array([raw[r] for r in range(n + 1)])     # an upper bound of the entries on the host's side
+        assert (known <= exact).all() if order == "prefix" else (known >= exact).all()
+        assert (known[bounds] == exact[bounds]).all()
+    placer = Placer(n, cap, raw, ref.indices.dtype, order)
     for b in (blocks if order == "prefix" else blocks[::-1]):
         placer(*b)
     indptr, sp, (a, b, split) = placer.finish()

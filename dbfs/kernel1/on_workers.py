@@ -52,6 +52,7 @@ from dbfs.kernel1.build_placed import build_placed
 from dbfs.kernel1.passes import build_csr_passes, chunk_cost
 from dbfs.kernel1.shuffle import ShufflePlan, build_rank, check_sum, read_buckets, reader_spans
 from dbfs.partition import Partitioning
+from dbfs.split import split_order
 from dbfs.store import open_dataset
 from dbfs.store.gpu import _free_device_bytes, device_chunks
 from dbfs.store.variants import variant_name
@@ -155,9 +156,13 @@ def shuffle_source(ds):
     return device_chunks(ds, step=min(SHUFFLE_STEP, max(int(ds.n_edges), 1)))
 
 
-def gpu_shuffle_rows(dataset_path, P: int, rank: int, dedupe: bool, relabel: str, comm, budget: int):
+def gpu_shuffle_rows(dataset_path, P: int, rank: int, dedupe: bool, relabel: str, comm, budget: int,
+                     room: int | None = None):
     """Rank ``rank``'s rows, built by every GPU of ``comm`` at once (:func:`.shuffle_gpu.build_shuffled_gpu`: each
-    reads 1/P of the edge rows once), and ``meta["deg"]``, every vertex's deduplicated degree on the device."""
+    reads 1/P of the edge rows once), and ``meta["deg"]``, every vertex's deduplicated degree on the device; a
+    rank whose rows pass ``room`` device bytes is split between the device and pinned host memory (the low-degree
+    tail on the device where relabelled, :func:`dbfs.split.split_order`), ``meta["pieces"]`` then its pieces and
+    ``indices`` None."""
     from dbfs.kernel1.shuffle_gpu import build_shuffled_gpu  # deferred: cupy
 
     ds = _dataset(dataset_path)
@@ -166,13 +171,15 @@ def gpu_shuffle_rows(dataset_path, P: int, rank: int, dedupe: bool, relabel: str
     source = shuffle_source(ds)
     span = reader_spans(source.m, source.step, part.P)[int(rank)]
     g, deg = build_shuffled_gpu(source, span, part, int(rank), comm, dedupe, int(budget), _bounds(part, relabel),
-                                budget_name="the free device memory")
+                                budget_name="the free device memory", room=room,
+                                order=split_order("block", relabel))
     report = {"kernel1": "gpu-shuffle", "edge_rows_read": int(g.meta["edge_rows_read"]), "edge_readers": part.P,
               "build_ranges": int(g.meta["passes"]["count"]), "kernel1_seconds": g.meta["seconds"]}
     meta = _meta(P, rank, n, dedupe, relabel, int(g.indptr[-1]), report)
     meta["deg"] = deg
-    if g.meta.get("perm") is not None:
-        meta["perm"] = g.meta["perm"]
+    for key in ("perm", "pieces"):
+        if g.meta.get(key) is not None:
+            meta[key] = g.meta[key]
     return g.indptr, g.indices, meta
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from dbfs.split import Split
 
-__all__ = ["Placer", "host_empty"]
+__all__ = ["Placer", "PassStarts", "host_empty"]
 
 
 def _bisect(xp, ptr, x: int, side: str) -> int:
@@ -140,3 +140,19 @@ class Placer:
         if sp.mode == "host":
             return indptr, sp, (host, host, whole)
         return indptr, sp, (first, second, np.int64(sp.entry))
+
+
+class PassStarts:
+    """Raw row starts known at a few rows only (``rows`` ascending, ``raw`` their starts), as the ``raw_ptr`` of a
+    :class:`Placer`, which reads them to size the host piece: row ``r`` reads the known row at or below it
+    (``prefix``: the entries from it on are then over-counted) or at or above it (``suffix``: the entries before
+    it), an upper bound either way. What a shuffled build gives (its passes' bounds): its raw row starts have
+    left the device when the host piece is made."""
+
+    def __init__(self, rows, raw, order: str):
+        self.rows, self.raw, self.order = np.asarray(rows, np.int64), np.asarray(raw, np.int64), order
+
+    def __getitem__(self, row: int) -> int:
+        side = "right" if self.order == "prefix" else "left"
+        i = int(np.searchsorted(self.rows, int(row), side=side)) - (1 if self.order == "prefix" else 0)
+        return int(self.raw[min(max(i, 0), self.raw.size - 1)])

@@ -38,6 +38,17 @@ one NCCL group swaps the segments, and the received keys become the rows
 of the range by :func:`.passes_gpu.rows_from_keys` (one key sort, first of
 each run kept). (4) One allgather joins the ranks' deduplicated degrees.
 
+A rank too large for the device (``room``: the bytes its rows may keep there
+once built, what the searches leave) is split as one GPU's placed build is
+(:mod:`.placed_gpu`): where any rank's entries and row starts pass ``room``,
+every GPU gives its passes' rows to a :class:`dbfs.kernel1.placer.Placer`
+(one device piece of at most ``room`` less the row starts, then one mapped
+pinned host piece), the passes taken in row order (``prefix``) or backwards
+(``suffix``, the low-degree tail of a rank relabelled by degree on the
+device) on every GPU alike; the CSR then carries ``meta["pieces"]`` (the
+kernels' ``ADJ_PARAMS``, the :class:`dbfs.split.Split`, the pinned
+allocation's owner, the row starts' host copy) and no ``indices``.
+
 Device memory model (bytes), through the passes (the most of any GPU, one
 allreduce: the plan is the same on every GPU): one chunk, the kept span
 (``8`` per tuple, 32-bit ids) where it is kept, and for a relabelled build
@@ -46,7 +57,7 @@ mapped each pass: the id width per vertex each); per pass ``_ENTRY`` per
 raw entry of the largest range (send and receive keys 8 + 8, the sort's
 buffer 8, the dedupe's flag, scan and output words) and ``_ROW`` per row;
 and the rank's rows built so far (at most its raw entries in the id width
-and 8 per row), which stay on the device. The raw row starts (global and
+and 8 per row, or a split rank's device piece), which stay on the device. The raw row starts (global and
 own, ``16 N``) live on the device only while the passes are planned; the
 passes take their cursors from the own starts' host copy, so at SCALE 31
 on four GPUs the passes get those 34 GB.
@@ -64,9 +75,11 @@ import numpy as np
 from dbfs.errors import DbfsError
 from dbfs.graph import signed_ids
 from dbfs.kernel1.gpu import _BLOCK, _grid, _kernels
-from dbfs.kernel1.passes_gpu import (_CHUNK_FIXED, _CHUNK_ROW, _ROW, _DeviceBlocks, _as_i64, check_ids, degree_order,
-                                     rows_from_keys)
+from dbfs.kernel1.passes_gpu import (_CHUNK_FIXED, _CHUNK_ROW, _ROW, DeviceCSR, _DeviceBlocks, _as_i64, check_ids,
+                                     degree_order, rows_from_keys)
+from dbfs.kernel1.placer import PassStarts, Placer
 from dbfs.kernel1.shuffle import SpanReads, rank_passes
+from dbfs.pinned import mapped_host_empty
 from dbfs.partition import Partitioning
 from dbfs.progress import say
 
@@ -208,9 +221,46 @@ def _all_degrees(comm, ptr, part: Partitioning, rank: int, idt):
     return cp.concatenate([every[j * mine.size:j * mine.size + int(counts[j])] for j in range(part.P)])
 
 
+def _planned(raw_ptr, part: Partitioning, budget: int, fixed: int, idw: int, room, budget_name: str):
+    """Every rank's passes (:func:`dbfs.kernel1.shuffle.rank_passes`), its raw entries and the most of them its
+    device piece may hold (all where ``room``, the device bytes a rank's rows may keep, is None or holds them with
+    their row starts; a device piece leaves the passes a fifth of ``budget`` at least): the same on every GPU."""
+    if room is not None:
+        room = min(int(room), budget - fixed - budget // 5)
+    ents, caps = [], []
+    for r in range(part.P):
+        rg = part.vertex_range(r)
+        e = int(raw_ptr[rg.stop] - raw_ptr[rg.start])
+        ents.append(e)
+        caps.append(e if room is None else max(0, min(e, (int(room) - 8 * (len(rg) + 1)) // idw)))
+    out = max(idw * c + 8 * len(part.vertex_range(r)) for r, c in enumerate(caps))  # what stays on the device
+    return rank_passes(raw_ptr, part, budget, _ENTRY, fixed + out, budget_name, _ROW), ents, caps
+
+
+def _span(source, span, n: int, budget: int, numbering: int, comm):
+    """This GPU's reads of its span (kept on the device in 32-bit ids where it takes a third of ``budget`` at most),
+    its rows, whether kept, and the bytes held through every pass: the most any GPU holds (one allreduce), so the
+    plan is the same on every GPU (a GPU's span, and whether it is kept, differ where the spans do)."""
+    r0, r1 = (int(x) for x in span)
+    rows = max(0, r1 - r0)
+    keep = 8 * rows <= (budget - shuffle_fixed(n, source.step, 0, False, numbering)) // 3
+    reads = SpanReads(source, r0, r1, keep=keep, narrow=np.uint32 if keep else None)
+    most = cp.asarray([shuffle_fixed(n, source.step, rows, keep, numbering)], cp.int64)
+    comm.allreduce(most, "max")
+    return reads, rows, keep, int(most.get()[0])
+
+
+def _placed(placer, n: int, meta: dict) -> DeviceCSR:
+    """A split rank's CSR: its row starts on the device, no ``indices``, ``meta["pieces"]`` (module docstring)."""
+    indptr, sp, adj = placer.finish()
+    meta["passes"]["placement"] = sp.report()
+    meta["pieces"] = {"adj": adj, "split": sp, "keep": placer.keep, "indptr_host": indptr}
+    return DeviceCSR(cp.asarray(indptr), None, n, meta)
+
+
 def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe: bool = True,
                        memory_budget: int = 1 << 30, relabel_bounds=None, budget_name: str = "memory_budget",
-                       quiet: bool = True):
+                       quiet: bool = True, room: int | None = None, order: str = "prefix"):
     """Rank ``rank``'s rows of the undirected CSR, built by every GPU of ``comm`` at once (module docstring).
 
     Parameters
@@ -229,12 +279,15 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
         Renumber each block's vertices by descending raw degree within it (:func:`.passes_gpu.degree_order`).
     budget_name : str
         The option named in budget errors.
+    room, order : int or None, {"prefix", "suffix"}
+        Device bytes a rank's rows may keep once built (None: no limit); past it a rank is split, the ``order`` end
+        of its rows on the device (module docstring, :mod:`dbfs.split`).
 
     Returns
     -------
     (DeviceCSR, cupy.ndarray)
-        The rank's rows (``meta``: ``n_edges``, ``edge_rows_read``, ``passes``, ``perm`` when relabelled) and
-        every vertex's deduplicated degree.
+        The rank's rows (``meta``: ``n_edges``, ``edge_rows_read``, ``passes``, ``perm`` when relabelled,
+        ``pieces`` when split: then ``indices`` is None) and every vertex's deduplicated degree.
     """
     n, me, clock = int(part.n_vertices), int(rank), _Clock()
     if part.code != 0 or part.P != comm.W or comm.widx != me:
@@ -243,16 +296,8 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
     if n > 2**32:
         raise DbfsError(f"GPU Kernel 1 packs vertex ids in 32 bits, {n} vertices do not fit: use CPU workers")
     idt, budget, k = signed_ids(n, "GPU Kernel 1"), int(memory_budget), _kernels()
-    r0, r1 = (int(x) for x in span)
-    rows = max(0, r1 - r0)
-    numbering = np.dtype(idt).itemsize if relabel_bounds is not None else 0
-    keep = 8 * rows <= (budget - shuffle_fixed(n, source.step, 0, False, numbering)) // 3   # the span: a third at most
-    reads = SpanReads(source, r0, r1, keep=keep, narrow=np.uint32 if keep else None)
-    # the plan must be the same on every GPU: the bytes held through the passes are the most any GPU holds (a
-    # GPU's span, and whether it is kept, differ where the spans do)
-    most = cp.asarray([shuffle_fixed(n, source.step, rows, keep, numbering)], cp.int64)
-    comm.allreduce(most, "max")
-    fixed = int(most.get()[0])
+    reads, rows, keep, fixed = _span(source, span, n, budget, np.dtype(idt).itemsize if relabel_bounds is not None
+                                     else 0, comm)
     counts, bad = _degrees(reads, n, k)
     partial = getattr(source, "partial", None)         # no checksum part: nothing to check it against
     _agree(comm, partial() if partial is not None else 0, bad, getattr(source, "want", None) if partial else None,
@@ -271,11 +316,12 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
         del iperm                       # (held by ``reads`` where the span is mapped each pass)
     clock.mark("relabel" if perm is not None else "plan")
     # planned on the device's row starts (a few scalars a range read back), not a host copy of all N
-    out = max(np.dtype(idt).itemsize * int(raw_ptr[rg.stop] - raw_ptr[rg.start]) + 8 * len(rg)
-              for rg in map(part.vertex_range, range(part.P)))      # the rows built so far stay on the device
-    plans = rank_passes(raw_ptr, part, budget, _ENTRY, fixed + out, budget_name, _ROW)
-    sink_rows = sum(hi - lo for lo, hi in plans[me])
-    sink_entries = sum(int(raw_ptr[hi] - raw_ptr[lo]) for lo, hi in plans[me])
+    idw = np.dtype(idt).itemsize
+    plans, ents, caps = _planned(raw_ptr, part, budget, fixed, idw, room, budget_name)
+    split = caps != ents                # the same on every GPU: then every rank places its rows (below)
+    first = part.vertex_range(me).start
+    bounds = [plans[me][0][0] - first] + [hi - first for _, hi in plans[me]]
+    starts = PassStarts(bounds, [int(raw_ptr[first + b] - raw_ptr[first]) for b in bounds], order)
     passes = len(plans[0])
     host_own = cp.asnumpy(own_ptr)
     del own_ptr                         # the passes' cursors come from the host copy
@@ -286,12 +332,16 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
     sent = cp.asnumpy(every).reshape(part.P, passes, part.P)        # GPU g, pass i, rank j
     del every, raw_ptr
     # this rank's rows, and its entries before deduplication: the joined CSR's room, filled pass by pass (made
-    # once both raw row starts have left the device)
-    sink = _DeviceBlocks(sink_rows, sink_entries, idt)
+    # once both raw row starts have left the device); split: the device piece, then one mapped pinned host piece
+    sink = Placer(bounds[-1], caps[me], starts, np.dtype(idt), order, cp, mapped_host_empty) if split else \
+        _DeviceBlocks(bounds[-1], starts.raw[-1], idt)
     clock.mark("plan")
     say(f"GPU Kernel 1 as one shuffle: rank {me} of {part.P}, {rows:,} edge rows read "
-        f"({'kept on the device' if keep else 'read each pass'}), {passes} pass(es)", quiet)
-    for i in range(passes):
+        f"({'kept on the device' if keep else 'read each pass'}), {passes} pass(es)" + (
+            f", at most {caps[me] * idw:,} B of its {ents[me] * idw:,} B of entries on the device ({order})"
+            if split else ""), quiet)
+    # a split's suffix fills from the last rows back: every GPU takes the passes in the same order
+    for i in (range(passes) if not split or order == "prefix" else reversed(range(passes))):
         cp.get_default_memory_pool().free_all_blocks()
         ranges = [p[i] for p in plans]
         send, off = _emit(reads, ranges, host_own, k, clock)
@@ -302,7 +352,7 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
         ptr, idx = rows_from_keys(recv, hi - lo, idt, dedupe, k)
         del recv
         clock.mark("rows")
-        sink(lo, hi, ptr, idx)
+        sink(lo - first, hi - first, ptr, idx)
         del ptr, idx
         clock.mark("sink")
         clock.settle()
@@ -312,7 +362,7 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
     if perm is not None:
         meta["perm"] = perm
     del reads
-    csr = sink.csr(n, meta, idt)
+    csr = _placed(sink, n, meta) if split else sink.csr(n, meta, idt)
     deg = _all_degrees(comm, csr.indptr, part, me, idt)
     cp.get_default_memory_pool().free_all_blocks()
     clock.mark("finish")

@@ -16,8 +16,11 @@ vertex-id width on the device; no full-size host copy of them exists.
 degrees (:func:`dbfs.bfs.dask.layout.worker._prepare_part`), bit for bit the host's
 :func:`dbfs.bfs.cpu.hub_by_degree`. :func:`from_device_rows` makes the same
 :class:`_GpuPart` from rows a GPU Kernel 1 built on this device (a partition
-built from the edges on its worker); ``_GpuPart(p)`` from a prepared host
-partition (the reference the tests compare with).
+built from the edges on its worker), also from a rank that Kernel 1 split
+between a device piece and a mapped pinned host piece (``pieces``: the
+kernels read both through ``ADJ_PARAMS``, ``indices`` is then None);
+``_GpuPart(p)`` from a prepared host partition (the reference the tests
+compare with).
 Every kernel a search on it launches is compiled when it is made, outside
 any timed search (:func:`warm_device`). A device that runs out of memory is
 a one-line :class:`dbfs.errors.DbfsError` naming ``--device-memory-limit``
@@ -67,7 +70,7 @@ from dbfs.store.chunk_read import ChunkReader
 from dbfs.units import human
 
 __all__ = ["_GpuPart", "load_device", "from_device_rows", "device_hub", "device_bytes",
-           "ranks_device_bytes", "worker_bytes", "warm_device", "_device_info"]
+           "ranks_device_bytes", "worker_bytes", "mesh_room", "warm_device", "_device_info"]
 
 #: host bytes of one pinned slab of neighbour ids while a partition is read (two are held)
 _SLAB_BYTES = 1 << 27
@@ -99,6 +102,17 @@ def worker_bytes(n: int) -> int:
     vb = np.dtype(id_dtype(n)).itemsize
     gw32 = 2 * ((n + 63) >> 6)
     return 2 * vb * n + 6 * 4 * gw32 + 3 * vb * n + 8 * n + (1 << 24)
+
+
+def mesh_room(free: int, n: int, rows: int, relabel: str) -> int:
+    """Device bytes one rank's rows (row starts and entries) may keep on a GPU worker of an NCCL mesh that holds
+    that rank alone, of ``free`` bytes: what is left after the searches' arrays (claim ids and parents over N,
+    three global bitmaps; per row the parents, two queues and the hub table; a relabelled graph's ``perm`` over
+    N), which the validation's arrays reuse once the searches' claim arrays go, and 2 GiB of margin. A rank
+    past it is split between the device and pinned host memory (:mod:`dbfs.kernel1.shuffle_gpu`)."""
+    vb = np.dtype(id_dtype(n)).itemsize
+    reserve = (2 * vb + 1) * n + 4 * vb * rows + (vb * n if relabel == "degree" else 0) + (2 << 30)
+    return int(free) - reserve
 
 
 def _device_info():
@@ -162,6 +176,11 @@ class _GpuPart:
     #: (the id width)
     perm = None
     iperm_loc = None
+    #: a rank split between the device and mapped pinned host memory (:func:`from_device_rows`): its
+    #: :meth:`dbfs.split.Split.report`, its entries' host bytes and the pinned allocation's owner
+    split = None
+    host_bytes = 0
+    keep = None
 
     def __init__(self, p):
         import cupy as cp  # deferred: cupy
@@ -219,7 +238,8 @@ class _GpuPart:
     def info(self):
         return {**self.meta, "load_time": self.load_time, "prepare_time": self.prepare_time, "count": self.count,
                 "pid": os.getpid(), "kind": "gpu", "device_bytes": int(self.device_bytes),
-                "host_bytes": int(self.indptr_host.nbytes)}
+                "host_bytes": int(self.indptr_host.nbytes) + int(self.host_bytes),
+                **({"split": self.split} if self.split is not None else {})}
 
 
 def _oom(worker: str, rank: int, need: int) -> DbfsError:
@@ -325,30 +345,42 @@ def _bare(meta: dict):
     return gp
 
 
-def _place(gp, indptr_host, indptr, indices) -> None:
+def _place(gp, indptr_host, indptr, indices, adj=None) -> None:
     """Give ``gp`` its rows (``indptr`` padded in front, on the host and the device) and neighbour ids
-    (device, the id width); its hub table is left to :func:`device_hub`."""
+    (device, the id width; or, ``adj``, the kernels' ``ADJ_PARAMS`` of a split rank, ``indices`` None); its hub
+    table is left to :func:`device_hub`."""
     from dbfs.bfs.gpu import whole  # deferred: cupy
 
     gp.indptr_host, gp.indptr, gp.indices = indptr_host, indptr, indices
-    gp.adj = whole(indices)
+    gp.adj = whole(indices) if adj is None else adj
     gp.hub = None
     gp._finish()
 
 
-def from_device_rows(indptr, indices, meta: dict, worker: str = "", perm=None):
+def from_device_rows(indptr, indices, meta: dict, worker: str = "", perm=None, pieces=None):
     """(on a GPU worker) a block partition whose rows a GPU Kernel 1 built in this device's memory
     (``indptr`` int64 from 0, ``indices`` the id width; ``meta`` as :func:`dbfs.kernel1.load_partition`'s)
     as a :class:`_GpuPart`, without a host copy of the adjacency; its hub table is left to
     :func:`device_hub`. ``perm`` (device, all N): the rows and ids are relabelled within each block
-    (:func:`dbfs.kernel1.passes_gpu.degree_order` with the block bounds), ``perm[new] = original``."""
+    (:func:`dbfs.kernel1.passes_gpu.degree_order` with the block bounds), ``perm[new] = original``.
+    ``pieces`` (a split rank, :mod:`dbfs.kernel1.shuffle_gpu`): its ``adj``, ``split``, ``keep`` (the pinned
+    allocation's owner, kept with the partition) and ``indptr_host``; ``indices`` is then None."""
     import cupy as cp  # deferred: cupy
 
     gp = _bare(meta)
     try:
+        host = None if pieces is None else np.asarray(pieces["indptr_host"], np.int64)
         if gp.pad:
             indptr = cp.concatenate([cp.zeros(gp.pad, cp.int64), indptr])
-        _place(gp, cp.asnumpy(indptr), indptr, indices)
+            host = None if host is None else np.concatenate([np.zeros(gp.pad, np.int64), host])
+        if pieces is None:
+            _place(gp, cp.asnumpy(indptr), indptr, indices)
+        else:
+            sp = pieces["split"]
+            gp.keep, gp.split = pieces["keep"], sp.report()
+            gp.device_bytes = device_bytes(gp.nloc, sp.device_entries, gp.n)
+            gp.host_bytes = int(sp.host_entries) * int(sp.itemsize)
+            _place(gp, host, indptr, None, pieces["adj"])
         if perm is not None:
             first, stop = (int(x) for x in gp.starts_host[gp.rank:gp.rank + 2])
             loc = perm[first:stop] - first                  # new local -> original local, on the device
@@ -364,8 +396,9 @@ def from_device_rows(indptr, indices, meta: dict, worker: str = "", perm=None):
 
 
 _HUB_SOURCE = r"""
-extern "C" __global__ void hub_by_degree(const long long* indptr, const VID* adj, const VID* deg, long long n,
-                                         VID* hub) {
+#define ADJ(j) ((j) < ix_split ? ix_a[(j)] : ix_b[(j) - ix_split])
+extern "C" __global__ void hub_by_degree(const long long* indptr, const VID* ix_a, const VID* ix_b,
+                                         long long ix_split, const VID* deg, long long n, VID* hub) {
     const int lane = threadIdx.x & 31;
     const long long warp = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
     const long long nwarps = ((long long)gridDim.x * blockDim.x) >> 5;
@@ -373,7 +406,7 @@ extern "C" __global__ void hub_by_degree(const long long* indptr, const VID* adj
         const long long s = indptr[v], e = indptr[v + 1];
         long long bd = -1, bj = -1;
         for (long long j = s + lane; j < e; j += 32) {
-            const long long d = (long long)deg[adj[j]];
+            const long long d = (long long)deg[ADJ(j)];
             if (d > bd) { bd = d; bj = j; }
         }
         for (int o = 16; o > 0; o >>= 1) {
@@ -381,7 +414,7 @@ extern "C" __global__ void hub_by_degree(const long long* indptr, const VID* adj
             const long long oj = __shfl_down_sync(0xffffffffu, bj, o);
             if (od > bd || (od == bd && oj >= 0 && (bj < 0 || oj < bj))) { bd = od; bj = oj; }
         }
-        if (lane == 0) hub[v] = bj >= 0 ? adj[bj] : (VID)-1;
+        if (lane == 0) hub[v] = bj >= 0 ? ADJ(bj) : (VID)-1;
     }
 }
 """
@@ -401,7 +434,8 @@ def device_hub(gp, deg):
     Parameters
     ----------
     gp : _GpuPart
-        Its ``indptr`` (padded rows) and ``indices`` on the device.
+        Its ``indptr`` (padded rows) on the device and ``adj`` (the kernels' ``ADJ_PARAMS``: one device piece,
+        or a split rank's device and mapped host pieces).
     deg : numpy.ndarray or cupy.ndarray
         Degree of every vertex (:func:`dbfs.bfs.dask.layout.worker._global_degrees`, or on the device).
 
@@ -418,7 +452,7 @@ def device_hub(gp, deg):
     hub = cp.empty(gp.nloc, vdt)
     if gp.nloc:
         d = deg.astype(vdt, copy=False) if isinstance(deg, cp.ndarray) else cp.asarray(np.asarray(deg).astype(vdt))
-        _hub_kernel(gp.vid)(_grid(32 * gp.nloc), (_BLOCK,), (gp.indptr, gp.indices, d, _i64(gp.nloc), hub))
+        _hub_kernel(gp.vid)(_grid(32 * gp.nloc), (_BLOCK,), (gp.indptr, *gp.adj, d, _i64(gp.nloc), hub))
         cp.cuda.Device().synchronize()
         del d
     return hub

@@ -26,7 +26,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dbfs.bfs.dask.layout.gpu_part import _device_info, worker_bytes
+from dbfs.bfs.dask.layout.gpu_part import _device_info, mesh_room, worker_bytes
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, RUN_TIMEOUT, _close_mesh, _raise_lost, ensure_plugin
 from dbfs.bfs.dask.mesh.nccl import holds_parents, join_nccl, nccl_switch
 from dbfs.bfs.dask.mesh.plugin import _shm_drop
@@ -129,7 +129,8 @@ class DistributedGraph:
         """Per mesh worker: address, kind, ranks, device and host bytes of its partitions, the seconds
         its partitions took to read (or build) and to prepare (hub table, degrees) on that worker, and the
         edge rows its Kernel 1 read (0 for a stored variant); a GPU shuffle's also its ranges (passes) and
-        the seconds of each of its phases."""
+        the seconds of each of its phases, and ``split``: each rank it split between the device and pinned host
+        memory (:meth:`dbfs.split.Split.report`)."""
         out = []
         for w, ranks in zip(self.mesh_workers, self.ranks_of()):
             infos = [self.part_info.get(rk, {}) for rk in ranks]
@@ -139,6 +140,9 @@ class DistributedGraph:
                         "read_s": sum(float(i.get("load_time") or 0.0) for i in infos),
                         "prepare_s": sum(float(i.get("prepare_time") or 0.0) for i in infos),
                         "edge_rows_read": sum(int(i.get("edge_rows_read") or 0) for i in infos)})
+            splits = [i["split"] for i in infos if i.get("split")]
+            if splits:          # ranks split between the device and pinned host memory (dbfs.split's report)
+                out[-1]["split"] = splits
             phases = [i["kernel1_seconds"] for i in infos if i.get("kernel1_seconds")]
             if phases:          # a GPU shuffle's build: its ranges and where its seconds went on this worker
                 out[-1]["build_ranges"] = max(int(i.get("build_ranges") or 0) for i in infos)
@@ -264,7 +268,10 @@ def _submit_gpu_shuffle(dg: DistributedGraph, ranks, pin: dict):
     client, ws = dg.client, [dg.rank_worker[rk] for rk in range(dg.P)]
     ensure_plugin(client)                  # the communicator is kept in the worker plugin (the mesh's, later)
     info = ready_devices(client, ws)
-    budget = int(K1_DEVICE_SHARE * min(int(info[w]["free"]) for w in ws))
+    free = min(int(info[w]["free"]) for w in ws)
+    budget = int(K1_DEVICE_SHARE * free)
+    rows = max(len(dg.partitioning.vertex_range(rk)) for rk in range(dg.P))
+    room = mesh_room(free, dg.n_vertices, rows, dg.relabel)       # past it a rank is split with pinned host memory
     key = f"dbfs-k1-{uuid.uuid4().hex[:12]}"
     why = join_nccl(client, ws, key, RUN_TIMEOUT, dg.timeout)
     if why:
@@ -273,7 +280,8 @@ def _submit_gpu_shuffle(dg: DistributedGraph, ranks, pin: dict):
         return {}, ""
     dg.load_steps["kernel1_nccl"] = time.perf_counter() - t0
     futs = {rk: client.submit(_gpu_shuffle_part, str(dg.dataset_path), dg.P, rk, dg.dedupe, dg.relabel, key, budget,
-                              ws[rk], workers=[ws[rk]], key=f"dbfs-part-{key}-{rk}", **pin) for rk in range(dg.P)}
+                              ws[rk], room, workers=[ws[rk]], key=f"dbfs-part-{key}-{rk}", **pin)
+            for rk in range(dg.P)}
     return futs, key
 
 

@@ -134,12 +134,12 @@ def _held(indptr, indices, meta: dict, worker: str = ""):
     """The partition a Kernel 1 on this worker built (:mod:`dbfs.kernel1.on_workers`): a :class:`_Part` of host
     rows, or of device rows a :class:`dbfs.bfs.dask.layout.gpu_part._GpuPart` kept in that memory (``worker`` named
     if it runs out), its build's report in ``meta``."""
-    report, perm = meta.pop("report"), meta.pop("perm", None)
+    report, perm, pieces = meta.pop("report"), meta.pop("perm", None), meta.pop("pieces", None)
     meta.pop("deg", None)
     if isinstance(indptr, np.ndarray):
         p = _Part(indptr, indices, meta)
     else:
-        p = from_device_rows(indptr, indices, meta, worker, perm=perm)
+        p = from_device_rows(indptr, indices, meta, worker, perm=perm, pieces=pieces)
     p.meta.update(report)
     return p
 
@@ -157,16 +157,18 @@ def _build_part(dataset_path, P: int, rank: int, dedupe: bool = True, device: bo
 
 
 def _gpu_shuffle_part(dataset_path, P: int, rank: int, dedupe: bool, relabel: str, key: str, budget: int,
-                      worker: str = ""):
+                      worker: str = "", room: int | None = None):
     """Partition ``rank`` of the block partitioning in ``P``, built on this GPU worker by Kernel 1 as one shuffle
     over the NCCL communicator in the plugin's ``shms[key]`` (:func:`dbfs.kernel1.on_workers.gpu_shuffle_rows`,
     every rank's task at once), with its hub table from every vertex's degree (no degree join through Dask): a
     prepared :class:`dbfs.bfs.dask.layout.gpu_part._GpuPart`, the bytes of :func:`_build_part`'s. The
-    communicator goes when the build ends, failed or not."""
+    communicator goes when the build ends, failed or not. ``room``: the device bytes a rank's rows may keep (past
+    it the rank is split between the device and pinned host memory)."""
     t0 = time.perf_counter()
     plugin = get_plugin()
     try:
-        indptr, indices, meta = gpu_shuffle_rows(dataset_path, P, rank, dedupe, relabel, plugin.shms[key], budget)
+        indptr, indices, meta = gpu_shuffle_rows(dataset_path, P, rank, dedupe, relabel, plugin.shms[key], budget,
+                                                 room)
         deg = meta["deg"]
         p = _held(indptr, indices, meta, worker)
         p.load_time = time.perf_counter() - t0
