@@ -30,10 +30,12 @@ vertex (parents, queues, bitmaps, the validation's per-vertex arrays).
   cannot fit anywhere on the cluster, however it is split. A worker
   without a memory limit makes the cluster's host memory unknown: then
   nothing is refused. :func:`check_gpu_ranks` checks
-  partitions built on GPU workers (P > 1, every rank in device memory):
-  each worker's free device memory >= CSR / P + 30 N (an average rank and
-  the search's arrays over all N); a worker that cannot load a stored
-  partition fails the load in one line.
+  partitions built on GPU workers (P > 1): each worker's free device
+  memory >= CSR / P + 30 N (an average rank and the search's arrays over
+  all N), or, one rank a GPU worker built as one shuffle, >= its row
+  starts and 30 N with the rest of every rank in the host memory available
+  (pinned); a worker that cannot load a stored partition fails the load in
+  one line.
 
 Encoding: bytes as ints; the estimate dict has ``csr``, ``per_vertex`` and
 the resource checked. Reference: Graph500 3.0.1's memory estimate in
@@ -155,7 +157,7 @@ def check_cluster(n: int, m: int, host: dict, device: dict, scale: int | None = 
     return {"need": need, "have": h + d}
 
 
-def check_gpu_ranks(n: int, m: int, P: int, free: dict, scale: int | None = None) -> dict:
+def check_gpu_ranks(n: int, m: int, P: int, free: dict, scale: int | None = None, host: int | None = None) -> dict:
     """Refuse (one line, before Kernel 1) P > 1 partitions built on GPU workers that cannot hold them.
 
     Parameters
@@ -166,11 +168,15 @@ def check_gpu_ranks(n: int, m: int, P: int, free: dict, scale: int | None = None
         GPU worker -> free device bytes (asked on the workers).
     scale : int, optional
         For the message.
+    host : int, optional
+        Host bytes the ranks may take in pinned memory where one rank a GPU worker is built as one shuffle
+        (:mod:`dbfs.kernel1.shuffle_gpu` splits a rank past the device); None: every rank whole on its device.
 
     Returns
     -------
     dict
-        ``{"per_worker": bytes the fullest worker needs, "free": the smallest free}``.
+        ``{"per_worker": bytes the fullest worker needs, "free": the smallest free}``, and ``"host"``: the
+        pinned host bytes the split ranks need together (0 when every rank fits its device).
     """
     if not free or P < 1:
         return {}
@@ -179,9 +185,20 @@ def check_gpu_ranks(n: int, m: int, P: int, free: dict, scale: int | None = None
     need = ranks * (ip + ix) // int(P) + GPU_PER_VERTEX * n
     w, have = min(free.items(), key=lambda kv: kv[1])
     what = _what(n, m, scale)
-    if need > have:
-        raise DbfsError(f"{what} in {P} partitions on {len(free)} GPU worker(s) needs up to {human(need)} of device "
-                        f"memory a worker ({ranks} partition(s) and the search's arrays), GPU worker {w} has "
-                        f"{human(have)} free ({human(need - have)} short): use more GPU workers, or --partitions 1 "
-                        f"(its rows split between device and host memory)")
-    return {"per_worker": need, "free": have}
+    if need <= have:
+        return {"per_worker": need, "free": have, "host": 0}
+    if host is not None and ranks == 1:      # the rest of each rank in pinned host memory: its row starts and the
+        least = ip // int(P) + GPU_PER_VERTEX * n               # searches' arrays stay on the device
+        pinned = (need - have) * int(P)
+        if least <= have and pinned <= int(host):
+            return {"per_worker": need, "free": have, "host": pinned}
+        short = (f"GPU worker {w} has {human(have)} free of the {human(least)} each needs on its device"
+                 if least > have else f"the host has {human(host)} available of the {human(pinned)} of pinned memory "
+                 f"the split ranks need")
+        raise DbfsError(f"{what} in {P} partitions on {len(free)} GPU worker(s) does not fit even split between "
+                        f"device and host memory: {short}: use more GPU workers, a smaller --scale, or a host with "
+                        f"more memory")
+    raise DbfsError(f"{what} in {P} partitions on {len(free)} GPU worker(s) needs up to {human(need)} of device "
+                    f"memory a worker ({ranks} partition(s) and the search's arrays), GPU worker {w} has "
+                    f"{human(have)} free ({human(need - have)} short): use more GPU workers, or one partition a "
+                    f"GPU worker (its rows split between device and host memory)")

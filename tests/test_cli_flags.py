@@ -153,7 +153,10 @@ def test_partitions_on_gpu_workers_that_cannot_hold_them_are_refused_in_one_line
     """P > 1 built on GPU workers (every rank in device memory): refused before Kernel 1 naming the worker
     short of memory and by how much; SCALE 28 in 2 on two 80 GB devices fits (it ran: docs/BENCHMARKS.md),
     SCALE 31 in 4 on four 140 GB devices fits (uint32 entries past 2**31 do not change SCALE 31's int32),
-    SCALE 32 in 4 on four 140 GB devices does not (the device/host split of #37 is not built at P > 1)."""
+    SCALE 32 in 4 on four 140 GB devices does not (wholly on the devices); with host memory and one rank a
+    worker (the shuffle splits a rank past its device), SCALE 31 in 2 on two 140 GB devices fits with the rest in
+    pinned host memory, and too little host memory, or a device short of the row starts and the searches' arrays,
+    is refused naming what is short."""
     from dbfs.errors import DbfsError
     from dbfs.preflight import check_gpu_ranks
 
@@ -165,7 +168,18 @@ def test_partitions_on_gpu_workers_that_cannot_hold_them_are_refused_in_one_line
         check_gpu_ranks(1 << 32, 1 << 36, 4, {"a": h200, "b": h200, "c": 60 * gib, "d": h200}, scale=32)
     msg = str(err.value)
     assert "\n" not in msg and "SCALE 32 in 4 partitions on 4 GPU worker(s)" in msg and "GPU worker c" in msg
-    assert "short" in msg and "--partitions 1" in msg
+    assert "short" in msg and "one partition a GPU worker" in msg
+    two = {"a": h200, "b": h200}
+    got = check_gpu_ranks(1 << 31, 1 << 35, 2, two, host=240 * gib)
+    assert got["per_worker"] > h200 and 0 < got["host"] <= 240 * gib
+    assert check_gpu_ranks(1 << 31, 1 << 35, 4, dict.fromkeys("abcd", h200), host=240 * gib)["host"] == 0
+    with pytest.raises(DbfsError, match="the host has 64.0 GiB available") as err:
+        check_gpu_ranks(1 << 31, 1 << 35, 2, two, scale=31, host=64 * gib)
+    assert "\n" not in str(err.value) and "SCALE 31 in 2 partitions" in str(err.value)
+    with pytest.raises(DbfsError, match="GPU worker a has 40.0 GiB free"):
+        check_gpu_ranks(1 << 31, 1 << 35, 2, {"a": 40 * gib, "b": h200}, host=1 << 50)
+    with pytest.raises(DbfsError, match="short"):       # two ranks a worker: no split
+        check_gpu_ranks(1 << 31, 1 << 35, 4, two, host=1 << 50)
     with pytest.raises(DbfsError, match=r"\(2 partition\(s\)"):     # two ranks on the fullest of two workers
         check_gpu_ranks(1 << 28, 1 << 32, 4, {"a": 20 * gib, "b": 20 * gib})
     assert check_gpu_ranks(1 << 28, 1 << 32, 2, {}) == {}

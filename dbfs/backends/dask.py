@@ -60,13 +60,14 @@ from dbfs.backends.cpu import warm_validation
 from dbfs.bfs.dask import ALGORITHMS, build_distributed
 from dbfs.bfs.dask.layout.built import build_on_worker, forget, generate_on_worker
 from dbfs.bfs.dask.layout.placement import gpu_workers, ready_devices
+from dbfs.bfs.dask.mesh.nccl import nccl_switch
 from dbfs.bfs.dask.mesh.waits import alive_workers
 from dbfs.bfs.dask.search.graphs import OnWorkers, Resident, Stored, open_graph
 from dbfs.errors import DbfsError
 from dbfs.graph import signed_ids
 from dbfs.kernel1.entry import csr_stores, disk_need
 from dbfs.partition import check_partition_count
-from dbfs.preflight import check_cluster, check_gpu_ranks
+from dbfs.preflight import check_cluster, check_gpu_ranks, host_available
 from dbfs.progress import say
 from dbfs.spec import GraphSpec
 from dbfs.split import PLACEMENT_ORDER, split_order
@@ -201,8 +202,16 @@ class DaskBackend(Backend):
             (cfg.relabel == "none" or within) and cfg.placement == "block" and cfg.device_memory_limit is None and \
             kernel1.reusable_variant(ds.path, cfg.partitions, "block", cfg.dedupe, cfg.relabel) is None else ""
         if why:
-            if free:        # every rank in device memory: refused in one line before Kernel 1 when it cannot fit
-                check_gpu_ranks(ds.n_vertices, ds.n_edges, cfg.partitions, free, ds.scale)
+            if free:        # refused in one line before Kernel 1 when it cannot fit (one rank a GPU worker, built
+                #               as one shuffle over NCCL: a rank past its device split with pinned host memory)
+                shuffled = cfg.partitions == len(free) and len(free) == len(alive_workers(client)) and \
+                    not nccl_switch()
+                fit = check_gpu_ranks(ds.n_vertices, ds.n_edges, cfg.partitions, free, ds.scale,
+                                      host_available() if shuffled else None)
+                if fit.get("host"):
+                    say(f"{ds.name} in {cfg.partitions} partitions: each rank past its GPU's memory keeps its row "
+                        f"starts and part of its rows on the device, the rest in pinned host memory (about "
+                        f"{human(fit['host'])} together)", cfg.quiet)
             cls._forget_generated(ds, client)
             return cls._on_workers(ds, cfg, client, why)
         gpus = all_gpus if cfg.partitions == 1 and cfg.partitioning == "block" else []
@@ -240,8 +249,11 @@ class DaskBackend(Backend):
                 f"input edges, {self.validate_batch} search(es) per pass", self.cfg.quiet)
         for w in self.pg.workers_table():
             if w["kind"] == "gpu":
+                pinned = sum(int(x["host_bytes"]) for x in w.get("split", []))
                 say(f"GPU worker {w['worker']}: partition(s) {w['partitions']} in device memory "
-                    f"({human(w['device_bytes'])})", self.cfg.quiet)
+                    f"({human(w['device_bytes'])}" + (f"; {human(pinned)} of their rows in pinned host memory, "
+                                                      f"{w['split'][0]['order']} on the device" if pinned else "")
+                    + ")", self.cfg.quiet)
             if w.get("kernel1_seconds"):
                 split = ", ".join(f"{k} {v:.1f} s" for k, v in w["kernel1_seconds"].items())
                 say(f"GPU worker {w['worker']}: Kernel 1 in {w['build_ranges']} range(s): {split}", self.cfg.quiet)
