@@ -98,7 +98,7 @@ class _NcclSearch(_GpuSearch):
     """A GPU worker's search whose exchanges are NCCL collectives (see the module docstring)."""
 
     def __init__(self, mesh, widx, ranks_of, parts, plugin, comm):
-        super().__init__(mesh, widx, ranks_of, parts, plugin, None)
+        super().__init__(mesh, widx, ranks_of, parts, plugin, None, pairs=False)     # buckets sized by the level
         self.comm = self.mesh = comm                 # the level loop reads seconds, rounds and sent
         self.W = len(ranks_of)
         W, P = self.W, self.P
@@ -277,6 +277,9 @@ class _NcclSearch(_GpuSearch):
         ub = min(examined, self.N)          # the claims are at most the edges examined
         if ub:
             g = _grid(ub)
+            # the buckets' room grown to the level's bound, kept between levels and searches (not N from the start:
+            # a SCALE 31 rank split with host memory needs those bytes on the device)
+            self.pairL, self.pairU = _room(self.dev, "bucketL", ub, self.qdt), _room(self.dev, "bucketU", ub, self.qdt)
             self.k["bucket_count"](g, (_BLOCK,), (self.claims, self.cnt[0], self.starts, np.int32(P), self.hist))
             self.k["bucket_offsets"]((1,), (1,), (self.hist, np.int32(P), self.cursor))
             self.k["bucket_scatter"](g, (_BLOCK,), (self.claims, self.cnt[0], self.starts, np.int32(P), self.scratch,

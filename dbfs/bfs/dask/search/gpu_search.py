@@ -96,7 +96,7 @@ def _shared(store: dict, key, n: int, dtype):
 class _GpuSearch(_Search):
     """A GPU worker's search state and steps (see the module docstring)."""
 
-    def __init__(self, mesh, widx, ranks_of, parts, plugin, shm=None):
+    def __init__(self, mesh, widx, ranks_of, parts, plugin, shm=None, pairs: bool = True):
         self.mesh = _Timed(mesh)
         self.widx, self.ranks_of = widx, ranks_of
         self.peers = [j for j in range(len(ranks_of)) if j != widx]
@@ -119,7 +119,7 @@ class _GpuSearch(_Search):
             self.claims = _shared(dev, "claims", max(self.N, 1), self.qdt)       # claimed global ids of a level
             if self.sh is not None:               # claims bucketed by owner (owner-local index, parent):
                 self.pairL, self.pairU = self.sh.L, self.sh.U                    # exported to the peers
-            else:
+            elif pairs:                           # (``pairs`` False: the subclass sizes them by the level)
                 self.pairL = _shared(dev, "pairL", max(self.N, 1), self.qdt)
                 self.pairU = _shared(dev, "pairU", max(self.N, 1), self.qdt)
         self.hist = cp.zeros(self.P, cp.uint64)
