@@ -31,7 +31,10 @@ On BLOCK partitions (``gs == 1``, ``gb`` a multiple of 64: slot ``s``'s word
 - :func:`split_sorted` ``(claimed, claim, starts, slot_of, C) -> (L, U,
   cnt)``: :func:`split_claims`'s pairs, the same bytes, for ASCENDING claims
   (a rank's claims one run, found by binary search on the ranks' first
-  vertices ``starts``), the held ranks' claims left to :func:`absorb_bits`.
+  vertices ``starts``), the held ranks' claims left to :func:`absorb_bits`;
+  :func:`claims_in` ``(bits, words_elsewhere(starts, slot_of))``: those
+  claims of a level ``td_rows`` left as bits, only the words of the ranks
+  not held read.
 - :func:`absorb_bits` ``(t, gvis, visited, parent, claim, take_claim, out,
   w) -> (end, degrees)``: every worker row whose GLOBAL bit is set in
   ``gvis`` and whose worker bit is clear in ``visited`` is a vertex this
@@ -76,10 +79,12 @@ from numba import njit, prange
 
 from dbfs.partition import owner_local
 
+from .frontier import bitmap_to_queue
 from .primitives import _cttz, _popcount, atomic_or
-from .rowtable import _indptr, _slot_of
+from .rowtable import _find_slot, _indptr
 
-__all__ = ["split_claims", "absorb_rows", "split_sorted", "absorb_bits", "mark_pairs", "by_bits"]
+__all__ = ["split_claims", "absorb_rows", "split_sorted", "absorb_bits", "mark_pairs", "by_bits", "words_elsewhere",
+           "claims_in"]
 
 
 # --------------------------------------------------------- one atomic a claim
@@ -328,11 +333,42 @@ def by_bits(block: bool, vertices: int, words: int) -> bool:
     return block and vertices * _WORDS_PER_VERTEX > words
 
 
-@njit(nogil=True, cache=True, inline="always")
-def _new_word(t, gvis, visited, ww, s):
-    """(slot of worker word ``ww`` (``s``: a guess), the bits of its rows reached and not yet taken)."""
-    s = _slot_of(t, ww << 6, s)
-    return s, gvis[(t.gb[s] >> 6) + ww - (t.off[s] >> 6)] & ~visited[ww]
+@njit(nogil=True, cache=True)
+def _bits_range(t, gvis, visited, parent, claim, take_claim, out, k, d, a, b, write):
+    """Worker words ``[a, b)``, slot by slot (a slot's words are a run of its global words): the bits of
+    rows reached and not yet taken (``gvis`` set, ``visited`` clear); counted only, or (``write``) taken,
+    their rows written to ``out`` from ``k``, their degrees added to ``d``. Returns (k, d): the count
+    (popcounts) when not writing."""
+    off = t.off
+    ww = a
+    s = _find_slot(off, a << 6) if a < b else 0
+    while ww < b:
+        o = off[s]
+        stop = min(b, off[s + 1] >> 6)
+        g = (t.gb[s] >> 6) - (o >> 6)
+        if not write:
+            for x in range(ww, stop):
+                k += _popcount(gvis[g + x] & ~visited[x])
+        else:
+            ip = _indptr(t, s)
+            gb = t.gb[s]
+            for x in range(ww, stop):
+                y = gvis[g + x] & ~visited[x]
+                if y == 0:
+                    continue
+                visited[x] |= y
+                i0 = (x << 6) - o
+                while y != 0:
+                    i = i0 + _cttz(y)
+                    y &= y - 1
+                    if take_claim:
+                        parent[o + i] = claim[gb + i]
+                    d += ip[i + 1] - ip[i]
+                    out[k] = o + i
+                    k += 1
+        ww = stop
+        s += 1
+    return k, d
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -340,37 +376,15 @@ def _absorb_bits(t, gvis, visited, parent, claim, take_claim, out, w, C):
     WW = t.off[t.nrow.shape[0]] >> 6
     cnt = np.zeros(C + 1, np.int64)
     for c in prange(C):
-        s = 0
-        n = 0
-        for ww in range(c * WW // C, (c + 1) * WW // C):
-            s, x = _new_word(t, gvis, visited, ww, s)
-            n += _popcount(x)
-        cnt[c + 1] = n
+        cnt[c + 1] = _bits_range(t, gvis, visited, parent, claim, take_claim, out, 0, 0, c * WW // C,
+                                 (c + 1) * WW // C, False)[0]
     cnt[0] = w
     for c in range(C):
         cnt[c + 1] += cnt[c]
     deg = np.zeros(C, np.int64)
     for c in prange(C):
-        s = 0
-        k = cnt[c]
-        d = 0
-        for ww in range(c * WW // C, (c + 1) * WW // C):
-            s, x = _new_word(t, gvis, visited, ww, s)
-            if x == 0:
-                continue
-            visited[ww] |= x
-            ip = _indptr(t, s)
-            i0 = (ww << 6) - t.off[s]
-            while x != 0:
-                i = i0 + _cttz(x)
-                x &= x - 1
-                r = t.off[s] + i
-                if take_claim:
-                    parent[r] = claim[t.gb[s] + i]
-                d += ip[i + 1] - ip[i]
-                out[k] = r
-                k += 1
-        deg[c] = d
+        deg[c] = _bits_range(t, gvis, visited, parent, claim, take_claim, out, cnt[c], 0, c * WW // C,
+                             (c + 1) * WW // C, True)[1]
     return cnt[C], deg.sum()
 
 
@@ -444,6 +458,32 @@ def _sorted_pairs(claimed, claim, starts, lo, cnt, L, U, C):
                 U[jj] = claim[v]
             j = stop
             o += 1
+
+
+def words_elsewhere(starts, slot_of):
+    """The global word runs ``[a, b)`` holding the vertices of the ranks not held here (``slot_of`` < 0;
+    ``starts``: the ranks' first vertices, P + 1 entries), ascending, runs that share a word merged (a
+    run's end words may hold a held rank's vertices too)."""
+    runs = []
+    for o in range(starts.shape[0] - 1):
+        if slot_of[o] >= 0 or starts[o + 1] <= starts[o]:
+            continue
+        a, b = int(starts[o]) >> 6, (int(starts[o + 1]) + 63) >> 6
+        if runs and runs[-1][1] >= a:
+            runs[-1][1] = max(runs[-1][1], b)
+        else:
+            runs.append([a, b])
+    return [(a, b) for a, b in runs]
+
+
+def claims_in(bits, runs):
+    """The set bits of ``bits`` (a bitmap over global ids) in the word runs ``runs``
+    (:func:`words_elsewhere`), as ascending global ids: what :func:`split_sorted` needs of a level whose
+    claims :func:`~dbfs.bfs.cpu.rowtable.td_rows` left as bits."""
+    if not runs:
+        return np.empty(0, np.int64)
+    qs = [bitmap_to_queue(bits[a:b], a << 6) for a, b in runs]
+    return qs[0] if len(qs) == 1 else np.concatenate(qs)
 
 
 def split_sorted(claimed, claim, starts, slot_of, C):

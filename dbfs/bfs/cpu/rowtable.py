@@ -13,14 +13,15 @@ local bitmap), and global vertex ``gb[s] + i * gs[s]`` (block: its base and
 and queues are over worker rows. The steps are :mod:`dbfs.bfs.cpu`'s, over
 every slot in ONE call:
 
-- :func:`td_rows` ``(t, queue, claim, visited) -> (claimed, examined,
-  ascending)``:
+- :func:`td_rows` ``(t, queue, claim, visited, front=None) -> (claimed,
+  examined, ascending)``:
   :func:`~dbfs.bfs.cpu.topdown.td_step`'s claims for a queue of worker rows:
   every neighbour v whose bit is clear in ``visited`` (a bitmap over global
   ids, exact on entry and again on return) gets the bit and
   ``claim[v] = `` the global id of a queued vertex adjacent to it;
   ``claimed`` holds each such v once (global ids), ascending when
-  ``ascending`` (a large level's, read from the bits it set). The owner
+  ``ascending`` (a large level's, read from the bits it set), or, given
+  ``front``, a large level's left there as bits (``claimed`` None). The owner
   side of the claims (split by owner rank, absorbed into the owners' rows)
   is :mod:`dbfs.bfs.cpu.rowclaims`'s.
 - :func:`bu_rows` ``(t, front, parent, visited, nxt, want_deg)``: ``bu_step``
@@ -61,7 +62,7 @@ from numba.extending import intrinsic
 
 from .bottomup import _BU_BLOCK, _bu_block
 from .frontier import _DEG_SERIAL_VERTICES
-from .primitives import _cttz, prefetch
+from .primitives import _NO_CAP, _cttz, prefetch
 from .topdown import _TD_PREFETCH, _TD_SERIAL_EDGES, _td_parallel
 
 __all__ = ["RowTable", "row_table", "td_rows", "bu_rows", "or_rows", "copy_rows"]
@@ -163,33 +164,46 @@ def _indices(t, s):
     return _view(t.ixa[s], t.nnz[s], t.ix0)
 
 
-@njit(nogil=True, cache=True, inline="always")
-def _slot_of(t, wr, s):
-    """The slot holding worker row ``wr`` (``s``: a guess, kept while it holds)."""
-    if wr < t.off[s] or wr >= t.off[s + 1]:
-        s = np.searchsorted(t.off, wr, side="right") - 1
-    return s
-
-
-@njit(nogil=True, cache=True, inline="always")
-def _row_degree(t, wr, s):
-    """(slot of worker row ``wr``, its degree); ``s``: the slot guess (:func:`_slot_of`)."""
-    s = _slot_of(t, wr, s)
-    ip = _indptr(t, s)
-    r = wr - t.off[s]
-    return s, ip[r + 1] - ip[r]
+@njit(nogil=True, cache=True)
+def _find_slot(off, wr):
+    """The slot holding worker row ``wr`` (``off``: the table's S + 1 slot offsets)."""
+    return np.searchsorted(off, wr, side="right") - 1
 
 
 # --------------------------------------------------------------- top-down
+# The loops over queue rows below find each row's slot from the bounds [lo, hi) of the previous row's slot,
+# held in scalars, and reach the slot's arrays through views made when the slot changes (_find_slot only
+# then). Not a helper taking ``t`` per element: inlined where its body branches around a call, it costs
+# increments and decrements of the reference counts of all of t's arrays (atomics on lines every thread
+# shares) per element, far more than the degree read it guards.
+@njit(nogil=True, cache=True)
+def _rows_degree_sum(t, queue, k0, k1, off_out, acc, cap):
+    """The degree sum of ``queue[k0:k1]`` plus ``acc``, stopping once it exceeds ``cap``; with ``off_out``
+    of more than one entry, the running sums written to ``off_out[k + 1]``."""
+    off = t.off
+    s = _find_slot(off, queue[k0]) if k1 > k0 else 0
+    lo, hi = off[s], off[s + 1]
+    ip = _indptr(t, s)
+    write = off_out.shape[0] > 1
+    for k in range(k0, k1):
+        wr = queue[k]
+        if wr < lo or wr >= hi:
+            s = _find_slot(off, wr)
+            lo, hi = off[s], off[s + 1]
+            ip = _indptr(t, s)
+        r = wr - lo
+        acc += ip[r + 1] - ip[r]
+        if write:
+            off_out[k + 1] = acc
+        elif acc > cap:
+            break
+    return acc
+
+
 @njit(nogil=True, cache=True)
 def _rows_edges(t, queue):
     """The queue's degree sum, serial."""
-    s = 0
-    e = 0
-    for k in range(queue.shape[0]):
-        s, d = _row_degree(t, queue[k], s)
-        e += d
-    return e
+    return _rows_degree_sum(t, queue, 0, queue.shape[0], np.empty(0, np.int64), 0, _NO_CAP)
 
 
 @njit(nogil=True, cache=True)
@@ -198,12 +212,8 @@ def _rows_degree_offsets(t, queue):
     f = queue.shape[0]
     off = np.empty(f + 1, np.int64)
     off[0] = 0
-    s = 0
-    acc = 0
-    for k in range(f):
-        s, d = _row_degree(t, queue[k], s)
-        acc += d
-        off[k + 1] = acc
+    if f:
+        _rows_degree_sum(t, queue, 0, f, off, 0, _NO_CAP)
     return off
 
 
@@ -212,40 +222,43 @@ def _rows_degree_offsets_par(t, queue):
     """Exclusive prefix sum of the queue's degrees (len f + 1), two-pass parallel."""
     f = queue.shape[0]
     nb = 64
+    none = np.empty(0, np.int64)
     sums = np.zeros(nb + 1, np.int64)
     for b in prange(nb):
-        s = 0
-        acc = 0
-        for k in range(b * f // nb, (b + 1) * f // nb):
-            s, d = _row_degree(t, queue[k], s)
-            acc += d
-        sums[b + 1] = acc
+        sums[b + 1] = _rows_degree_sum(t, queue, b * f // nb, (b + 1) * f // nb, none, 0, _NO_CAP)
     for b in range(nb):
         sums[b + 1] += sums[b]
     off = np.empty(f + 1, np.int64)
     off[0] = 0
     for b in prange(nb):
-        s = 0
-        acc = sums[b]
-        for k in range(b * f // nb, (b + 1) * f // nb):
-            s, d = _row_degree(t, queue[k], s)
-            acc += d
-            off[k + 1] = acc
+        _rows_degree_sum(t, queue, b * f // nb, (b + 1) * f // nb, off, sums[b], _NO_CAP)
     return off
 
 
 @njit(nogil=True, cache=True)
 def _rows_claim_serial(t, queue, claim, visited, E):
-    """:func:`td_rows` on one thread (``E``: the queue's degree sum)."""
+    """:func:`td_rows` on one thread (``E``: the queue's degree sum, or -1: summed here first, and a queue
+    of more than ``_TD_SERIAL_EDGES`` edges left unclaimed, an empty array and some sum above the limit
+    returned: a small level costs one kernel call)."""
+    off = t.off
+    f = queue.shape[0]
+    if E < 0:
+        E = _rows_degree_sum(t, queue, 0, f, np.empty(0, np.int64), 0, _TD_SERIAL_EDGES)
+        if E > _TD_SERIAL_EDGES:
+            return np.empty(0, np.int64), E
     out = np.empty(min(E, claim.shape[0]), np.int64)
     w = 0
-    s = 0
-    for k in range(queue.shape[0]):
-        s = _slot_of(t, queue[k], s)
-        ip = _indptr(t, s)
-        ix = _indices(t, s)
-        r = queue[k] - t.off[s]
-        u = t.gb[s] + r * t.gs[s]
+    s = _find_slot(off, queue[0]) if f else 0
+    lo, hi, gb, gs = off[s], off[s + 1], t.gb[s], t.gs[s]
+    ip, ix = _indptr(t, s), _indices(t, s)
+    for k in range(f):
+        wr = queue[k]
+        if wr < lo or wr >= hi:
+            s = _find_slot(off, wr)
+            lo, hi, gb, gs = off[s], off[s + 1], t.gb[s], t.gs[s]
+            ip, ix = _indptr(t, s), _indices(t, s)
+        r = wr - lo
+        u = gb + r * gs
         for j in range(ip[r], ip[r + 1]):
             v = np.int64(ix[j])
             bit = np.int64(1) << (v & 63)
@@ -266,19 +279,24 @@ def _rows_claim_chunks(t, queue, claim, visited, degoff, e_lo, e_hi, C, out):
     of ``out``; returns the records per chunk."""
     E = e_hi - e_lo
     cnt = np.zeros(C, np.int64)
+    off = t.off
     for c in prange(C):
         e0 = e_lo + c * E // C
         e1 = e_lo + (c + 1) * E // C
         i = np.searchsorted(degoff, e0, side="right") - 1
         k = e0
         w = e0 - e_lo
-        s = 0
+        s = _find_slot(off, queue[i]) if k < e1 else 0
+        lo, hi, gb, gs = off[s], off[s + 1], t.gb[s], t.gs[s]
+        ip, ix = _indptr(t, s), _indices(t, s)
         while k < e1:
-            s = _slot_of(t, queue[i], s)
-            ip = _indptr(t, s)
-            ix = _indices(t, s)
-            row = queue[i] - t.off[s]
-            u = t.gb[s] + row * t.gs[s]
+            wr = queue[i]
+            if wr < lo or wr >= hi:
+                s = _find_slot(off, wr)
+                lo, hi, gb, gs = off[s], off[s + 1], t.gb[s], t.gs[s]
+                ip, ix = _indptr(t, s), _indices(t, s)
+            row = wr - lo
+            u = gb + row * gs
             base = ip[row] - degoff[i]
             stop = degoff[i + 1]
             if stop > e1:
@@ -302,9 +320,11 @@ def _rows_claim_chunks(t, queue, claim, visited, degoff, e_lo, e_hi, C, out):
     return cnt
 
 
-def td_rows(t, queue, claim, visited):
+def td_rows(t, queue, claim, visited, front=None):
     """Top-down claims of a queue of worker rows over every slot of ``t`` (a :class:`RowTable`'s ``t``; see
     the module docstring): serial below ``td_step``'s limit, else by equal edge ranges in parallel.
+    With ``front``, a large level's claims are left there as bits (as ``td_step``'s ``front``): no queue
+    is read from them, whose count and write passes go over every global word.
 
     Parameters
     ----------
@@ -315,11 +335,14 @@ def td_rows(t, queue, claim, visited):
         Over global ids; ``claim[v]`` is written (the claiming vertex's global id), never read.
     visited : ndarray of int64
         Bitmap over global ids, exact on entry and on return.
+    front : ndarray of int64, optional
+        A bitmap over global ids (every word written when used): a large level's claims, the bits
+        ``visited`` gained, are left there instead of in ``claimed``.
 
     Returns
     -------
-    claimed : ndarray of int64
-        Each newly claimed vertex once (global ids).
+    claimed : ndarray of int64 or None
+        Each newly claimed vertex once (global ids); None when they were left in ``front``.
     examined : int
         The queue's degree sum.
     ascending : bool
@@ -327,9 +350,8 @@ def td_rows(t, queue, claim, visited):
     """
     f = queue.shape[0]
     if f <= _TD_SERIAL_EDGES:
-        E = _rows_edges(t, queue)
+        claimed, E = _rows_claim_serial(t, queue, claim, visited, -1)
         if E <= _TD_SERIAL_EDGES:
-            claimed, E = _rows_claim_serial(t, queue, claim, visited, E)
             return claimed, E, False
     degoff = _rows_degree_offsets(t, queue) if f <= _DEG_SERIAL_VERTICES else _rows_degree_offsets_par(t, queue)
     E = int(degoff[f])
@@ -339,7 +361,7 @@ def td_rows(t, queue, claim, visited):
     def claims(e_lo, e_hi, C, out):
         return _rows_claim_chunks(t, queue, claim, visited, degoff, e_lo, e_hi, C, out)
 
-    return _td_parallel(claims, E, visited)
+    return _td_parallel(claims, E, visited, front)
 
 
 # --------------------------------------------------------------- bottom-up

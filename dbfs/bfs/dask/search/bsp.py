@@ -73,7 +73,8 @@ import time
 import numpy as np
 
 from dbfs.bfs.cpu import _fill_parent, bitmap_to_queue, queue_to_bitmap
-from dbfs.bfs.cpu.rowclaims import absorb_bits, absorb_rows, by_bits, mark_pairs, split_claims, split_sorted
+from dbfs.bfs.cpu.rowclaims import (absorb_bits, absorb_rows, by_bits, claims_in, mark_pairs, split_claims, split_sorted,
+                                    words_elsewhere)
 from dbfs.bfs.cpu.rowtable import bu_rows, copy_rows, or_rows, row_table, td_rows
 from dbfs.bfs.dask.mesh.codec import GAP_SLACK, decode_slice_or, encode_slice, pack_pairs, pair_widths, unpack_pairs
 from dbfs.bfs.dask.layout.exchange import _base_of, _chunks, _or_into, _or_slice
@@ -223,6 +224,7 @@ class _Search:
         self.my_ranks = tuple(self.states)
         self.slot_of = np.full(self.P, -1, np.int64)        # rank -> its slot here (-1: another worker's)
         self.slot_of[list(self.my_ranks)] = np.arange(len(parts))
+        self.elsewhere = words_elsewhere(self.starts, self.slot_of)   # the global words of the ranks not held here
         self.pad_ranks = np.asarray([p.rank for p in parts if p.pad], np.int64)   # shared-frontier boundary words
         self.pad_words = np.asarray([st.w0 for st in self.states.values() if st.p.pad], np.int64)
         self.coded = False                                   # set at the start barrier (_codec_flag)
@@ -390,13 +392,23 @@ class _Search:
         code, P, q, r, scratch, peers = self.code, self.P, self.q, self.r, self.scratch, self.peers
         # expand: claim the neighbours of every partition's frontier at once, bucket (vertex, parent) pairs by owner
         t = time.perf_counter()
-        newv, examined, ascending = td_rows(self.rows.t, self.queue, scratch, self.visited_g)
+        # block partitions: a large level's claims stay bits, in `front` (free until to_bitmaps rebuilds it)
+        front = self.front if code == 0 else None
+        newv, examined, ascending = td_rows(self.rows.t, self.queue, scratch, self.visited_g, front)
         # this worker's own vertices absorbed at once into the next queue (or from the bits the level set); the
         # others' pairs bucketed by owner
         out = self.qbufs[level & 1]
+        if newv is None:
+            # a large level, left as bits: the held ranks' claims taken from them, the others' read from their words
+            newv = claims_in(front, self.elsewhere)
+            bits = True
+        else:
+            bits = by_bits(code == 0, newv.shape[0], self.visited_w.shape[0])
         m = newv.shape[0]
-        bits = by_bits(self.code == 0, m, self.visited_w.shape[0])
-        if bits and ascending:
+        if bits and ascending and m == 0:      # none for another worker (all of them held here, say)
+            L = U = np.empty(0, scratch.dtype)
+            cnt = np.zeros(P + 1, np.int64)
+        elif bits and ascending:
             L, U, cnt = split_sorted(newv, scratch, self.starts, self.slot_of, _chunks(m))
         else:
             L, U, cnt, w, new_m = split_claims(self.rows.t, newv, scratch, code, P, q, r, self.slot_of,
