@@ -298,6 +298,39 @@ def test_rank_passes_tile_each_rank_within_the_budget(P):
         rank_passes(raw, part, fixed + 10, i_isz, fixed, row_cost=row_cost)
 
 
+def test_placed_passes_split_only_a_build_whose_ranks_pass_the_room():
+    """The GPU shuffle's split rule (dbfs.kernel1.shuffle.placed_passes): every rank whole on the device where the
+    room holds every rank (however little the passes then get, as SCALE 31 in 4 partitions on 4 x H200 ran);
+    past it, each rank's device piece within the room less its row starts and within what leaves the passes a
+    fifth of the budget, and the passes planned with the pieces, not the whole ranks."""
+    from dbfs.kernel1.shuffle import placed_passes, rank_passes
+    from dbfs.partition import Partitioning
+
+    rng = np.random.default_rng(7)
+    n, P, idw, i_isz, row_cost, fixed = 4000, 2, 4, 32, 48, 1000
+    raw = np.zeros(n + 1, np.int64)
+    np.cumsum(rng.zipf(1.8, n).clip(max=400), out=raw[1:])
+    part = Partitioning(n, P, "block")
+    whole = [idw * int(raw[rg.stop] - raw[rg.start]) + 8 * (len(rg) + 1) for rg in map(part.vertex_range, range(P))]
+    budget = fixed + max(whole) + 32 * 420 + 48 * 100       # the whole ranks fit, the passes get less than a fifth
+    assert budget - fixed - max(whole) < budget // 5
+    for room in (None, max(whole)):
+        plans, ents, caps = placed_passes(raw, part, budget, i_isz, fixed, idw, room, row_cost=row_cost)
+        assert caps == ents
+        assert plans == rank_passes(raw, part, budget, i_isz, fixed + max(w - 8 for w in whole), row_cost=row_cost)
+    room = max(whole) // 2
+    plans, ents, caps = placed_passes(raw, part, budget, i_isz, fixed, idw, room, row_cost=row_cost)
+    assert all(c < e for c, e in zip(caps, ents))
+    for r, c in enumerate(caps):
+        rows = len(part.vertex_range(r))
+        assert idw * c + 8 * (rows + 1) <= min(room, budget - fixed - budget // 5)
+        assert idw * (c + 1) + 8 * (rows + 1) > min(room, budget - fixed - budget // 5)   # the most that fits
+    out = max(idw * c + 8 * len(part.vertex_range(r)) for r, c in enumerate(caps))
+    assert plans == rank_passes(raw, part, budget, i_isz, fixed + out, row_cost=row_cost)
+    assert len(plans[0]) < len(rank_passes(raw, part, budget, i_isz, fixed + max(w - 8 for w in whole),
+                                           row_cost=row_cost)[0])      # the passes get what the pieces leave
+
+
 def test_gpu_shuffle_applies_to_a_whole_build_one_rank_a_gpu_worker(monkeypatch):
     """Which partitions built from the edges go through the GPU shuffle: all ranks at once, one a GPU worker,
     every worker on one host, NCCL not switched off; else the reason (the ranks are then built one by one)."""

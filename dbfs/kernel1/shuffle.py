@@ -77,7 +77,7 @@ from dbfs.kernel1.passes import _NUMPY_STEP, plan_ranges, plan_rows
 from dbfs.partition import Partitioning
 
 __all__ = ["ShufflePlan", "reader_spans", "bucket_chunk", "read_buckets", "check_sum", "build_rank", "SpanReads",
-           "rank_passes"]
+           "rank_passes", "placed_passes"]
 
 _PARALLEL_FROM = 1 << 16    # tuples from which a chunk is bucketed on every Numba thread
 _ENTRY_EXTRA = 8            # a build's bytes per entry besides src and dst (the packed key)
@@ -193,6 +193,24 @@ def rank_passes(raw_ptr: np.ndarray, part: Partitioning, budget: int, i_isz: int
                                                           budget_name, row_cost=row_cost)] or [(rg.start, rg.start)])
     most = max((len(p) for p in plans), default=0)
     return [p + [(p[-1][1], p[-1][1])] * (most - len(p)) for p in plans]
+
+
+def placed_passes(raw_ptr, part: Partitioning, budget: int, i_isz: int, fixed: int, idw: int, room,
+                  budget_name: str = "memory_budget", row_cost: int = _ROW_COST):
+    """:func:`rank_passes` of a build that may split its ranks between the device and host memory
+    (:mod:`.shuffle_gpu`), with every rank's raw entries and the most of them its device piece may hold: all of
+    them where ``room`` (the device bytes a rank's rows, ``idw`` bytes an entry and 8 a row start, may keep) is
+    None or holds every rank whole, else at most ``room`` and at most what leaves the passes a fifth of
+    ``budget``; the passes plan with what stays on the device. ``(plans, entries, caps)``, the same on every
+    process with the same row starts."""
+    rgs = [part.vertex_range(r) for r in range(part.P)]
+    ents = [int(raw_ptr[rg.stop] - raw_ptr[rg.start]) for rg in rgs]
+    caps = list(ents)
+    if room is not None and any(idw * e + 8 * (len(rg) + 1) > int(room) for rg, e in zip(rgs, ents)):
+        room = min(int(room), budget - fixed - budget // 5)
+        caps = [max(0, min(e, (room - 8 * (len(rg) + 1)) // idw)) for rg, e in zip(rgs, ents)]
+    out = max(idw * c + 8 * len(rg) for rg, c in zip(rgs, caps))      # what stays on the device
+    return rank_passes(raw_ptr, part, budget, i_isz, fixed + out, budget_name, row_cost), ents, caps
 
 
 def _no_perm():

@@ -42,10 +42,11 @@ A rank too large for the device (``room``: the bytes its rows may keep there
 once built, what the searches leave) is split as one GPU's placed build is
 (:mod:`.placed_gpu`): where any rank's entries and row starts pass ``room``,
 every GPU gives its passes' rows to a :class:`dbfs.kernel1.placer.Placer`
-(one device piece of at most ``room`` less the row starts, then one mapped
-pinned host piece), the passes taken in row order (``prefix``) or backwards
-(``suffix``, the low-degree tail of a rank relabelled by degree on the
-device) on every GPU alike; the CSR then carries ``meta["pieces"]`` (the
+(one device piece of at most ``room`` less the row starts, and at most what
+leaves the passes a fifth of the budget, then one mapped pinned host piece),
+the passes taken in row order (``prefix``) or backwards (``suffix``, the
+low-degree tail of a rank relabelled by degree on the device) on every GPU
+alike; the CSR then carries ``meta["pieces"]`` (the
 kernels' ``ADJ_PARAMS``, the :class:`dbfs.split.Split`, the pinned
 allocation's owner, the row starts' host copy) and no ``indices``.
 
@@ -78,7 +79,7 @@ from dbfs.kernel1.gpu import _BLOCK, _grid, _kernels
 from dbfs.kernel1.passes_gpu import (_CHUNK_FIXED, _CHUNK_ROW, _ROW, DeviceCSR, _DeviceBlocks, _as_i64, check_ids,
                                      degree_order, rows_from_keys)
 from dbfs.kernel1.placer import PassStarts, Placer
-from dbfs.kernel1.shuffle import SpanReads, rank_passes
+from dbfs.kernel1.shuffle import SpanReads, placed_passes
 from dbfs.pinned import mapped_host_empty
 from dbfs.partition import Partitioning
 from dbfs.progress import say
@@ -221,22 +222,6 @@ def _all_degrees(comm, ptr, part: Partitioning, rank: int, idt):
     return cp.concatenate([every[j * mine.size:j * mine.size + int(counts[j])] for j in range(part.P)])
 
 
-def _planned(raw_ptr, part: Partitioning, budget: int, fixed: int, idw: int, room, budget_name: str):
-    """Every rank's passes (:func:`dbfs.kernel1.shuffle.rank_passes`), its raw entries and the most of them its
-    device piece may hold (all where ``room``, the device bytes a rank's rows may keep, is None or holds them with
-    their row starts; a device piece leaves the passes a fifth of ``budget`` at least): the same on every GPU."""
-    if room is not None:
-        room = min(int(room), budget - fixed - budget // 5)
-    ents, caps = [], []
-    for r in range(part.P):
-        rg = part.vertex_range(r)
-        e = int(raw_ptr[rg.stop] - raw_ptr[rg.start])
-        ents.append(e)
-        caps.append(e if room is None else max(0, min(e, (int(room) - 8 * (len(rg) + 1)) // idw)))
-    out = max(idw * c + 8 * len(part.vertex_range(r)) for r, c in enumerate(caps))  # what stays on the device
-    return rank_passes(raw_ptr, part, budget, _ENTRY, fixed + out, budget_name, _ROW), ents, caps
-
-
 def _span(source, span, n: int, budget: int, numbering: int, comm):
     """This GPU's reads of its span (kept on the device in 32-bit ids where it takes a third of ``budget`` at most),
     its rows, whether kept, and the bytes held through every pass: the most any GPU holds (one allreduce), so the
@@ -317,7 +302,7 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
     clock.mark("relabel" if perm is not None else "plan")
     # planned on the device's row starts (a few scalars a range read back), not a host copy of all N
     idw = np.dtype(idt).itemsize
-    plans, ents, caps = _planned(raw_ptr, part, budget, fixed, idw, room, budget_name)
+    plans, ents, caps = placed_passes(raw_ptr, part, budget, _ENTRY, fixed, idw, room, budget_name, _ROW)
     split = caps != ents                # the same on every GPU: then every rank places its rows (below)
     first = part.vertex_range(me).start
     bounds = [plans[me][0][0] - first] + [hi - first for _, hi in plans[me]]
