@@ -74,3 +74,20 @@ def _invoke_cli(*args, ok=True):
 def dbfs_cli():
     """The CLI runner: ``dbfs_cli("run", "--scale", 10, ok=False)`` -> click Result."""
     return _invoke_cli
+
+
+def kron_with_roots(root_dir, scale: int, seed: int, k: int):
+    """A stored Kronecker graph (edgefactor 16), its edges (int64), its CSR and ``k`` random roots with edges plus
+    the top hub (a first top-down level over the hubs' rows): what the worker-level tests search."""
+    import numpy as np
+
+    from dbfs import kernel1, store
+    from dbfs.spec import GraphSpec
+
+    ds, _ = store.generate(GraphSpec.make("kronecker", scale, 16, 2, 3), root=root_dir, client=None, quiet=True)
+    edges = np.asarray(ds.edges()[:], np.int64)
+    csr = kernel1.build_csr(edges, ds.n_vertices)
+    deg = np.diff(csr.indptr)
+    roots = np.random.default_rng(seed).choice(np.flatnonzero(deg > 0), size=k, replace=False).tolist()
+    roots.append(int(np.argmax(deg)))
+    return ds, edges, csr, roots

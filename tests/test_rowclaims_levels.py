@@ -4,8 +4,10 @@ The row kernels (:mod:`dbfs.bfs.cpu.rowtable`, :mod:`dbfs.bfs.cpu.rowclaims`) fi
 previous row's slot bounds and walk a word range slot by slot; a large level on block partitions leaves
 its claims as bits (``td_rows``'s ``front``) and reads only the words of the ranks held elsewhere
 (``words_elsewhere``, ``claims_in``). Each must give what the plain definitions give: degree sums and
-offsets of queues crossing slots in any order, the same claims with and without ``front``, the same pairs
-as :func:`split_sorted` of the whole ascending queue, the bit pass's rows however its chunks cut the slots.
+offsets of queues crossing slots in any order, the same claims with and without ``front`` and with the held
+block rows' parents written by the claims (``parent``, ``split_claims``'s ``direct``), the same pairs
+as :func:`split_sorted` of the whole ascending queue, the bit pass's rows (and frontier words) however its
+chunks cut the slots.
 End to end, two and three workers (in this process, their rounds through a mesh of threads) of block and
 cyclic partitions find the single-process ``do`` levels and parents that validate.
 """
@@ -17,14 +19,14 @@ import threading
 import numpy as np
 import pytest
 
-from dbfs import kernel1, store
+from dbfs import kernel1
 from dbfs.bfs import bfs
-from dbfs.bfs.cpu import bitmap_to_queue
-from dbfs.bfs.cpu.rowclaims import _absorb_bits, claims_in, split_sorted, words_elsewhere
+from dbfs.bfs.cpu import bitmap_to_queue, queue_to_bitmap
+from dbfs.bfs.cpu.rowclaims import _absorb_bits, claims_in, split_claims, split_sorted, words_elsewhere
 from dbfs.bfs.cpu.rowtable import (_rows_claim_serial, _rows_degree_offsets, _rows_degree_offsets_par, _rows_edges,
                                    row_table, td_rows)
 from dbfs.bfs.cpu.topdown import _TD_SERIAL_EDGES
-from dbfs.spec import GraphSpec
+from dbfs.partition import Partitioning
 from dbfs.validate import validate
 
 KEY = ("direction", "frontier", "edges", "discovered")
@@ -74,10 +76,10 @@ def test_serial_claims_sum_the_degrees_first_and_leave_a_large_queue():
     assert total > _TD_SERIAL_EDGES
     claim = np.zeros(1 << 14, np.int32)
     vis = np.zeros((1 << 14) >> 6, np.int64)
-    got, E = _rows_claim_serial(rows.t, q, claim, vis, -1)
+    got, E = _rows_claim_serial(rows.t, q, claim, np.empty(0, np.int64), vis, -1)
     assert got.shape[0] == 0 and E > _TD_SERIAL_EDGES and not vis.any()
     small = q[:40]
-    got, E = _rows_claim_serial(rows.t, small, claim, vis, -1)
+    got, E = _rows_claim_serial(rows.t, small, claim, np.empty(0, np.int64), vis, -1)
     assert E == _rows_edges(rows.t, small)
     want = np.unique(np.concatenate([csr[0][1][csr[0][0][r]:csr[0][0][r + 1]] for r in small]))
     assert np.array_equal(np.sort(got), want)
@@ -104,6 +106,86 @@ def test_a_large_level_left_as_bits_claims_the_same(seed):
     for v in got[:: max(1, got.shape[0] // 200)]:
         r = int(claim_b[v])
         assert r in q.tolist() and v in ix[ip[r]:ip[r + 1]]
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("f", [40, 6000])            # serial and parallel claims
+def test_claims_of_held_block_rows_write_their_parents(seed, f):
+    """td_rows with ``parent``: a claimed vertex of a block slot's rows (its pad rows left out) gets
+    ``parent[x]`` at its worker row, a frontier row's global id adjacent to it, and its claim entry is left
+    alone; any other claimed vertex (another worker's ranks: the gaps, pad rows) gets ``claim[v]``; the
+    claims and bits are those without ``parent``."""
+    rng = np.random.default_rng(40 + seed)
+    N = 1 << 15
+    slots, csr = [], []
+    for n, gb, pad in ((9000, 0, 0), (7010, 8960, 50), (300, 20480, 3)):    # held: [0, 9000), [9010, 15970), ...
+        deg = rng.integers(0, 9, n) * (rng.random(n) < 0.8) * (np.arange(n) >= pad)
+        indptr = np.concatenate([[0], np.cumsum(deg)]).astype(np.int64)
+        indices = rng.integers(0, N, int(indptr[-1])).astype(np.int32)
+        slots.append((indptr, indices, np.zeros(n, np.int32), np.zeros((n + 63) >> 6, np.int64), pad, gb, 1))
+        csr.append((indptr, indices, gb, pad))
+    rows = row_table(slots)
+    held = {}                                        # global id -> worker row
+    for s, (ip, ix, gb, pad) in enumerate(csr):
+        held.update({gb + i: rows.off[s] + i for i in range(pad, ip.shape[0] - 1)})
+    gid = {x: v for v, x in held.items()}
+    q = np.sort(rng.choice(sorted(gid), f, replace=False)).astype(np.int64)
+    vis0 = np.zeros(N >> 6, np.int64)
+    vis0[rng.integers(0, N >> 6, 50)] = -1
+    claim_a, vis_a = np.full(N, -1, np.int32), vis0.copy()
+    got, E, _ = td_rows(rows.t, q, claim_a, vis_a)
+    claim_b, vis_b, parent = np.full(N, -1, np.int32), vis0.copy(), np.full(rows.rows, -1, np.int64)
+    got_b, E_b, _ = td_rows(rows.t, q, claim_b, vis_b, None, parent)
+    assert (E > _TD_SERIAL_EDGES) == (f > 40) and E == E_b
+    assert np.array_equal(np.sort(got), np.sort(got_b)) and np.array_equal(vis_a, vis_b)
+    mine = np.asarray([v in held for v in got_b.tolist()])
+    assert mine.any() and (~mine).any()
+    xs = np.asarray([held[v] for v in got_b[mine].tolist()], np.int64)
+    assert (claim_b[got_b[mine]] == -1).all() and (claim_b[got_b[~mine]] >= 0).all()
+    assert (parent >= 0).sum() == xs.shape[0] and (parent[xs] >= 0).all()
+    adj = {}
+    for x in q.tolist():
+        s = max(k for k in range(rows.S) if rows.off[k] <= x)
+        ip, ix = csr[s][0], csr[s][1]
+        adj[gid[x]] = set(ix[ip[x - rows.off[s]]:ip[x - rows.off[s] + 1]].tolist())
+    for v in got_b.tolist():                         # each parent a frontier vertex adjacent to v
+        u = int(parent[held[v]]) if v in held else int(claim_b[v])
+        assert u in adj and v in adj[u]
+    if f == 40:                                      # serial: the same claimer as without parent
+        assert np.array_equal(parent[xs], claim_a[got_b[mine]])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_split_claims_after_direct_parents_takes_only_the_bits(seed):
+    """Claims with ``parent`` then split_claims with ``direct``: the held ranks' vertices keep the parents the
+    claims wrote (one chunk or three), the same rows, bits, degrees, pairs and parents as claims into
+    ``claim`` split without it (serial claims: one claimer per vertex either way)."""
+    rng = np.random.default_rng(50 + seed)
+    N, P = 1000, 3
+    part = Partitioning(N, P, "block")
+    slots = []
+    for rk in (0, 2):
+        rg = part.vertex_range(rk)
+        base, pad = rg.start & ~63, rg.start - (rg.start & ~63)
+        deg = rng.integers(0, 6, len(rg)) * (rng.random(len(rg)) < 0.8)
+        indptr = np.concatenate([np.zeros(pad + 1, np.int64), np.cumsum(deg)])
+        nrow = pad + len(rg)
+        slots.append((indptr, rng.integers(0, N, int(indptr[-1])).astype(np.int32), np.zeros(nrow, np.int32),
+                      np.zeros((nrow + 63) >> 6, np.int64), pad, base, 1))
+    rows = row_table(slots)
+    slot_of = np.asarray([0, -1, 1], np.int64)
+    q = np.asarray(sorted(rng.choice(np.arange(rows.off[1], rows.off[1] + 300), 30, replace=False)), np.int64)
+    res = []
+    for direct, C in ((False, 1), (True, 1), (True, 3)):
+        claim, gvis = np.full(N, -1, np.int32), np.zeros((N + 63) >> 6, np.int64)
+        parent, vis = np.full(rows.rows, -1, np.int64), np.zeros(rows.rows >> 6, np.int64)
+        claimed, _, _ = td_rows(rows.t, q, claim, gvis, None, parent if direct else None)
+        out = np.empty(rows.rows, np.int64)
+        L, U, cnt, end, deg = split_claims(rows.t, claimed, claim, part.code, P, part.q, part.r, slot_of, parent, vis,
+                                           np.empty(claimed.shape[0], np.int64), out, C, False, direct)
+        res.append((sorted(out[:end].tolist()), deg, vis.tolist(), parent.tolist(), L.tolist(), U.tolist(),
+                    cnt.tolist()))
+    assert res[0][0] and res[0][4] and res[0] == res[1] == res[2]
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -147,30 +229,33 @@ def test_bit_pass_chunks_cut_slots_anywhere(seed):
         if n & 63:
             vis0[(rows.off[s] + n) >> 6] |= -(1 << (n & 63))
     claim = rng.integers(0, N, N).astype(np.int32)
-    res = []
+    front0 = rng.integers(-(1 << 62), 1 << 62, WW, dtype=np.int64)
+    res, fronts = [], {}
     for C in range(1, 10):
-        vis, parent, out = vis0.copy(), np.full(rows.rows, -1, np.int64), np.full(rows.rows + 3, -9, np.int64)
-        end, deg = _absorb_bits(rows.t, gvis, vis, parent, claim, True, out, 3, C)
-        res.append((end, deg, out[:end].tolist(), parent.tolist(), vis.tolist()))
+        for fmode in (0, 1, 2):                      # no frontier words, words set, words OR'd
+            vis, parent, out = vis0.copy(), np.full(rows.rows, -1, np.int64), np.full(rows.rows + 3, -9, np.int64)
+            front = front0.copy() if fmode else np.empty(0, np.int64)
+            end, deg = _absorb_bits(rows.t, gvis, vis, parent, claim, True, out, 3, C, front, fmode)
+            res.append((end, deg, out[:end].tolist(), parent.tolist(), vis.tolist()))
+            if fmode:
+                fronts[fmode] = front.copy()
     assert all(r == res[0] for r in res)
     end, deg, out, parent, vis = res[0]
     want = [wr for wr in range(rows.rows)
             if not vis0[wr >> 6] >> (wr & 63) & 1 and gvis[wr >> 6] >> (wr & 63) & 1]
     assert out[3:] == want and deg == sum(_degree(rows, csr, x) for x in want)
     assert all(parent[x] == claim[x] for x in want) and sum(p >= 0 for p in parent) == len(want)
+    bm = np.zeros(WW, np.int64)                      # the frontier words: exactly the new rows' bits
+    queue_to_bitmap(np.asarray(want, np.int64), 0, bm)
+    assert np.array_equal(fronts[1], bm) and np.array_equal(fronts[2], front0 | bm)
 
 
 # ------------------------------------------------------------ end to end
 @pytest.fixture(scope="module")
 def kron13(tmp_path_factory):
-    ds, _ = store.generate(GraphSpec.make("kronecker", 13, 16, 2, 3), root=tmp_path_factory.mktemp("rcl"), client=None,
-                           quiet=True)
-    edges = np.asarray(ds.edges()[:], np.int64)
-    csr = kernel1.build_csr(edges, ds.n_vertices)
-    deg = np.diff(csr.indptr)
-    roots = np.random.default_rng(3).choice(np.flatnonzero(deg > 0), size=3, replace=False).tolist()
-    roots.append(int(np.argmax(deg)))
-    return ds, edges, csr, roots
+    from conftest import kron_with_roots
+
+    return kron_with_roots(tmp_path_factory.mktemp("rcl"), 13, 3, 3)
 
 
 class _ThreadMesh:

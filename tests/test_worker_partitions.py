@@ -22,9 +22,8 @@ import sys
 import numpy as np
 import pytest
 
-from dbfs import kernel1, store
+from dbfs import kernel1
 from dbfs.bfs import bfs
-from dbfs.spec import GraphSpec
 from dbfs.validate import validate
 
 KEY = ("direction", "frontier", "edges", "discovered")
@@ -32,14 +31,9 @@ KEY = ("direction", "frontier", "edges", "discovered")
 
 @pytest.fixture(scope="module")
 def kron13(tmp_path_factory):
-    ds, _ = store.generate(GraphSpec.make("kronecker", 13, 16, 2, 3), root=tmp_path_factory.mktemp("wp"), client=None,
-                           quiet=True)
-    edges = np.asarray(ds.edges()[:], np.int64)
-    csr = kernel1.build_csr(edges, ds.n_vertices)
-    deg = np.diff(csr.indptr)
-    roots = np.random.default_rng(5).choice(np.flatnonzero(deg > 0), size=4, replace=False).tolist()
-    roots.append(int(np.argmax(deg)))          # the top hub: a first top-down level over the hubs' rows
-    return ds, edges, csr, roots
+    from conftest import kron_with_roots
+
+    return kron_with_roots(tmp_path_factory.mktemp("wp"), 13, 5, 4)
 
 
 def _parts(ds, P, kind):

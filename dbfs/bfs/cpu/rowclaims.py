@@ -36,11 +36,12 @@ On BLOCK partitions (``gs == 1``, ``gb`` a multiple of 64: slot ``s``'s word
   claims of a level ``td_rows`` left as bits, only the words of the ranks
   not held read.
 - :func:`absorb_bits` ``(t, gvis, visited, parent, claim, take_claim, out,
-  w) -> (end, degrees)``: every worker row whose GLOBAL bit is set in
-  ``gvis`` and whose worker bit is clear in ``visited`` is a vertex this
-  level reached: it gets its worker bit, its worker row appended to ``out``
-  from ``w`` (ascending), and, with ``take_claim``, ``parent[x] =
-  claim[v]``. The caller's invariant: on a worker's own rows ``gvis`` and
+  w, front=None, keep=False) -> (end, degrees)``: every worker row whose
+  GLOBAL bit is set in ``gvis`` and whose worker bit is clear in
+  ``visited`` is a vertex this level reached: it gets its worker bit, its
+  worker row appended to ``out`` from ``w`` (ascending), its bit in
+  ``front`` (a worker bitmap: every word set, or with ``keep`` OR'd), and,
+  with ``take_claim``, ``parent[x] = claim[v]``. The caller's invariant: on a worker's own rows ``gvis`` and
   ``visited`` agree but for this level's new vertices (rows without edges,
   pad and tail rows have their worker bit set and are never reached).
 - :func:`mark_pairs` ``(t, L, U, seg_lo, seg_n, seg_slot, parent, visited,
@@ -116,24 +117,26 @@ def _scatter(claimed, claim, own, loc, pos, L, U, c, k0, k1):
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _take(x, parent, visited, p):
-    """Whether worker row ``x`` took parent ``p``: its ``visited`` bit was clear (an atomic OR: one winner)."""
+def _take(x, parent, visited, p, write=True):
+    """Whether worker row ``x`` took parent ``p`` (``write``; else its parent is written already): its
+    ``visited`` bit was clear (an atomic OR: one winner)."""
     bit = np.int64(1) << (x & 63)
     if visited[x >> 6] & bit:
         return False
     if atomic_or(visited, x >> 6, bit) & bit:
         return False
-    parent[x] = p
+    if write:
+        parent[x] = p
     return True
 
 
 @njit(nogil=True, cache=True, inline="always")
-def _split_chunk(t, claimed, claim, code, P, q, r, slot_of, skip_own, parent, visited, own, loc, hist, dst, c, k0,
-                 k1):
+def _split_chunk(t, claimed, claim, code, P, q, r, slot_of, skip_own, direct, parent, visited, own, loc, hist, dst,
+                 c, k0, k1):
     """:func:`split_claims` over the claims ``[k0, k1)``: a vertex of a rank held here (``slot_of[o]`` >= 0)
-    absorbed at once (its worker row written to ``dst`` from ``dst[k0]``; left alone with ``skip_own``), the
-    others' owner rank and owner-local index kept and counted in ``hist[c]``; returns (the absorbed count, their
-    degree sum)."""
+    absorbed at once (its worker row written to ``dst`` from ``dst[k0]``; left alone with ``skip_own``; its
+    parent not written with ``direct`` on a block slot), the others' owner rank and owner-local index kept and
+    counted in ``hist[c]``; returns (the absorbed count, their degree sum)."""
     n = 0
     d = 0
     for k in range(k0, k1):
@@ -150,7 +153,10 @@ def _split_chunk(t, claimed, claim, code, P, q, r, slot_of, skip_own, parent, vi
             continue
         i = np.int64(l) + t.pad[s]
         x = t.off[s] + i
-        if not _take(x, parent, visited, claim[v]):
+        if direct and t.gs[s] == 1:
+            if not _take(x, parent, visited, 0, False):
+                continue
+        elif not _take(x, parent, visited, claim[v]):
             continue
         ip = _indptr(t, s)
         d += ip[i + 1] - ip[i]
@@ -160,7 +166,7 @@ def _split_chunk(t, claimed, claim, code, P, q, r, slot_of, skip_own, parent, vi
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _split_par(t, claimed, claim, code, P, q, r, slot_of, skip_own, parent, visited, tmp, out, C):
+def _split_par(t, claimed, claim, code, P, q, r, slot_of, skip_own, direct, parent, visited, tmp, out, C):
     m = claimed.shape[0]
     own = np.empty(m, np.int32)
     loc = np.empty(m, claim.dtype)
@@ -168,8 +174,8 @@ def _split_par(t, claimed, claim, code, P, q, r, slot_of, skip_own, parent, visi
     cn = np.zeros(C, np.int64)
     dg = np.zeros(C, np.int64)
     for c in prange(C):
-        cn[c], dg[c] = _split_chunk(t, claimed, claim, code, P, q, r, slot_of, skip_own, parent, visited, own, loc,
-                                    hist, tmp, c, c * m // C, (c + 1) * m // C)
+        cn[c], dg[c] = _split_chunk(t, claimed, claim, code, P, q, r, slot_of, skip_own, direct, parent, visited,
+                                    own, loc, hist, tmp, c, c * m // C, (c + 1) * m // C)
     cnt, pos = _bucket_starts(hist, P, C)
     L = np.empty(cnt[P], claim.dtype)
     U = np.empty(cnt[P], claim.dtype)
@@ -187,13 +193,13 @@ def _split_par(t, claimed, claim, code, P, q, r, slot_of, skip_own, parent, visi
 
 
 @njit(nogil=True, cache=True)
-def _split_serial(t, claimed, claim, code, P, q, r, slot_of, skip_own, parent, visited, out):
+def _split_serial(t, claimed, claim, code, P, q, r, slot_of, skip_own, direct, parent, visited, out):
     m = claimed.shape[0]
     own = np.empty(m, np.int32)
     loc = np.empty(m, claim.dtype)
     hist = np.zeros((1, P), np.int64)
-    n, d = _split_chunk(t, claimed, claim, code, P, q, r, slot_of, skip_own, parent, visited, own, loc, hist, out, 0,
-                        0, m)
+    n, d = _split_chunk(t, claimed, claim, code, P, q, r, slot_of, skip_own, direct, parent, visited, own, loc, hist,
+                        out, 0, 0, m)
     cnt, pos = _bucket_starts(hist, P, 1)
     L = np.empty(cnt[P], claim.dtype)
     U = np.empty(cnt[P], claim.dtype)
@@ -201,7 +207,8 @@ def _split_serial(t, claimed, claim, code, P, q, r, slot_of, skip_own, parent, v
     return L, U, cnt, n, d
 
 
-def split_claims(t, claimed, claim, code, P, q, r, slot_of, parent, visited, tmp, out, C, skip_own=False):
+def split_claims(t, claimed, claim, code, P, q, r, slot_of, parent, visited, tmp, out, C, skip_own=False,
+                 direct=False):
     """A worker's claims split by owner: those of the ranks it holds absorbed at once into its rows (one pass:
     no pairs made for them), the others' (owner-local index, ``claim[v]``) pairs grouped by owner rank (a
     stable counting sort); ``C`` chunks in parallel (one chunk: on this thread); ``tmp``: scratch of at least
@@ -218,6 +225,9 @@ def split_claims(t, claimed, claim, code, P, q, r, slot_of, parent, visited, tmp
     skip_own : bool
         Leave the held ranks' claims alone (none absorbed, none bucketed; end and degrees 0): the caller takes
         them from the bits (:func:`absorb_bits`).
+    direct : bool
+        The claims wrote the parents of the block slots' vertices already (``td_rows``'s ``parent``): those
+        vertices only take their bits.
 
     Returns
     -------
@@ -229,8 +239,8 @@ def split_claims(t, claimed, claim, code, P, q, r, slot_of, parent, visited, tmp
         Their degree sum.
     """
     if C == 1:
-        return _split_serial(t, claimed, claim, code, P, q, r, slot_of, skip_own, parent, visited, out)
-    return _split_par(t, claimed, claim, code, P, q, r, slot_of, skip_own, parent, visited, tmp, out, C)
+        return _split_serial(t, claimed, claim, code, P, q, r, slot_of, skip_own, direct, parent, visited, out)
+    return _split_par(t, claimed, claim, code, P, q, r, slot_of, skip_own, direct, parent, visited, tmp, out, C)
 
 
 @njit(nogil=True, cache=True, inline="always")
@@ -334,11 +344,12 @@ def by_bits(block: bool, vertices: int, words: int) -> bool:
 
 
 @njit(nogil=True, cache=True)
-def _bits_range(t, gvis, visited, parent, claim, take_claim, out, k, d, a, b, write):
+def _bits_range(t, gvis, visited, parent, claim, take_claim, out, k, d, a, b, write, front, fmode):
     """Worker words ``[a, b)``, slot by slot (a slot's words are a run of its global words): the bits of
     rows reached and not yet taken (``gvis`` set, ``visited`` clear); counted only, or (``write``) taken,
-    their rows written to ``out`` from ``k``, their degrees added to ``d``. Returns (k, d): the count
-    (popcounts) when not writing."""
+    their rows written to ``out`` from ``k``, their degrees added to ``d``, and each word's bits stored to
+    (``fmode`` 1) or OR'd into (2) ``front``'s word. Returns (k, d): the count (popcounts) when not
+    writing."""
     off = t.off
     ww = a
     s = _find_slot(off, a << 6) if a < b else 0
@@ -354,6 +365,10 @@ def _bits_range(t, gvis, visited, parent, claim, take_claim, out, k, d, a, b, wr
             gb = t.gb[s]
             for x in range(ww, stop):
                 y = gvis[g + x] & ~visited[x]
+                if fmode == 1:
+                    front[x] = y
+                elif fmode == 2:
+                    front[x] |= y
                 if y == 0:
                     continue
                 visited[x] |= y
@@ -372,28 +387,35 @@ def _bits_range(t, gvis, visited, parent, claim, take_claim, out, k, d, a, b, wr
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _absorb_bits(t, gvis, visited, parent, claim, take_claim, out, w, C):
+def _absorb_bits(t, gvis, visited, parent, claim, take_claim, out, w, C, front, fmode):
     WW = t.off[t.nrow.shape[0]] >> 6
     cnt = np.zeros(C + 1, np.int64)
     for c in prange(C):
         cnt[c + 1] = _bits_range(t, gvis, visited, parent, claim, take_claim, out, 0, 0, c * WW // C,
-                                 (c + 1) * WW // C, False)[0]
+                                 (c + 1) * WW // C, False, front, 0)[0]
     cnt[0] = w
     for c in range(C):
         cnt[c + 1] += cnt[c]
     deg = np.zeros(C, np.int64)
     for c in prange(C):
         deg[c] = _bits_range(t, gvis, visited, parent, claim, take_claim, out, cnt[c], 0, c * WW // C,
-                             (c + 1) * WW // C, True)[1]
+                             (c + 1) * WW // C, True, front, fmode)[1]
     return cnt[C], deg.sum()
 
 
-def absorb_bits(t, gvis, visited, parent, claim, take_claim, out, w):
+_NO_FRONT = np.empty(0, np.int64)
+
+
+def absorb_bits(t, gvis, visited, parent, claim, take_claim, out, w, front=None, keep=False):
     """The level's new vertices on the worker's rows from the bits (module docstring); returns (the new end of
-    ``out``, their degree sum)."""
+    ``out``, their degree sum). Given ``front`` (a bitmap over worker rows), every worker word of it is set to
+    the new vertices' bits in that word, or (``keep``) those bits are OR'd into it: the bitmap of ``out[w:end]``,
+    as :func:`~dbfs.bfs.cpu.frontier.queue_to_bitmap` of it would make it."""
     WW = int(t.off[-1]) >> 6
     C = min(max(WW // _WORD_GRAIN, 1), 256)
-    end, deg = _absorb_bits(t, gvis, visited, parent, claim, take_claim, out, w, C)
+    fmode = 0 if front is None else 2 if keep else 1
+    end, deg = _absorb_bits(t, gvis, visited, parent, claim, take_claim, out, w, C,
+                            _NO_FRONT if front is None else front, fmode)
     return int(end), int(deg)
 
 

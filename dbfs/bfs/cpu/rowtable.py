@@ -13,12 +13,14 @@ local bitmap), and global vertex ``gb[s] + i * gs[s]`` (block: its base and
 and queues are over worker rows. The steps are :mod:`dbfs.bfs.cpu`'s, over
 every slot in ONE call:
 
-- :func:`td_rows` ``(t, queue, claim, visited, front=None) -> (claimed,
-  examined, ascending)``:
+- :func:`td_rows` ``(t, queue, claim, visited, front=None, parent=None) ->
+  (claimed, examined, ascending)``:
   :func:`~dbfs.bfs.cpu.topdown.td_step`'s claims for a queue of worker rows:
   every neighbour v whose bit is clear in ``visited`` (a bitmap over global
   ids, exact on entry and again on return) gets the bit and
-  ``claim[v] = `` the global id of a queued vertex adjacent to it;
+  ``claim[v] = `` the global id of a queued vertex adjacent to it (given
+  ``parent``, a vertex of a block slot's rows gets ``parent[x] = `` it
+  instead, at its worker row x, as ``td_step`` writes its parents);
   ``claimed`` holds each such v once (global ids), ascending when
   ``ascending`` (a large level's, read from the bits it set), or, given
   ``front``, a large level's left there as bits (``claimed`` None). The owner
@@ -236,16 +238,48 @@ def _rows_degree_offsets_par(t, queue):
 
 
 @njit(nogil=True, cache=True)
-def _rows_claim_serial(t, queue, claim, visited, E):
+def _held_ranges(t, direct):
+    """(lo, hi, sh): the global id ranges ``[lo, hi)`` of the block slots' vertices (pad rows left out) and
+    the shift to their worker rows (``x = v + sh``), ranges adjacent in both spaces merged; none unless
+    ``direct``."""
+    S = t.nrow.shape[0]
+    lo = np.empty(S, np.int64)
+    hi = np.empty(S, np.int64)
+    sh = np.empty(S, np.int64)
+    K = 0
+    for s in range(S if direct else 0):
+        a, b, d = t.gb[s] + t.pad[s], t.gb[s] + t.nrow[s], t.off[s] - t.gb[s]
+        if t.gs[s] != 1 or b <= a:
+            continue
+        if K and hi[K - 1] == a and sh[K - 1] == d:
+            hi[K - 1] = b
+        else:
+            lo[K], hi[K], sh[K] = a, b, d
+            K += 1
+    return lo[:K], hi[:K], sh[:K]
+
+
+@njit(nogil=True, cache=True, inline="always")
+def _held_row(v, lo, hi, sh):
+    """The worker row of global id ``v`` in the ranges of :func:`_held_ranges`, else -1."""
+    for h in range(lo.shape[0]):
+        if v >= lo[h] and v < hi[h]:
+            return v + sh[h]
+    return -1
+
+
+@njit(nogil=True, cache=True)
+def _rows_claim_serial(t, queue, claim, parent, visited, E):
     """:func:`td_rows` on one thread (``E``: the queue's degree sum, or -1: summed here first, and a queue
     of more than ``_TD_SERIAL_EDGES`` edges left unclaimed, an empty array and some sum above the limit
-    returned: a small level costs one kernel call)."""
+    returned: a small level costs one kernel call; ``parent``: as :func:`td_rows`'s, empty for none)."""
     off = t.off
     f = queue.shape[0]
     if E < 0:
         E = _rows_degree_sum(t, queue, 0, f, np.empty(0, np.int64), 0, _TD_SERIAL_EDGES)
         if E > _TD_SERIAL_EDGES:
             return np.empty(0, np.int64), E
+    hlo, hhi, hsh = _held_ranges(t, parent.shape[0] > 0)
     out = np.empty(min(E, claim.shape[0]), np.int64)
     w = 0
     s = _find_slot(off, queue[0]) if f else 0
@@ -265,21 +299,28 @@ def _rows_claim_serial(t, queue, claim, visited, E):
             if visited[v >> 6] & bit:
                 continue
             visited[v >> 6] |= bit
-            claim[v] = u
+            x = _held_row(v, hlo, hhi, hsh)
+            if x >= 0:
+                parent[x] = u
+            else:
+                claim[v] = u
             out[w] = v
             w += 1
     return out[:w].copy(), E
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _rows_claim_chunks(t, queue, claim, visited, degoff, e_lo, e_hi, C, out):
+def _rows_claim_chunks(t, queue, claim, parent, visited, degoff, e_lo, e_hi, C, out):
     """:func:`~dbfs.bfs.cpu.topdown._td_claim_chunks` over worker rows: the queue's edges ``[e_lo, e_hi)``
     (indices into the concatenation of its rows, whatever their slots) in ``C`` equal ranges in parallel,
-    claims (racy bit updates, ``claim[v]`` = the claiming vertex's global id) recorded in each chunk's slice
-    of ``out``; returns the records per chunk."""
+    claims (racy bit updates, ``claim[v]`` or, given ``parent``, a held block row's ``parent[x]`` = the
+    claiming vertex's global id) recorded in each chunk's slice of ``out``; returns the records per chunk."""
     E = e_hi - e_lo
     cnt = np.zeros(C, np.int64)
     off = t.off
+    hlo, hhi, hsh = _held_ranges(t, parent.shape[0] > 0)
+    # the prefetches check the first held range only (most often the only one)
+    lo0, hi0, sh0 = (hlo[0], hhi[0], hsh[0]) if hlo.shape[0] else (0, 0, 0)
     for c in prange(C):
         e0 = e_lo + c * E // C
         e1 = e_lo + (c + 1) * E // C
@@ -304,14 +345,22 @@ def _rows_claim_chunks(t, queue, claim, visited, degoff, e_lo, e_hi, C, out):
             end = base + stop
             for j in range(base + k, end):
                 if j + _TD_PREFETCH < end:
-                    prefetch(claim, np.int64(ix[j + _TD_PREFETCH]))
+                    va = np.int64(ix[j + _TD_PREFETCH])
+                    if va >= lo0 and va < hi0:
+                        prefetch(parent, va + sh0)
+                    else:
+                        prefetch(claim, va)
                 v = np.int64(ix[j])
                 bit = np.int64(1) << (v & 63)
                 word = visited[v >> 6]
                 if word & bit:
                     continue
                 visited[v >> 6] = word | bit  # racy: a lost bit only means a duplicate record
-                claim[v] = u
+                x = _held_row(v, hlo, hhi, hsh)
+                if x >= 0:
+                    parent[x] = u   # racing claims store frontier vertices of this level, each a valid parent
+                else:
+                    claim[v] = u
                 out[w] = v
                 w += 1
             k = stop
@@ -320,7 +369,10 @@ def _rows_claim_chunks(t, queue, claim, visited, degoff, e_lo, e_hi, C, out):
     return cnt
 
 
-def td_rows(t, queue, claim, visited, front=None):
+_NO_PARENT = np.empty(0, np.int64)     # td_rows without direct parent writes
+
+
+def td_rows(t, queue, claim, visited, front=None, parent=None):
     """Top-down claims of a queue of worker rows over every slot of ``t`` (a :class:`RowTable`'s ``t``; see
     the module docstring): serial below ``td_step``'s limit, else by equal edge ranges in parallel.
     With ``front``, a large level's claims are left there as bits (as ``td_step``'s ``front``): no queue
@@ -333,6 +385,9 @@ def td_rows(t, queue, claim, visited, front=None):
         Worker rows of the frontier.
     claim : ndarray
         Over global ids; ``claim[v]`` is written (the claiming vertex's global id), never read.
+    parent : ndarray of int64, optional
+        Over worker rows: a vertex of a block slot's rows (its pad rows left out) gets ``parent[x]`` (its
+        worker row) instead of ``claim[v]``, as ``td_step`` writes its parents; its worker bit is not set.
     visited : ndarray of int64
         Bitmap over global ids, exact on entry and on return.
     front : ndarray of int64, optional
@@ -349,8 +404,10 @@ def td_rows(t, queue, claim, visited, front=None):
         Whether ``claimed`` is in ascending order (a large level's, read from the bits it set).
     """
     f = queue.shape[0]
+    if parent is None:
+        parent = _NO_PARENT
     if f <= _TD_SERIAL_EDGES:
-        claimed, E = _rows_claim_serial(t, queue, claim, visited, -1)
+        claimed, E = _rows_claim_serial(t, queue, claim, parent, visited, -1)
         if E <= _TD_SERIAL_EDGES:
             return claimed, E, False
     degoff = _rows_degree_offsets(t, queue) if f <= _DEG_SERIAL_VERTICES else _rows_degree_offsets_par(t, queue)
@@ -359,7 +416,7 @@ def td_rows(t, queue, claim, visited, front=None):
         return np.empty(0, np.int64), 0, True
 
     def claims(e_lo, e_hi, C, out):
-        return _rows_claim_chunks(t, queue, claim, visited, degoff, e_lo, e_hi, C, out)
+        return _rows_claim_chunks(t, queue, claim, parent, visited, degoff, e_lo, e_hi, C, out)
 
     return _td_parallel(claims, E, visited, front)
 

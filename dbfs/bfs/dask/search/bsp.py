@@ -215,6 +215,7 @@ class _Search:
         self.fbm_w = _zeroed(R >> 6)                         # local frontier bitmap (after a bottom-up level)
         self.nxt_w = _zeroed(R >> 6)
         self.queue = np.empty(0, np.int64)                   # local frontier queue (worker rows)
+        self.fbm_queue = False                               # fbm_w holds the queue's bits (a bit-pass level's)
         self.qbufs = [_grown(self.grown, ("rows", k), max(R, 1)) for k in (0, 1)]   # alternate per level
         self.states = {}
         for s, p in enumerate(parts):
@@ -394,7 +395,10 @@ class _Search:
         t = time.perf_counter()
         # block partitions: a large level's claims stay bits, in `front` (free until to_bitmaps rebuilds it)
         front = self.front if code == 0 else None
-        newv, examined, ascending = td_rows(self.rows.t, self.queue, scratch, self.visited_g, front)
+        # block partitions: the claims of this worker's own rows write their parents, as td_step does
+        direct = code == 0
+        newv, examined, ascending = td_rows(self.rows.t, self.queue, scratch, self.visited_g, front,
+                                            self.parent_w if direct else None)
         # this worker's own vertices absorbed at once into the next queue (or from the bits the level set); the
         # others' pairs bucketed by owner
         out = self.qbufs[level & 1]
@@ -413,9 +417,11 @@ class _Search:
         else:
             L, U, cnt, w, new_m = split_claims(self.rows.t, newv, scratch, code, P, q, r, self.slot_of,
                                                self.parent_w, self.visited_w, _grown(self.grown, "absorb", max(m, 1)),
-                                               out, _chunks(m), bits)
-        if bits:
-            w, new_m = absorb_bits(self.rows.t, self.visited_g, self.visited_w, self.parent_w, scratch, True, out, 0)
+                                               out, _chunks(m), bits, direct)
+        if bits:    # the new rows' bits written to fbm_w too: to_bitmaps need not set them from the queue
+            w, new_m = absorb_bits(self.rows.t, self.visited_g, self.visited_w, self.parent_w, scratch, not direct,
+                                   out, 0, self.fbm_w)
+        self.fbm_queue = bits
         w, new_m = int(w), int(new_m)
         kt += time.perf_counter() - t
         # exchange: one message per peer worker, pairs grouped by destination rank
@@ -460,7 +466,9 @@ class _Search:
             return w, 0
         if by_bits(self.code == 0, M, self.visited_w.shape[0]):
             mark_pairs(self.rows.t, L, U, lo, n, slots, self.parent_w, self.visited_w, self.visited_g, _chunks(M))
-            return absorb_bits(self.rows.t, self.visited_g, self.visited_w, self.parent_w, self.scratch, False, out, w)
+            return absorb_bits(self.rows.t, self.visited_g, self.visited_w, self.parent_w, self.scratch, False, out, w,
+                               self.fbm_w if self.fbm_queue else None, True)
+        self.fbm_queue = False
         tmp = _grown(self.grown, "absorb", M)
         w, dm = absorb_rows(self.rows.t, L, U, lo, n, slots, self.parent_w, self.visited_w, self.visited_g, tmp,
                             out, w, _chunks(M))
@@ -479,7 +487,8 @@ class _Search:
         """Top-down -> bottom-up: build the global frontier from the local queues; returns kernel seconds."""
         states, sh = self.states, self.sh
         t = time.perf_counter()
-        queue_to_bitmap(self.queue, 0, self.fbm_w)
+        if not self.fbm_queue:
+            queue_to_bitmap(self.queue, 0, self.fbm_w)
         if sh is not None:
             self._publish(sh)
             kt = time.perf_counter() - t
