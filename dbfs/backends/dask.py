@@ -204,8 +204,7 @@ class DaskBackend(Backend):
         if why:
             if free:        # refused in one line before Kernel 1 when it cannot fit (one rank a GPU worker, built
                 #               as one shuffle over NCCL: a rank past its device split with pinned host memory)
-                shuffled = cfg.partitions == len(free) and len(free) == len(alive_workers(client)) and \
-                    not nccl_switch()
+                shuffled = cfg.partitions == len(free) and cls._gpus_only(client, list(free)) and not nccl_switch()
                 fit = check_gpu_ranks(ds.n_vertices, ds.n_edges, cfg.partitions, free, ds.scale,
                                       host_available() if shuffled else None)
                 if fit.get("host"):
