@@ -162,3 +162,41 @@ def test_one_worker_of_sixteen_partitions_on_a_cluster(kron13):
                 assert v.ok, v.summary()
                 ref = bfs(csr, root, algorithm="do", stats=True)
                 assert [tuple(r[k] for k in KEY) for r in rec] == [tuple(r[k] for k in KEY) for r in ref.level_stats]
+
+
+def _set_env(key, value):
+    import os
+
+    if value is None:
+        os.environ.pop(key, None)
+    else:
+        os.environ[key] = value
+
+
+@pytest.mark.distributed
+def test_search_profile_diagnostic_writes_each_workers_profile(kron13, tmp_path):
+    """``DBFS_PROFILE_SEARCH`` (a folder) on the workers: each worker's batch of searches leaves a cProfile
+    file there whose stats include the level loop; unset, no file."""
+    import pstats
+
+    import dbfs.bfs.dask as D
+    from dbfs.bfs.dask.search.bsp import PROFILE_ENV
+    from dbfs.cluster import client_for
+
+    ds, edges, csr, roots = kron13
+    kernel1.build_partitioned(ds.path, P=2, client=None, progress=False)
+    folder = tmp_path / "prof"
+    with client_for(n_workers=2, threads_per_worker=1, quiet=True) as client:
+        with D.load_distributed(client, ds.path, kernel1.variant_name(2)) as dg:
+            D.search(dg, roots[0])
+            assert not folder.exists()
+            client.run(_set_env, PROFILE_ENV, str(folder))
+            try:
+                res, _, _ = D.search(dg, roots[0])
+                assert validate(edges, roots[0], D.gather_parent(res)).ok
+            finally:
+                client.run(_set_env, PROFILE_ENV, None)
+    files = sorted(folder.glob("search-w*.prof"))
+    assert {f.name.split("-")[1] for f in files} == {"w0", "w1"}
+    for f in files:
+        assert any(fn == "_bsp_levels" for (_, _, fn) in pstats.Stats(str(f)).stats)

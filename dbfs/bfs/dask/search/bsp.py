@@ -66,7 +66,9 @@ many vertices as its counts say; a malformed one is a lost peer.
 """
 from __future__ import annotations
 
+import cProfile
 import gc
+import os
 import sys
 import time
 
@@ -90,6 +92,10 @@ from dbfs.partition import Partitioning, owner_local
 __all__ = ["_bsp_search", "_bsp_levels", "SEARCH_SWITCH_S"]
 
 SEARCH_SWITCH_S = 5e-5      # the worker's GIL switch interval during a search (why: docs/DISTRIBUTED.md, GPU workers)
+
+#: a diagnostic: a folder where each worker writes the profile (cProfile) of each batch of its searches,
+#: ``search-w<worker>-<pid>-<ns>.prof`` (where a level's host time goes); unset, nothing is profiled
+PROFILE_ENV = "DBFS_PROFILE_SEARCH"
 
 
 def _bsp_search(mesh_id, widx, ranks_of, parts, roots, algorithm, pol_opts, nnz_total):
@@ -115,6 +121,7 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, roots, algorithm, pol_opts, nnz_
     sys.setswitchinterval(SEARCH_SWITCH_S)
     collecting = gc.isenabled()
     outs = []
+    prof = _profiler()
     try:
         for root in roots:
             # no cyclic collection of the worker's heap inside a timed level (a search allocates little);
@@ -138,6 +145,19 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, roots, algorithm, pol_opts, nnz_
         sys.setswitchinterval(switch)
         if collecting:
             gc.enable()
+        if prof is not None:
+            prof.disable()
+            prof.dump_stats(os.path.join(os.environ[PROFILE_ENV], f"search-w{widx}-{os.getpid()}-{time.time_ns()}.prof"))
+
+
+def _profiler():
+    """A started cProfile profiler where :data:`PROFILE_ENV` names a folder, else None."""
+    if not os.environ.get(PROFILE_ENV):
+        return None
+    os.makedirs(os.environ[PROFILE_ENV], exist_ok=True)
+    prof = cProfile.Profile()
+    prof.enable()
+    return prof
 
 
 def _counts_msg(mine):
