@@ -6,9 +6,11 @@ stored, and P = 2 built on the workers) validates against the input edge list
 and equals ``--backend gpu``'s single-process search level for level
 (direction, frontier size, edges examined); every level makes at most two
 collectives (top-down: the fixed regions of claims, the counts; bottom-up:
-one group, one more at the top-down -> bottom-up switch), three where the
+the counts, then the frontier as ids or as bits (one group where a worker
+holds several ranks), one more at the top-down -> bottom-up switch), three where the
 regions would be too large (forced here by a zero region limit: the exact
 buckets, their sizes first) and records each worker's kernel and exchange seconds and bytes sent;
+the frontier forced to go always as ids, then always as bits, gives the same levels;
 ``DBFS_NCCL=off`` falls back to CUDA IPC.
 """
 import sys
@@ -90,7 +92,7 @@ def _searches(client, dg, nds, td_rounds=2, same_edges=True):
         prev = None
         for x in lst:
             td, switch = x["direction"] == "td", x["direction"] == "bu" and prev != "bu"
-            assert 1 <= x["rounds"] <= (td_rounds if td else 2 if switch else 1), x     # collectives in the level
+            assert 1 <= x["rounds"] <= (td_rounds if td else 3 if switch else 2), x     # collectives in the level
             assert len(x["workers"]) == 2 and all(w["kernel"] >= 0 and w["exchange"] >= 0 for w in x["workers"])
             prev = x["direction"]
         if dg.level_exchange == "nccl":        # (CUDA IPC moves frontiers and pairs device to device, unsent)
@@ -133,6 +135,31 @@ def test_nccl_exact_buckets_past_the_region_limit(nclient, nds):
     finally:
         dg.close()
         nclient.run(_set_capped, old)
+
+
+def _set_sparse(share):
+    from dbfs.bfs.dask.search import gpu_nccl
+
+    old, gpu_nccl.SPARSE_SHARE = gpu_nccl.SPARSE_SHARE, share
+    return old
+
+
+@pytest.mark.parametrize("share", [1e9, 0.0])
+def test_nccl_bottom_up_frontier_as_ids_or_as_bits(nclient, nds, share):
+    """Every bottom-up level's frontier sent as ids (any size), then as bits (none as ids): the same levels
+    as one GPU, and both ways send bytes."""
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+
+    old = list(nclient.run(_set_sparse, share).values())[0]
+    dg = D.load_distributed(nclient, nds[0].path, kernel1.variant_name(2))
+    try:
+        levels = _searches(nclient, dg, nds)
+        bu = [x for x in levels if x["direction"] == "bu"]
+        assert bu and all(x["rounds"] >= 2 for x in bu), bu
+    finally:
+        dg.close()
+        nclient.run(_set_sparse, old)
 
 
 def test_nccl_on_partitions_built_on_the_workers(nclient, nds):

@@ -8,7 +8,8 @@ exchange a collective on the mesh's NCCL communicator
 (:class:`dbfs.bfs.dask.mesh.nccl._Comm`), issued on the search's CUDA stream
 behind the kernels. A level makes one device-to-host read (a
 top-down level past :data:`CAPPED_PAIRS`: two, the bucket sizes then the
-counts) and no message through the TCP mesh. Where every worker holds its
+counts) and no message through the TCP mesh. After a bottom-up level whose
+frontier went as ids, the next top-down level's queue is already built. Where every worker holds its
 own rank alone (:func:`dbfs.bfs.dask.mesh.nccl.holds_parents`) a search's
 parents stay on the device (original ids, the id width, their own
 allocation), for the validation over the same communicator
@@ -32,10 +33,17 @@ of bitmap words is their OR):
   the device); allgather of every worker's P bucket sizes, read once; one
   group of send/recv moves each exact bucket to its owner's worker;
   ``absorb``; allreduce(sum) of the counts, read once;
-- bottom-up: ``bu_step``; this worker's bits of the next frontier into a
-  zeroed global bitmap; allreduce(sum) of the bitmap and of the counts in
-  one group, read once (one rank per worker, the ranks' slices equal whole
-  words: the ranks' bitmaps allgathered in place into the global one);
+- bottom-up, one rank per worker whose slices are equal whole words: ``bu_step``;
+  allreduce(sum) of the counts, read once; then, the host knowing every
+  worker's new vertices, the new frontier goes either as ids (the largest
+  worker's ids within :data:`SPARSE_SHARE` of a slice's bytes: each worker's
+  slice to a queue, allgather of the queues, each peer's ids set in the
+  zeroed global bitmap and in ``visited_g``) or as bits (the ranks' bitmaps
+  allgathered in place into the global one, OR-ed into ``visited_g``). That
+  exchange is issued after the read, so the host issues the next level
+  while it runs; its seconds settle with the next level's. Otherwise: this
+  worker's bits into a zeroed global bitmap, allreduce(sum) of the bitmap
+  and of the counts in one group, read once;
 - the top-down -> bottom-up switch: the same bitmap allreduce, no read.
 
 Every worker feeds the same global counts to its own direction policy, as
@@ -71,6 +79,11 @@ __all__ = ["_NcclSearch", "CAPPED_PAIRS", "regions"]
 #: most region slots (pairs) a worker sends in a top-down level of one read; past it the exact buckets
 #: (two reads) move fewer bytes than whole regions would
 CAPPED_PAIRS = 1 << 22
+
+#: a bottom-up level's new frontier goes as ids where the most any worker found, at the id width, is at most
+#: this share of a rank's bitmap slice in bytes (the ids' allgather, the zeroing and the scatter then cost
+#: less than the slices'); else as the bitmap slices
+SPARSE_SHARE = 0.25
 
 
 def regions(cap_m: int, starts, ranks: list) -> list:
@@ -115,6 +128,8 @@ class _NcclSearch(_GpuSearch):
         self.allhist = cp.zeros(W * P, cp.uint64)
         self.one = cp.zeros(1, cp.int64)
         self.wm = [0] * W                            # each worker's frontier edges, from the last read
+        self.wn = [0] * W                            # each worker's new frontier vertices, from the last read
+        self.queued = False                          # the last bottom-up level left this rank's queue built
         worker_of = np.empty(P, np.int32)
         for j, rks in enumerate(ranks_of):
             worker_of[list(rks)] = j
@@ -156,7 +171,8 @@ class _NcclSearch(_GpuSearch):
         n = ex = 0
         for j in range(self.W):
             blk = v[j * R * 4 + 4:(j + 1) * R * 4]      # worker j's rank rows (its claim row skipped)
-            n += sum(blk[0::4])
+            self.wn[j] = sum(blk[0::4])
+            n += self.wn[j]
             self.wm[j] = sum(blk[1::4])
             ex += sum(blk[2::4])
         return n, sum(self.wm), ex if examined is None else int(examined)
@@ -338,11 +354,63 @@ class _NcclSearch(_GpuSearch):
         return {rk: own}
 
     def bu_level(self, kt):
+        self.queued = False
         self.tl.begin()
         self._zero_counters()               # the other workers' blocks too: the allreduce sums them
         self._bu_steps(zero=False)
-        self._exchange_bitmap(self.front_next, totals=True)
-        g = self._read()
-        cp.bitwise_or(self.visited_g, self.front_next, out=self.visited_g)
+        if not self.gather:
+            self._exchange_bitmap(self.front_next, totals=True)
+            g = self._read()
+            cp.bitwise_or(self.visited_g, self.front_next, out=self.visited_g)
+            self.front, self.front_next = self.front_next, self.front
+            return self._totals(g, kt)
+        self.tl.mark("k")
+        self.comm.allreduce(self.blocks)
+        self.tl.mark("x")
+        out = self._totals(self._read(), kt)
+        self.tl.begin()                     # the frontier's exchange: its seconds settle with the next level
+        self._send_frontier()
         self.front, self.front_next = self.front_next, self.front
-        return self._totals(g, kt)
+        return out
+
+    def _send_frontier(self) -> None:
+        """The new frontier of a bottom-up level (this rank's bits in its slice of ``front_next``) to every
+        worker: into the whole global ``front_next`` and into ``visited_g``, as ids or as bits (see the module
+        docstring; every worker takes the same branch: it reads the counts they all read)."""
+        tl, comm, w, me = self.tl, self.comm, self.slice, self.widx
+        (st,) = self.states.values()
+        K = max(self.wn)
+        fn, vg = self.front_next, self.visited_g
+        if K * self.qdt.itemsize > SPARSE_SHARE * 4 * w:
+            comm.allgather(fn[me * w:(me + 1) * w], fn)
+            tl.mark("x")
+            cp.bitwise_or(vg, fn, out=vg)
+            tl.mark("k")
+            return
+        if self.wn[me]:                      # this rank's bits -> its queue (the next top-down level's)
+            nw = st.fbm.shape[0]
+            self.k["bitmap_to_queue"](_grid(nw), (_BLOCK,), (st.fbm, _i64(nw), st.queue, self.cnt[1, 3:]))
+        self.queued = True
+        tl.mark("k")
+        ids = None
+        if K:
+            ids = _room(self.dev, "frontier_ids", self.W * K, self.qdt)
+            comm.allgather(st.queue[:K], ids[:self.W * K])
+        tl.mark("x")
+        isz = fn.itemsize
+        for a, b in ((0, me * w), ((me + 1) * w, fn.shape[0])):
+            if b > a:
+                cp.cuda.runtime.memsetAsync(fn[a:].data.ptr, 0, (b - a) * isz, self.sp)
+        for j, n in enumerate(self.wn):
+            if n:
+                src = st.queue if j == me else ids[j * K:(j + 1) * K]
+                targets = (vg,) if j == me else (fn, vg)
+                for bm in targets:
+                    self.k["queue_to_bitmap"](_grid(n), (_BLOCK,), (src, _i64(n), bm[j * w:]))
+        tl.mark("k")
+
+    def to_queues(self):
+        if self.queued:                     # the bottom-up level that sent its frontier as ids built it
+            return 0.0
+        t = super().to_queues()
+        return 0.0 if self.tl.marks else t  # marks pending: the level's device span counts these kernels
