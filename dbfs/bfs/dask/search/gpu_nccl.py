@@ -33,7 +33,8 @@ of bitmap words is their OR):
   the device); allgather of every worker's P bucket sizes, read once; one
   group of send/recv moves each exact bucket to its owner's worker;
   ``absorb``; allreduce(sum) of the counts, read once;
-- bottom-up, one rank per worker whose slices are equal whole words: ``bu_step``;
+- bottom-up, one rank per worker whose slices are equal whole words of at
+  least :data:`SPLIT_MIN_BYTES`: ``bu_step``;
   allreduce(sum) of the counts, read once; then, the host knowing every
   worker's new vertices, the new frontier goes either as ids (the largest
   worker's ids within :data:`SPARSE_SHARE` of a slice's bytes: each worker's
@@ -41,9 +42,11 @@ of bitmap words is their OR):
   zeroed global bitmap and in ``visited_g``) or as bits (the ranks' bitmaps
   allgathered in place into the global one, OR-ed into ``visited_g``). That
   exchange is issued after the read, so the host issues the next level
-  while it runs; its seconds settle with the next level's. Otherwise: this
-  worker's bits into a zeroed global bitmap, allreduce(sum) of the bitmap
-  and of the counts in one group, read once;
+  while it runs; its seconds settle with the next level's. Smaller equal
+  slices: allgather of the slices in place and allreduce(sum) of the counts
+  in one group, read once. Otherwise: this worker's bits into a zeroed
+  global bitmap, allreduce(sum) of the bitmap and of the counts in one
+  group, read once;
 - the top-down -> bottom-up switch: the same bitmap allreduce, no read.
 
 Every worker feeds the same global counts to its own direction policy, as
@@ -84,6 +87,11 @@ CAPPED_PAIRS = 1 << 22
 #: this share of a rank's bitmap slice in bytes (the ids' allgather, the zeroing and the scatter then cost
 #: less than the slices'); else as the bitmap slices
 SPARSE_SHARE = 0.25
+
+#: a bottom-up level reads its counts before its frontier's exchange (and may send ids) only where a rank's
+#: bitmap slice has at least this many bytes; below, the slices' allgather in the counts' group costs less
+#: than the extra round
+SPLIT_MIN_BYTES = 1 << 24
 
 
 def regions(cap_m: int, starts, ranks: list) -> list:
@@ -149,6 +157,7 @@ class _NcclSearch(_GpuSearch):
         self.hold = holds_parents(ranks_of)         # the parents stay on the device (:meth:`parents`)
         self.gather = self.hold and all(
             int(sh[rk]) % 64 == 0 and int(sh[rk + 1] - sh[rk]) == 32 * self.slice for rk in range(self.P))
+        self.counts_first = self.gather and 4 * self.slice >= SPLIT_MIN_BYTES
         if self.gather:     # this rank's bitmaps ARE its slices of the global ones: allgathered in place, no copy
             st, w = self.states[widx], self.slice
             st.fbm, st.nxt = self.front[widx * w:(widx + 1) * w], self.front_next[widx * w:(widx + 1) * w]
@@ -358,7 +367,7 @@ class _NcclSearch(_GpuSearch):
         self.tl.begin()
         self._zero_counters()               # the other workers' blocks too: the allreduce sums them
         self._bu_steps(zero=False)
-        if not self.gather:
+        if not self.counts_first:
             self._exchange_bitmap(self.front_next, totals=True)
             g = self._read()
             cp.bitwise_or(self.visited_g, self.front_next, out=self.visited_g)
