@@ -91,7 +91,7 @@ SPARSE_SHARE = 0.25
 #: a bottom-up level reads its counts before its frontier's exchange (and may send ids) only where a rank's
 #: bitmap slice has at least this many bytes; below, the slices' allgather in the counts' group costs less
 #: than the extra round
-SPLIT_MIN_BYTES = 1 << 24
+SPLIT_MIN_BYTES = 1 << 25
 
 
 def regions(cap_m: int, starts, ranks: list) -> list:
