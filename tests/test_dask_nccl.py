@@ -5,7 +5,8 @@ NCCL communicator (``frontier_sharing == "nccl"``); every search over it (P = 2,
 stored, and P = 2 built on the workers) validates against the input edge list
 and equals ``--backend gpu``'s single-process search level for level
 (direction, frontier size, edges examined); every level makes at most two
-collectives (top-down: the fixed regions of claims, the counts; bottom-up:
+collectives (top-down: the claims in one allgather where every frontier is small, else the
+fixed regions of claims, then the counts; bottom-up:
 the counts, then the frontier as ids or as bits (one group where a worker
 holds several ranks or the slices are small), one more at the top-down -> bottom-up switch), three where the
 regions would be too large (forced here by a zero region limit: the exact
@@ -115,52 +116,53 @@ def test_nccl_levels_equal_single_gpu(nclient, nds, P):
         dg.close()
 
 
-def _set_capped(n):
+def _set(consts: dict) -> dict:
+    """(client.run) set module constants of gpu_nccl on a worker; returns their old values."""
     from dbfs.bfs.dask.search import gpu_nccl
 
-    old, gpu_nccl.CAPPED_PAIRS = gpu_nccl.CAPPED_PAIRS, n
+    old = {k: getattr(gpu_nccl, k) for k in consts}
+    for k, v in consts.items():
+        setattr(gpu_nccl, k, v)
     return old
 
 
-def test_nccl_exact_buckets_past_the_region_limit(nclient, nds):
-    """Past the region limit a top-down level sends exact buckets (their sizes read first): the same levels."""
+def _searches_with(nclient, nds, consts, **kw):
+    """The searches of P = 2 on the two workers with gpu_nccl's ``consts`` set on both (restored after)."""
     import dbfs.bfs.dask as D
     from dbfs import kernel1
 
-    old = list(nclient.run(_set_capped, 0).values())[0]
+    old = list(nclient.run(_set, consts).values())[0]
     dg = D.load_distributed(nclient, nds[0].path, kernel1.variant_name(2))
     try:
-        levels = _searches(nclient, dg, nds, td_rounds=3)
-        assert any(x["rounds"] == 3 for x in levels if x["direction"] == "td"), levels
+        return _searches(nclient, dg, nds, **kw)
     finally:
         dg.close()
-        nclient.run(_set_capped, old)
+        nclient.run(_set, old)
 
 
-def _set_sparse(share, min_bytes):
-    from dbfs.bfs.dask.search import gpu_nccl
+def test_nccl_exact_buckets_past_the_region_limit(nclient, nds):
+    """Past the region limit (and no level small enough for one allgather) a top-down level sends exact
+    buckets (their sizes read first): the same levels."""
+    levels = _searches_with(nclient, nds, {"CAPPED_PAIRS": 0, "TINY_EDGES": -1}, td_rounds=3)
+    assert any(x["rounds"] == 3 for x in levels if x["direction"] == "td"), levels
 
-    old = gpu_nccl.SPARSE_SHARE, gpu_nccl.SPLIT_MIN_BYTES
-    gpu_nccl.SPARSE_SHARE, gpu_nccl.SPLIT_MIN_BYTES = share, min_bytes
-    return old
+
+@pytest.mark.parametrize("tiny", [1 << 40, -1])
+def test_nccl_top_down_claims_in_one_allgather_or_in_regions(nclient, nds, tiny):
+    """Every top-down level's claims in one allgather of (id, parent) pairs, then none (the regions): the
+    same levels as one GPU; the allgather and the counts, two collectives, every top-down level."""
+    levels = _searches_with(nclient, nds, {"TINY_EDGES": tiny})
+    if tiny > 0:
+        assert all(x["rounds"] == 2 for x in levels if x["direction"] == "td"), levels
 
 
 @pytest.mark.parametrize("share", [1e9, 0.0])
 def test_nccl_bottom_up_frontier_as_ids_or_as_bits(nclient, nds, share):
     """The counts read before the frontier's exchange at any slice size, every bottom-up level's frontier then
     sent as ids (any size), then as bits (none as ids): the same levels as one GPU, and both ways send bytes."""
-    import dbfs.bfs.dask as D
-    from dbfs import kernel1
-
-    old = list(nclient.run(_set_sparse, share, 0).values())[0]
-    dg = D.load_distributed(nclient, nds[0].path, kernel1.variant_name(2))
-    try:
-        levels = _searches(nclient, dg, nds)
-        bu = [x for x in levels if x["direction"] == "bu" and x["discovered"]]
-        assert bu and all(x["rounds"] >= 2 for x in bu), bu      # the counts, then the frontier
-    finally:
-        dg.close()
-        nclient.run(_set_sparse, *old)
+    levels = _searches_with(nclient, nds, {"SPARSE_SHARE": share, "SPLIT_MIN_BYTES": 0})
+    bu = [x for x in levels if x["direction"] == "bu" and x["discovered"]]
+    assert bu and all(x["rounds"] >= 2 for x in bu), bu      # the counts, then the frontier
 
 
 def test_nccl_on_partitions_built_on_the_workers(nclient, nds):

@@ -36,9 +36,11 @@ extern "C" __global__ void visit_root_part(vid_t* parent, u32* visited, vid_t* q
 // worker never claims it again) and adds its degree to cnt[1]. Received pairs
 // come as (owner-local index, parent): first 0, u_by_v 0; a worker's own claims
 // as (global id, the claim scratch): first = the partition's first vertex, u_by_v 1.
+// Entry k is V[k * st] (and U[k * st]): st = 2 reads interleaved (id, parent) pairs.
 __device__ __forceinline__ void absorb_body(const vid_t* V, const vid_t* U, i64 m, i64 first, i64 count,
                                             int u_by_v, i64 pad, i64 base, const i64* indptr, u32* visited,
-                                            vid_t* parent, u32* visited_g, vid_t* next_q, u64* cnt) {
+                                            vid_t* parent, u32* visited_g, vid_t* next_q, u64* cnt,
+                                            int st = 1) {
     i64 acc_deg = 0;
     const i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 k0 = blockIdx.x * (i64)blockDim.x; k0 < m; k0 += stride) {
@@ -46,13 +48,13 @@ __device__ __forceinline__ void absorb_body(const vid_t* V, const vid_t* U, i64 
         bool won = false;
         i64 i = 0;
         if (k < m) {
-            const i64 v = (i64)V[k];
+            const i64 v = (i64)V[k * st];
             const i64 l = v - first;
             if (l >= 0 && l < count) {
                 i = l + pad;
                 if (claim(visited, i)) {
                     won = true;
-                    parent[i] = u_by_v ? U[v] : U[k];
+                    parent[i] = u_by_v ? U[v] : U[k * st];
                     const i64 g = base + i;
                     atomicOr(visited_g + (g >> 5), 1u << (g & 31));
                     acc_deg += indptr[i + 1] - indptr[i];
@@ -77,6 +79,28 @@ extern "C" __global__ void absorb_n(const vid_t* V, const vid_t* U, i64 m, const
                                     vid_t* parent, u32* visited_g, vid_t* next_q, u64* cnt) {
     const i64 n = (i64)*mp < m ? (i64)*mp : m;
     absorb_body(V, U, n, first, count, u_by_v, pad, base, indptr, visited, parent, visited_g, next_q, cnt);
+}
+
+// A small top-down level's claims of every worker (gpu_nccl.py, one rank a
+// worker): m interleaved (global id, parent) pairs, -1 pairs skipped, each
+// worker absorbing those of its own rank (first = its first vertex).
+extern "C" __global__ void absorb_pairs(const vid_t* pairs, i64 m, i64 first, i64 count, i64 pad, i64 base,
+                                        const i64* indptr, u32* visited, vid_t* parent, u32* visited_g,
+                                        vid_t* next_q, u64* cnt) {
+    absorb_body(pairs, pairs + 1, m, first, count, 0, pad, base, indptr, visited, parent, visited_g, next_q,
+                cnt, 2);
+}
+
+// This worker's claims V[0..min(*mp, cap)) (parents in the claim scratch U over
+// global ids) as interleaved (id, parent) pairs in out[0, 2 cap), the caller
+// having filled out with -1 (the pairs absorb_pairs skips).
+extern "C" __global__ void pack_claims(const vid_t* V, const u64* mp, const vid_t* U, i64 cap, vid_t* out) {
+    const i64 m = (i64)*mp < cap ? (i64)*mp : cap;
+    for (i64 k = blockIdx.x * (i64)blockDim.x + threadIdx.x; k < m; k += (i64)gridDim.x * blockDim.x) {
+        const vid_t v = V[k];
+        out[2 * k] = v;
+        out[2 * k + 1] = U[v];
+    }
 }
 
 // ------------------------------------------------- claims bucketed by owner

@@ -19,6 +19,13 @@ Method (per step; bits of distinct workers never share a vertex, so the sum
 of bitmap words is their OR):
 
 - start: allreduce(max) of the root's degree, read once (the start barrier);
+- top-down, one rank a worker and every worker's frontier at most
+  :data:`TINY_EDGES` edges: the claim pass; ``pack_claims`` writes this
+  worker's claims as (id, parent) pairs in a -1-filled slot of the largest
+  worker's frontier edges; one allgather of those slots; ``absorb_pairs``
+  of the whole gathered buffer (each worker keeps its own rank's pairs);
+  allreduce(sum) of the counts, read once: two collectives and one absorb
+  launch, whatever the number of workers;
 - top-down, a level whose claims fit fixed regions (every worker's share
   of the frontier edges is known from the last read; at most
   :data:`CAPPED_PAIRS` slots a worker): the claim pass, then
@@ -82,6 +89,10 @@ __all__ = ["_NcclSearch", "CAPPED_PAIRS", "regions"]
 #: most region slots (pairs) a worker sends in a top-down level of one read; past it the exact buckets
 #: (two reads) move fewer bytes than whole regions would
 CAPPED_PAIRS = 1 << 22
+
+#: a top-down level whose every worker's frontier has at most this many edges (one rank a worker) moves its
+#: claims in one allgather of fixed slots (the level's launches and collectives do not grow with the workers)
+TINY_EDGES = 1 << 16
 
 #: a bottom-up level's new frontier goes as ids where the most any worker found, at the id width, is at most
 #: this share of a rank's bitmap slice in bytes (the ids' allgather, the zeroing and the scatter then cost
@@ -231,6 +242,8 @@ class _NcclSearch(_GpuSearch):
         return max(sum(min(m, c) for c in row) for m, row in zip(self.wm, self.own_not)) <= CAPPED_PAIRS
 
     def td_level(self, level, kt):
+        if self.hold and max(self.wm) <= TINY_EDGES:
+            return self._td_tiny(kt)
         if not self._capped():
             return self._td_exact(kt)
         own = self.wm[self.widx]
@@ -245,9 +258,7 @@ class _NcclSearch(_GpuSearch):
         out = _room(self.dev, "regions", nsend, self.qdt)
         if nsend:           # -1 in every slot (all bits set): the slots no claim fills are skipped
             cp.cuda.runtime.memsetAsync(out.data.ptr, 0xFF, nsend * out.itemsize, cp.cuda.get_current_stream().ptr)
-        examined = self._claim()
-        if examined != own:
-            raise RuntimeError(f"worker {self.widx}: {examined} frontier edges, its peers counted {own}")
+        examined = self._check_claim(own)
         if own:
             self.k["bucket_regions"](_grid(min(own, self.N)), (_BLOCK,),
                                      (self.claims, self.cnt[0], self.starts, np.int32(self.P), self.scratch,
@@ -275,6 +286,39 @@ class _NcclSearch(_GpuSearch):
         comm.allreduce(self.blocks)
         tl.mark("x")
         return self._totals(self._read(sum(self.wm)), kt)
+
+    def _td_tiny(self, kt):
+        """A small top-down level (see the module docstring): every worker's claims in one allgather."""
+        tl, comm, W = self.tl, self.comm, self.W
+        cap, own = max(max(self.wm), 1), self.wm[self.widx]
+        tl.begin()
+        self._zero_counters()
+        buf = _room(self.dev, "tiny", (W + 1) * 2 * cap, self.qdt)
+        send, recv = buf[:2 * cap], buf[2 * cap:(W + 1) * 2 * cap]
+        cp.cuda.runtime.memsetAsync(send.data.ptr, 0xFF, send.nbytes, self.sp)     # -1 pairs: skipped
+        self._check_claim(own)
+        if own:
+            self.k["pack_claims"](_grid(own), (_BLOCK,), (self.claims, self.cnt[0], self.scratch, _i64(cap), send))
+        tl.mark("k")
+        comm.allgather(send, recv)
+        tl.mark("x")
+        (rk, st), = self.states.items()
+        p = st.p
+        self.k["absorb_pairs"](_grid(W * cap), (_BLOCK,),
+                               (recv, _i64(W * cap), _i64(int(self.starts_h[rk])), _i64(p.nloc - p.pad), _i64(p.pad),
+                                _i64(p.base), p.indptr, st.visited, st.parent, self.visited_g, st.queue2, self.cnt[1]))
+        st.queue, st.queue2 = st.queue2, st.queue
+        tl.mark("k")
+        comm.allreduce(self.blocks)
+        tl.mark("x")
+        return self._totals(self._read(sum(self.wm)), kt)
+
+    def _check_claim(self, own: int) -> int:
+        """The claim pass (:meth:`_claim`), its frontier edges checked against what the peers counted."""
+        examined = self._claim()
+        if examined != own:
+            raise RuntimeError(f"worker {self.widx}: {examined} frontier edges, its peers counted {own}")
+        return examined
 
     def _absorb_dev(self, nc, ub, remote):
         """``absorb`` of this worker's claims (their count ``nc`` on the device, at most ``ub``) and of the
