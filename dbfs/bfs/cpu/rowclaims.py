@@ -44,10 +44,14 @@ On BLOCK partitions (``gs == 1``, ``gb`` a multiple of 64: slot ``s``'s word
   with ``take_claim``, ``parent[x] = claim[v]``. The caller's invariant: on a worker's own rows ``gvis`` and
   ``visited`` agree but for this level's new vertices (rows without edges,
   pad and tail rows have their worker bit set and are never reached).
+- :func:`take_bits` ``(t, gvis, visited, front) -> (count, degrees)``:
+  :func:`absorb_bits` without ``take_claim``, the level's new vertices left
+  as bits (``front``'s every word set) and no queue written.
 - :func:`mark_pairs` ``(t, L, U, seg_lo, seg_n, seg_slot, parent, visited,
   gvis, C)``: the vertex of every pair whose worker bit is clear gets its
-  global bit and ``parent[x] = U`` of one of its pairs; :func:`absorb_bits`
-  without ``take_claim`` then appends them.
+  global bit and ``parent[x] = U`` of one of its pairs (a vertex this
+  worker claimed too may so take a pair's parent); :func:`absorb_bits`
+  without ``take_claim``, or :func:`take_bits`, then takes them.
 - :func:`by_bits` says when a level takes the bit pass.
 
 Method: the claims split by owner as the 1-D exchange of Buluc and Madduri
@@ -84,8 +88,8 @@ from .frontier import bitmap_to_queue
 from .primitives import _cttz, _popcount, atomic_or
 from .rowtable import _find_slot, _indptr
 
-__all__ = ["split_claims", "absorb_rows", "split_sorted", "absorb_bits", "mark_pairs", "by_bits", "words_elsewhere",
-           "claims_in"]
+__all__ = ["split_claims", "absorb_rows", "split_sorted", "absorb_bits", "take_bits", "mark_pairs", "by_bits",
+           "words_elsewhere", "claims_in"]
 
 
 # --------------------------------------------------------- one atomic a claim
@@ -417,6 +421,52 @@ def absorb_bits(t, gvis, visited, parent, claim, take_claim, out, w, front=None,
     end, deg = _absorb_bits(t, gvis, visited, parent, claim, take_claim, out, w, C,
                             _NO_FRONT if front is None else front, fmode)
     return int(end), int(deg)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def _take_bits(t, gvis, visited, front, C):
+    WW = t.off[t.nrow.shape[0]] >> 6
+    cn = np.zeros(C, np.int64)
+    dg = np.zeros(C, np.int64)
+    for c in prange(C):
+        a = c * WW // C
+        b = (c + 1) * WW // C
+        s = _find_slot(t.off, a << 6) if a < b else 0
+        ww = a
+        n = 0
+        d = 0
+        while ww < b:
+            o = t.off[s]
+            stop = min(b, t.off[s + 1] >> 6)
+            g = (t.gb[s] >> 6) - (o >> 6)
+            ip = _indptr(t, s)
+            for x in range(ww, stop):
+                y = gvis[g + x] & ~visited[x]
+                front[x] = y
+                if y == 0:
+                    continue
+                visited[x] |= y
+                n += _popcount(y)
+                i0 = (x << 6) - o
+                while y != 0:
+                    i = i0 + _cttz(y)
+                    y &= y - 1
+                    d += ip[i + 1] - ip[i]
+            ww = stop
+            s += 1
+        cn[c] = n
+        dg[c] = d
+    return cn.sum(), dg.sum()
+
+
+def take_bits(t, gvis, visited, front):
+    """The level's new vertices on the worker's rows from the bits, as :func:`absorb_bits` without
+    ``take_claim`` takes them, but left as a bitmap: every worker word of ``front`` set to the new vertices'
+    bits in it, no queue written (one pass over the words, no count pass); returns (their count, their
+    degree sum)."""
+    WW = int(t.off[-1]) >> 6
+    n, d = _take_bits(t, gvis, visited, front, min(max(WW // _WORD_GRAIN, 1), 256))
+    return int(n), int(d)
 
 
 @njit(parallel=True, nogil=True, cache=True)

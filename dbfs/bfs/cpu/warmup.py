@@ -39,7 +39,7 @@ from .frontier import (_bitmap_degrees, _bitmap_to_queue_parallel, _bitmap_to_qu
                        _frontier_edges_serial, queue_to_bitmap)
 from .graph_aux import _no_edge_bitmap, _rows_sorted, degree_over_bitmap, hub_by_degree
 from .primitives import _NO_CAP, num_threads
-from .rowclaims import absorb_bits, absorb_rows, mark_pairs, split_claims, split_sorted
+from .rowclaims import absorb_bits, absorb_rows, mark_pairs, split_claims, split_sorted, take_bits
 from .rowtable import (_rows_claim_chunks, _rows_claim_serial, _rows_degree_offsets, _rows_degree_offsets_par,
                        _rows_edges, bu_rows, copy_rows, or_rows, row_table)
 from .semiring import _min_parent_fixup_parallel, _min_parent_fixup_serial, spmv_pull_step
@@ -127,6 +127,7 @@ def _warm_rows(ip, ix, hub, multi) -> None:
                 split_sorted(claimed, claim, np.array([0, R, N], np.int64), np.full(2, -1, np.int64), C)
                 mark_pairs(t, L, U, seg, np.ones(1, np.int64), seg, parent, visited, gvis, C)
                 absorb_bits(t, gvis, visited, parent, claim, True, np.empty(R, np.int64), 0)
+                take_bits(t, gvis, visited, np.zeros(R >> 6, np.int64))
         front = np.zeros_like(gvis)
         fbm = np.zeros(R >> 6, np.int64)
         bu_rows(t, front, parent, visited, fbm.copy(), True)

@@ -76,7 +76,7 @@ import numpy as np
 
 from dbfs.bfs.cpu import _fill_parent, bitmap_to_queue, queue_to_bitmap
 from dbfs.bfs.cpu.rowclaims import (absorb_bits, absorb_rows, by_bits, claims_in, mark_pairs, split_claims, split_sorted,
-                                    words_elsewhere)
+                                    take_bits, words_elsewhere)
 from dbfs.bfs.cpu.rowtable import bu_rows, copy_rows, or_rows, row_table, td_rows
 from dbfs.bfs.dask.mesh.codec import GAP_SLACK, pair_widths
 from dbfs.bfs.dask.layout.exchange import _base_of, _chunks, _or_into, _or_slice
@@ -194,6 +194,8 @@ class _Slot:
     def queue(self):
         """Its local rows in the worker's frontier queue (a copy; the search keeps one queue)."""
         q = self._search.queue
+        if q is None:               # a bit level's frontier, left in the worker's bitmap
+            q = bitmap_to_queue(self._search.fbm_w, 0)
         return q[(q >= self.off) & (q < self.off + (self.nw << 6))] - self.off
 
 
@@ -235,8 +237,8 @@ class _Search(_Messages):
         self.visited_w = np.empty(R >> 6, np.int64)          # visited over worker rows (no-edge rows set)
         self.fbm_w = _zeroed(R >> 6)                         # local frontier bitmap (after a bottom-up level)
         self.nxt_w = _zeroed(R >> 6)
-        self.queue = np.empty(0, np.int64)                   # local frontier queue (worker rows)
-        self.fbm_queue = False                               # fbm_w holds the queue's bits (a bit-pass level's)
+        self.queue = np.empty(0, np.int64)                   # local frontier queue (worker rows; None: in fbm_w)
+        self.fbm_queue = False                               # fbm_w holds the frontier's bits (a bit-pass level's)
         self.qbufs = [_grown(self.grown, ("rows", k), max(R, 1)) for k in (0, 1)]   # alternate per level
         self.states = {}
         for s, p in enumerate(parts):
@@ -316,14 +318,16 @@ class _Search(_Messages):
         code, P, q, r, scratch, peers = self.code, self.P, self.q, self.r, self.scratch, self.peers
         # expand: claim the neighbours of every partition's frontier at once, bucket (vertex, parent) pairs by owner
         t = time.perf_counter()
+        if self.queue is None:      # the previous level left its frontier as bits (take_bits)
+            self.queue = bitmap_to_queue(self.fbm_w, 0)
         # block partitions: a large level's claims stay bits, in `front` (free until to_bitmaps rebuilds it)
         front = self.front if code == 0 else None
         # block partitions: the claims of this worker's own rows write their parents, as td_step does
         direct = code == 0
         newv, examined, ascending = td_rows(self.rows.t, self.queue, scratch, self.visited_g, front,
                                             self.parent_w if direct else None)
-        # this worker's own vertices absorbed at once into the next queue (or from the bits the level set); the
-        # others' pairs bucketed by owner
+        # this worker's own vertices absorbed at once into the next queue (or, a bit level, taken from the bits
+        # once the peers' pairs are in); the others' pairs bucketed by owner
         out = self.qbufs[level & 1]
         if newv is None:
             # a large level, left as bits: the held ranks' claims taken from them, the others' read from their words
@@ -341,9 +345,8 @@ class _Search(_Messages):
             L, U, cnt, w, new_m = split_claims(self.rows.t, newv, scratch, code, P, q, r, self.slot_of,
                                                self.parent_w, self.visited_w, _grown(self.grown, "absorb", max(m, 1)),
                                                out, _chunks(m), bits, direct)
-        if bits:    # the new rows' bits written to fbm_w too: to_bitmaps need not set them from the queue
-            w, new_m = absorb_bits(self.rows.t, self.visited_g, self.visited_w, self.parent_w, scratch, not direct,
-                                   out, 0, self.fbm_w)
+        if bits:
+            w = new_m = 0
         self.fbm_queue = bits
         w, new_m = int(w), int(new_m)
         kt += time.perf_counter() - t
@@ -361,7 +364,9 @@ class _Search(_Messages):
                         arrs += [L[a:b], U[a:b]]
                 send[j] = [dst] + arrs
             got = self._pairs(self.mesh.exchange(PAIRS, send)) if peers else []
-        # absorb: owners keep the first parent (this worker's own claims came first), extend the next queue
+        # absorb: owners keep one parent of each new vertex (this worker's own claim's, or one of the pairs'),
+        # extend the next queue; a bit level marks the pairs, then takes all its vertices in one pass over the
+        # words into fbm_w, its queue left to the next top-down level (none before a bottom-up one)
         t = time.perf_counter()
         Ls, Us, slots = [], [], []
         for dst, arrs in got:
@@ -373,25 +378,33 @@ class _Search(_Messages):
             n = np.fromiter((x.shape[0] for x in Ls), np.int64, len(Ls))
             lo = np.zeros(len(Ls), np.int64)
             np.cumsum(n[:-1], out=lo[1:])
-            w, dm = self._absorb(np.concatenate(Ls), np.concatenate(Us), lo, n, np.asarray(slots, np.int64), out, w)
-            new_m += dm
-        self.queue = out[:w]
+            L, U, slots = np.concatenate(Ls), np.concatenate(Us), np.asarray(slots, np.int64)
+            if bits:
+                mark_pairs(self.rows.t, L, U, lo, n, slots, self.parent_w, self.visited_w, self.visited_g,
+                           _chunks(int(n.sum())))
+            else:
+                w, dm = self._absorb(L, U, lo, n, slots, out, w)
+                new_m += dm
+        if bits:
+            w, new_m = take_bits(self.rows.t, self.visited_g, self.visited_w, self.fbm_w)
+            self.queue = None
+        else:
+            self.queue = out[:w]
         kt += time.perf_counter() - t
         mine = (w, new_m, examined, kt)
         got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in peers}) if peers else {}
         return [mine] + [_counts_of(a) for a in got.values()], kt
 
     def _absorb(self, L, U, lo, n, slots, out, w):
-        """Absorb the pairs of segments (``lo``, ``n``, ``slots``) of ``L``/``U`` into the worker rows,
-        the new vertices' rows appended to ``out`` from ``w``; returns (new end, their degree sum)."""
+        """Absorb the pairs of segments (``lo``, ``n``, ``slots``) of ``L``/``U`` into the worker rows (a level
+        whose own claims went to the queue), the new vertices' rows appended to ``out`` from ``w``; returns
+        (new end, their degree sum)."""
         M = int(n.sum())
         if M == 0:
             return w, 0
         if by_bits(self.code == 0, M, self.visited_w.shape[0]):
             mark_pairs(self.rows.t, L, U, lo, n, slots, self.parent_w, self.visited_w, self.visited_g, _chunks(M))
-            return absorb_bits(self.rows.t, self.visited_g, self.visited_w, self.parent_w, self.scratch, False, out, w,
-                               self.fbm_w if self.fbm_queue else None, True)
-        self.fbm_queue = False
+            return absorb_bits(self.rows.t, self.visited_g, self.visited_w, self.parent_w, self.scratch, False, out, w)
         tmp = _grown(self.grown, "absorb", M)
         w, dm = absorb_rows(self.rows.t, L, U, lo, n, slots, self.parent_w, self.visited_w, self.visited_g, tmp,
                             out, w, _chunks(M))
