@@ -352,8 +352,8 @@ def _bits_range(t, gvis, visited, parent, claim, take_claim, out, k, d, a, b, wr
     """Worker words ``[a, b)``, slot by slot (a slot's words are a run of its global words): the bits of
     rows reached and not yet taken (``gvis`` set, ``visited`` clear); counted only, or (``write``) taken,
     their rows written to ``out`` from ``k``, their degrees added to ``d``, and each word's bits stored to
-    (``fmode`` 1) or OR'd into (2) ``front``'s word. Returns (k, d): the count (popcounts) when not
-    writing."""
+    (``fmode`` 1) or OR'd into (2) ``front``'s word (an empty ``out``: taken and counted, no row written).
+    Returns (k, d): the count (popcounts) when not writing."""
     off = t.off
     ww = a
     s = _find_slot(off, a << 6) if a < b else 0
@@ -383,7 +383,8 @@ def _bits_range(t, gvis, visited, parent, claim, take_claim, out, k, d, a, b, wr
                     if take_claim:
                         parent[o + i] = claim[gb + i]
                     d += ip[i + 1] - ip[i]
-                    out[k] = o + i
+                    if out.shape[0]:
+                        out[k] = o + i
                     k += 1
         ww = stop
         s += 1
@@ -424,38 +425,13 @@ def absorb_bits(t, gvis, visited, parent, claim, take_claim, out, w, front=None,
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _take_bits(t, gvis, visited, front, C):
+def _take_bits(t, gvis, visited, front, none, C):
     WW = t.off[t.nrow.shape[0]] >> 6
     cn = np.zeros(C, np.int64)
     dg = np.zeros(C, np.int64)
     for c in prange(C):
-        a = c * WW // C
-        b = (c + 1) * WW // C
-        s = _find_slot(t.off, a << 6) if a < b else 0
-        ww = a
-        n = 0
-        d = 0
-        while ww < b:
-            o = t.off[s]
-            stop = min(b, t.off[s + 1] >> 6)
-            g = (t.gb[s] >> 6) - (o >> 6)
-            ip = _indptr(t, s)
-            for x in range(ww, stop):
-                y = gvis[g + x] & ~visited[x]
-                front[x] = y
-                if y == 0:
-                    continue
-                visited[x] |= y
-                n += _popcount(y)
-                i0 = (x << 6) - o
-                while y != 0:
-                    i = i0 + _cttz(y)
-                    y &= y - 1
-                    d += ip[i + 1] - ip[i]
-            ww = stop
-            s += 1
-        cn[c] = n
-        dg[c] = d
+        cn[c], dg[c] = _bits_range(t, gvis, visited, none, none, False, none, 0, 0, c * WW // C,
+                                   (c + 1) * WW // C, True, front, 1)
     return cn.sum(), dg.sum()
 
 
@@ -465,7 +441,7 @@ def take_bits(t, gvis, visited, front):
     bits in it, no queue written (one pass over the words, no count pass); returns (their count, their
     degree sum)."""
     WW = int(t.off[-1]) >> 6
-    n, d = _take_bits(t, gvis, visited, front, min(max(WW // _WORD_GRAIN, 1), 256))
+    n, d = _take_bits(t, gvis, visited, front, _NO_FRONT, min(max(WW // _WORD_GRAIN, 1), 256))
     return int(n), int(d)
 
 

@@ -319,7 +319,7 @@ class _Search(_Messages):
         # expand: claim the neighbours of every partition's frontier at once, bucket (vertex, parent) pairs by owner
         t = time.perf_counter()
         if self.queue is None:      # the previous level left its frontier as bits (take_bits)
-            self.queue = bitmap_to_queue(self.fbm_w, 0)
+            self.to_queues()
         # block partitions: a large level's claims stay bits, in `front` (free until to_bitmaps rebuilds it)
         front = self.front if code == 0 else None
         # block partitions: the claims of this worker's own rows write their parents, as td_step does
