@@ -153,8 +153,9 @@ def result_dict(res, graph500: dict) -> dict:
             "generation_time": res.generation_time, "construction_time": res.construction_time,
             "load_time": res.load_time, "compile_time": getattr(res, "compile_time", 0.0),
             "stages": dict(getattr(res, "stages", None) or {}),
-            "timer": ("device synchronised before each clock read; parents stay on the device (copied to host "
-                      "memory after the timer, when asked)"
+            "timer": ("device synchronised before each clock read; the search's buffers made and the parents "
+                      "-1 filled before it; parents stay on the device (copied to host memory after the timer, "
+                      "when asked)"
                       if res.config.get("backend") == "gpu" else
                       "host clock around one backend call; parents written in host memory inside the timer"),
             "energy": res.energy, "failures": res.failures, "searches": searches}
