@@ -156,6 +156,39 @@ def test_nccl_top_down_claims_in_one_allgather_or_in_regions(nclient, nds, tiny)
         assert all(x["rounds"] == 2 for x in levels if x["direction"] == "td"), levels
 
 
+def _replays(dask_worker=None):
+    """(client.run) this worker's replayed level graphs: (launches of a kept graph, captures) over its meshes."""
+    from dbfs.bfs.dask.mesh.plugin import get_plugin
+
+    rps = [getattr(c, "replays", None) for c in get_plugin(dask_worker).shms.values()]
+    return sum(r.hits for r in rps if r is not None), sum(r.captures for r in rps if r is not None)
+
+
+@pytest.mark.parametrize("replay", [True, False])
+def test_nccl_small_top_down_levels_replayed_as_graphs_or_issued(nclient, nds, replay):
+    """Every small top-down level (one allgather) replayed as a captured CUDA graph, then issued call by call:
+    the same levels as one GPU either way, each level's kernel and exchange seconds recorded (the graph's own
+    events), and the graphs captured once and replayed (or never made)."""
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+
+    old = list(nclient.run(_set, {"TINY_EDGES": 1 << 16, "REPLAY": replay}).values())[0]
+    dg = D.load_distributed(nclient, nds[0].path, kernel1.variant_name(2))
+    try:
+        levels = _searches(nclient, dg, nds)
+        hits = list(nclient.run(_replays).values())
+    finally:
+        dg.close()
+        nclient.run(_set, old)
+    td = [x for x in levels if x["direction"] == "td" and x["edges"] <= 1 << 16]
+    assert td and all(x["rounds"] == 2 for x in td), td
+    assert all(w["kernel"] > 0 and w["exchange"] > 0 for x in td for w in x["workers"]), td
+    if replay:      # each worker: graphs captured, and some launched again (a graph a slot size and buffers)
+        assert all(h > 0 and c > 0 for h, c in hits), hits
+    else:
+        assert all(c == 0 for _, c in hits), hits
+
+
 @pytest.mark.parametrize("share", [1e9, 0.0])
 def test_nccl_bottom_up_frontier_as_ids_or_as_bits(nclient, nds, share):
     """The counts read before the frontier's exchange at any slice size, every bottom-up level's frontier then

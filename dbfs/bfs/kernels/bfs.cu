@@ -246,9 +246,12 @@ extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs
 // block loads the frontier's row starts and degrees into shared memory and
 // scans them itself (no separate degree kernel or global scan), then
 // expands its chunks of the E frontier edges exactly as td_expand does.
-extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, const i64* indptr,
-                                           ADJ_PARAMS, u32* visited, vid_t* parent,
-                                           vid_t* next_q, u64* cnt, i64 gadd, int count_deg) {
+// td_expand_small takes nf and E as arguments; td_expand_small_at reads them
+// from nfE[0], nfE[1] on the device (a launch captured once in a CUDA graph
+// and replayed for any frontier: the grid is sized for the most edges).
+__device__ __forceinline__ void td_small_body(const vid_t* queue, i64 nf, i64 E, const i64* indptr,
+                                              ADJ_PARAMS, u32* visited, vid_t* parent,
+                                              vid_t* next_q, u64* cnt, i64 gadd, int count_deg) {
     __shared__ i64 s_offs[TD_SMALL];    // inclusive scan of the degrees
     __shared__ i64 s_row[TD_SMALL];     // indptr[u] of frontier entry i
     __shared__ i64 s_part[TD_BLOCK];
@@ -303,6 +306,19 @@ extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, co
         }
     }
     block_add3(0, acc_deg, 0, cnt);
+}
+
+extern "C" __global__ void td_expand_small(const vid_t* queue, i64 nf, i64 E, const i64* indptr,
+                                           ADJ_PARAMS, u32* visited, vid_t* parent,
+                                           vid_t* next_q, u64* cnt, i64 gadd, int count_deg) {
+    td_small_body(queue, nf, E, indptr, ix_a, ix_b, ix_split, visited, parent, next_q, cnt, gadd, count_deg);
+}
+
+extern "C" __global__ void td_expand_small_at(const vid_t* queue, const i64* nfE, const i64* indptr,
+                                              ADJ_PARAMS, u32* visited, vid_t* parent,
+                                              vid_t* next_q, u64* cnt, i64 gadd, int count_deg) {
+    td_small_body(queue, nfE[0], nfE[1], indptr, ix_a, ix_b, ix_split, visited, parent, next_q, cnt, gadd,
+                  count_deg);
 }
 
 // --------------------------------------------------------------- hub table

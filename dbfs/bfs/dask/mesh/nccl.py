@@ -97,6 +97,7 @@ class _Comm:
         self.sent = 0                # bytes this worker put on the wire
         self._grouped = False
         self.kept = {}               # the validation's input rows kept on this device while the mesh lives
+        self.replays = None          # the searches' captured level graphs (dbfs.bfs.dask.search.level_graph)
 
     # ------------------------------------------------------------ calls
     def _stream(self) -> int:
@@ -179,6 +180,7 @@ class _Comm:
                 return
             self.closed = True
         self.kept = {}
+        self.replays = None
         try:
             self.comm.abort()
         except Exception:             # already torn down with its device context

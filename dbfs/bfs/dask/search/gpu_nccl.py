@@ -25,7 +25,12 @@ of bitmap words is their OR):
   worker's frontier edges; one allgather of those slots; ``absorb_pairs``
   of the whole gathered buffer (each worker keeps its own rank's pairs);
   allreduce(sum) of the counts, read once: two collectives and one absorb
-  launch, whatever the number of workers;
+  launch, whatever the number of workers. The slots hold a power of two of
+  pairs, so where this worker's frontier fits ``td_expand_small`` those calls
+  are ONE replayed CUDA graph (:mod:`dbfs.bfs.dask.search.level_graph`: the
+  claim pass sized on the device from the frontier's counts, the counters
+  copied to the host inside the graph), captured once per slot size and
+  buffers;
 - top-down, a level whose claims fit fixed regions (every worker's share
   of the frontier edges is known from the last read; at most
   :data:`CAPPED_PAIRS` slots a worker): the claim pass, then
@@ -81,8 +86,9 @@ import cupyx
 import numpy as np
 
 from dbfs.bfs.dask.search.gpu_search import _GpuSearch
+from dbfs.bfs.dask.search.level_graph import _Replays, bucket
 from dbfs.bfs.dask.mesh.nccl import _Timeline, holds_parents
-from dbfs.bfs.gpu import _BLOCK, _grid, _i64, own_memory
+from dbfs.bfs.gpu import _BLOCK, _TD_ITEMS, _TD_SMALL, _grid, _i64, own_memory
 
 __all__ = ["_NcclSearch", "CAPPED_PAIRS", "regions"]
 
@@ -93,6 +99,10 @@ CAPPED_PAIRS = 1 << 22
 #: a top-down level whose every worker's frontier has at most this many edges (one rank a worker) moves its
 #: claims in one allgather of fixed slots (the level's launches and collectives do not grow with the workers)
 TINY_EDGES = 1 << 16
+
+#: small top-down levels (:data:`TINY_EDGES`) whose frontier fits ``td_expand_small`` are one replayed CUDA graph
+#: (:mod:`dbfs.bfs.dask.search.level_graph`); False: their calls are issued one by one (a test's switch)
+REPLAY = True
 
 #: a bottom-up level's new frontier goes as ids where the most any worker found, at the id width, is at most
 #: this share of a rank's bitmap slice in bytes (the ids' allgather, the zeroing and the scatter then cost
@@ -138,11 +148,18 @@ class _NcclSearch(_GpuSearch):
         # every worker's counter block (its own written, the others zero until the allreduce), then the bucket
         # sizes of an exact level: one zeroing a level; the blocks are the counts' allreduce, no totals kernel
         self.nb = W * R * 4
-        self.cbuf = cp.zeros(self.nb + P, cp.uint64)
+        self.dev = plugin.scratch.setdefault("gpu", {})
+        # kept between searches (a replayed level graph names them, :mod:`dbfs.bfs.dask.search.level_graph`)
+        self.cbuf = _room(self.dev, "counters", self.nb + P, cp.uint64)[:self.nb + P]
+        self.cbuf.fill(0)
         self.blocks = self.cbuf[:self.nb]
         self.cnt = self.blocks.reshape(W, R, 4)[widx][:len(self.states) + 1]
         self.hist = self.cbuf[self.nb:]
-        self.hbuf = cupyx.empty_pinned(self.nb, np.uint64)
+        hb = self.dev.get("counters_h")
+        if hb is None or hb.shape[0] != self.nb:
+            hb = self.dev["counters_h"] = cupyx.empty_pinned(self.nb, np.uint64)
+        self.hbuf = hb
+        self.fetched = False                         # the level's graph copied the counters to hbuf
         self.R = R
         self.allhist = cp.zeros(W * P, cp.uint64)
         self.one = cp.zeros(1, cp.int64)
@@ -160,7 +177,6 @@ class _NcclSearch(_GpuSearch):
                         for j in range(W)]
         self.tl = _Timeline()
         self.sp = cp.cuda.get_current_stream().ptr   # the search's stream (its task's thread keeps it)
-        self.dev = plugin.scratch.setdefault("gpu", {})
         # one rank per worker, ranks in mesh order, every slice the same whole number of 64-vertex words
         # (N a multiple of 64 P, as 2^SCALE with P a power of two): the global bitmap is the allgather of
         # the ranks' bitmaps in place, half the bytes of an allreduce and no zeroing
@@ -169,6 +185,11 @@ class _NcclSearch(_GpuSearch):
         self.gather = self.hold and all(
             int(sh[rk]) % 64 == 0 and int(sh[rk + 1] - sh[rk]) == 32 * self.slice for rk in range(self.P))
         self.counts_first = self.gather and 4 * self.slice >= SPLIT_MIN_BYTES
+        self.replays = None
+        if REPLAY and self.hold:                    # small top-down levels replayed as CUDA graphs
+            if comm.replays is None:
+                comm.replays = _Replays(comm)
+            self.replays = comm.replays
         if self.gather:     # this rank's bitmaps ARE its slices of the global ones: allgathered in place, no copy
             st, w = self.states[widx], self.slice
             st.fbm, st.nxt = self.front[widx * w:(widx + 1) * w], self.front_next[widx * w:(widx + 1) * w]
@@ -182,7 +203,11 @@ class _NcclSearch(_GpuSearch):
         """The level's one host read of every worker's counters; returns the global (new frontier, its edges,
         edges examined: ``examined`` where the host knows it) after checking the mesh; keeps each worker's
         frontier edges."""
-        self.blocks.get(out=self.hbuf)
+        if self.fetched:                             # a replayed graph copied them: its launch is done
+            cp.cuda.get_current_stream().synchronize()
+            self.fetched = False
+        else:
+            self.blocks.get(out=self.hbuf)
         self.comm.check()
         v, R = self.hbuf.tolist(), self.R               # a few dozen counters: Python ints, no NumPy calls
         mine = self.widx * R * 4
@@ -288,30 +313,59 @@ class _NcclSearch(_GpuSearch):
         return self._totals(self._read(sum(self.wm)), kt)
 
     def _td_tiny(self, kt):
-        """A small top-down level (see the module docstring): every worker's claims in one allgather."""
-        tl, comm, W = self.tl, self.comm, self.W
-        cap, own = max(max(self.wm), 1), self.wm[self.widx]
-        tl.begin()
-        self._zero_counters()
-        buf = _room(self.dev, "tiny", (W + 1) * 2 * cap, self.qdt)
-        send, recv = buf[:2 * cap], buf[2 * cap:(W + 1) * 2 * cap]
-        cp.cuda.runtime.memsetAsync(send.data.ptr, 0xFF, send.nbytes, self.sp)     # -1 pairs: skipped
-        self._check_claim(own)
-        if own:
-            self.k["pack_claims"](_grid(own), (_BLOCK,), (self.claims, self.cnt[0], self.scratch, _i64(cap), send))
-        tl.mark("k")
-        comm.allgather(send, recv)
-        tl.mark("x")
+        """A small top-down level (see the module docstring): every worker's claims in one allgather; where
+        this worker's frontier fits ``td_expand_small`` (:data:`dbfs.bfs.gpu._TD_SMALL` vertices) the level's
+        calls are one replayed CUDA graph (:mod:`dbfs.bfs.dask.search.level_graph`), else issued one by one.
+        The slot size is a power of two (every worker computes the same from the edges all of them read)."""
+        W = self.W
+        cap, own = bucket(max(self.wm)), self.wm[self.widx]
         (rk, st), = self.states.items()
+        buf = _room(self.dev, "tiny", (W + 1) * 2 * max(cap, 1 << 16), self.qdt)     # one size: one pointer
+        self.tl.begin()
+        rp = self.replays
+        if rp is not None and st.nq <= _TD_SMALL:
+            if st.m != own:
+                raise RuntimeError(f"worker {self.widx}: {st.m} frontier edges, its peers counted {own}")
+            rp.par_h[0], rp.par_h[1] = st.nq, st.m
+            key = ("td_tiny", cap, buf.data.ptr, st.queue.data.ptr, st.queue2.data.ptr, st.visited.data.ptr,
+                   st.parent.data.ptr, self.visited_g.data.ptr, self.cbuf.data.ptr, self.hbuf.ctypes.data,
+                   self.claims.data.ptr, self.scratch.data.ptr, st.p.indptr.data.ptr)
+            rp.run(key, lambda mark, sp: self._tiny_calls(mark, sp, cap, buf, rk, st, rp), self.tl)
+            self.fetched = True
+        else:
+            self._tiny_calls(self.tl.mark, self.sp, cap, buf, rk, st, None)
+        st.queue, st.queue2 = st.queue2, st.queue
+        return self._totals(self._read(sum(self.wm)), kt)
+
+    def _tiny_calls(self, mark, sp, cap, buf, rk, st, rp):
+        """A small top-down level's calls on stream ``sp``; ``rp`` (a capture): the claim pass sized on the
+        device from the replayed parameters, and the counters copied to ``hbuf`` last."""
+        comm, W, own = self.comm, self.W, self.wm[self.widx]
+        rt = cp.cuda.runtime
+        rt.memsetAsync(self.cbuf.data.ptr, 0, self.cbuf.nbytes, sp)       # the counters to zero
+        send, recv = buf[:2 * cap], buf[2 * cap:(W + 1) * 2 * cap]
+        rt.memsetAsync(send.data.ptr, 0xFF, send.nbytes, sp)              # -1 pairs: skipped
         p = st.p
+        if rp is not None:
+            nfE = rp.load_params()
+            self.k["td_expand_small_at"](_grid(cap, _BLOCK * _TD_ITEMS), (_BLOCK,),
+                                         (st.queue, nfE, p.indptr, *p.adj, self.visited_g, self.scratch, self.claims,
+                                          self.cnt[0], _i64(p.base), np.int32(0)))
+        else:
+            self._check_claim(own)
+        if own or rp is not None:
+            self.k["pack_claims"](_grid(cap), (_BLOCK,), (self.claims, self.cnt[0], self.scratch, _i64(cap), send))
+        mark("k")
+        comm.allgather(send, recv)
+        mark("x")
         self.k["absorb_pairs"](_grid(W * cap), (_BLOCK,),
                                (recv, _i64(W * cap), _i64(int(self.starts_h[rk])), _i64(p.nloc - p.pad), _i64(p.pad),
                                 _i64(p.base), p.indptr, st.visited, st.parent, self.visited_g, st.queue2, self.cnt[1]))
-        st.queue, st.queue2 = st.queue2, st.queue
-        tl.mark("k")
+        mark("k")
         comm.allreduce(self.blocks)
-        tl.mark("x")
-        return self._totals(self._read(sum(self.wm)), kt)
+        mark("x")
+        if rp is not None:
+            rt.memcpyAsync(self.hbuf.ctypes.data, self.blocks.data.ptr, self.blocks.nbytes, rt.memcpyDeviceToHost, sp)
 
     def _check_claim(self, own: int) -> int:
         """The claim pass (:meth:`_claim`), its frontier edges checked against what the peers counted."""
