@@ -21,16 +21,17 @@ of bitmap words is their OR):
 - start: allreduce(max) of the root's degree, read once (the start barrier);
 - top-down, one rank a worker and every worker's frontier at most
   :data:`TINY_EDGES` edges: the claim pass; ``pack_claims`` writes this
-  worker's claims as (id, parent) pairs in a -1-filled slot of the largest
-  worker's frontier edges; one allgather of those slots; ``absorb_pairs``
+  worker's claims as (id, parent) pairs in a -1-filled slot (at least the
+  largest worker's frontier edges); one allgather of those slots; ``absorb_pairs``
   of the whole gathered buffer (each worker keeps its own rank's pairs);
   allreduce(sum) of the counts, read once: two collectives and one absorb
-  launch, whatever the number of workers. The slots hold a power of two of
-  pairs, so where this worker's frontier fits ``td_expand_small`` those calls
-  are ONE replayed CUDA graph (:mod:`dbfs.bfs.dask.search.level_graph`: the
-  claim pass sized on the device from the frontier's counts, the counters
-  copied to the host inside the graph), captured once per slot size and
-  buffers;
+  launch, whatever the number of workers. The slots hold :data:`SMALL_SLOTS`
+  pairs, or a power of two from 2^16, and the new frontier overwrites the
+  queue, so where this worker's frontier fits ``td_expand_small`` those
+  calls are ONE replayed CUDA graph (:mod:`dbfs.bfs.dask.search.level_graph`:
+  the claim pass sized on the device from the frontier's counts, the
+  counters copied to the host inside the graph), captured once per slot
+  size and buffers (kept between the searches of a batch);
 - top-down, a level whose claims fit fixed regions (every worker's share
   of the frontier edges is known from the last read; at most
   :data:`CAPPED_PAIRS` slots a worker): the claim pass, then
@@ -104,6 +105,10 @@ TINY_EDGES = 1 << 16
 #: (:mod:`dbfs.bfs.dask.search.level_graph`); False: their calls are issued one by one (a test's switch)
 REPLAY = True
 
+#: the slot size (pairs) of a small top-down level whose every worker's frontier has at most this many edges;
+#: larger ones take a power of two from 2^16 up: two slot sizes, two graphs, for the levels of a run
+SMALL_SLOTS = 1 << 10
+
 #: a bottom-up level's new frontier goes as ids where the most any worker found, at the id width, is at most
 #: this share of a rank's bitmap slice in bytes (the ids' allgather, the zeroing and the scatter then cost
 #: less than the slices'); else as the bitmap slices
@@ -140,7 +145,9 @@ class _NcclSearch(_GpuSearch):
     """A GPU worker's search whose exchanges are NCCL collectives (see the module docstring)."""
 
     def __init__(self, mesh, widx, ranks_of, parts, plugin, comm):
-        super().__init__(mesh, widx, ranks_of, parts, plugin, None, pairs=False)     # buckets sized by the level
+        # buckets sized by the level; one rank a worker: the search's arrays kept between searches (the replayed
+        # graphs name them)
+        super().__init__(mesh, widx, ranks_of, parts, plugin, None, pairs=False, keep=holds_parents(ranks_of))
         self.comm = self.mesh = comm                 # the level loop reads seconds, rounds and sent
         self.W = len(ranks_of)
         W, P = self.W, self.P
@@ -317,8 +324,8 @@ class _NcclSearch(_GpuSearch):
         this worker's frontier fits ``td_expand_small`` (:data:`dbfs.bfs.gpu._TD_SMALL` vertices) the level's
         calls are one replayed CUDA graph (:mod:`dbfs.bfs.dask.search.level_graph`), else issued one by one.
         The slot size is a power of two (every worker computes the same from the edges all of them read)."""
-        W = self.W
-        cap, own = bucket(max(self.wm)), self.wm[self.widx]
+        W, m = self.W, max(self.wm)
+        cap, own = SMALL_SLOTS if m <= SMALL_SLOTS else bucket(m, 1 << 16), self.wm[self.widx]
         (rk, st), = self.states.items()
         buf = _room(self.dev, "tiny", (W + 1) * 2 * max(cap, 1 << 16), self.qdt)     # one size: one pointer
         self.tl.begin()
@@ -327,19 +334,19 @@ class _NcclSearch(_GpuSearch):
             if st.m != own:
                 raise RuntimeError(f"worker {self.widx}: {st.m} frontier edges, its peers counted {own}")
             rp.par_h[0], rp.par_h[1] = st.nq, st.m
-            key = ("td_tiny", cap, buf.data.ptr, st.queue.data.ptr, st.queue2.data.ptr, st.visited.data.ptr,
+            key = ("td_tiny", cap, buf.data.ptr, st.queue.data.ptr, st.visited.data.ptr,
                    st.parent.data.ptr, self.visited_g.data.ptr, self.cbuf.data.ptr, self.hbuf.ctypes.data,
                    self.claims.data.ptr, self.scratch.data.ptr, st.p.indptr.data.ptr)
             rp.run(key, lambda mark, sp: self._tiny_calls(mark, sp, cap, buf, rk, st, rp), self.tl)
             self.fetched = True
         else:
             self._tiny_calls(self.tl.mark, self.sp, cap, buf, rk, st, None)
-        st.queue, st.queue2 = st.queue2, st.queue
         return self._totals(self._read(sum(self.wm)), kt)
 
     def _tiny_calls(self, mark, sp, cap, buf, rk, st, rp):
         """A small top-down level's calls on stream ``sp``; ``rp`` (a capture): the claim pass sized on the
-        device from the replayed parameters, and the counters copied to ``hbuf`` last."""
+        device from the replayed parameters, and the counters copied to ``hbuf`` last. The new frontier is
+        written over the queue itself (the claim pass has read it by then): one queue, one graph."""
         comm, W, own = self.comm, self.W, self.wm[self.widx]
         rt = cp.cuda.runtime
         rt.memsetAsync(self.cbuf.data.ptr, 0, self.cbuf.nbytes, sp)       # the counters to zero
@@ -360,7 +367,7 @@ class _NcclSearch(_GpuSearch):
         mark("x")
         self.k["absorb_pairs"](_grid(W * cap), (_BLOCK,),
                                (recv, _i64(W * cap), _i64(int(self.starts_h[rk])), _i64(p.nloc - p.pad), _i64(p.pad),
-                                _i64(p.base), p.indptr, st.visited, st.parent, self.visited_g, st.queue2, self.cnt[1]))
+                                _i64(p.base), p.indptr, st.visited, st.parent, self.visited_g, st.queue, self.cnt[1]))
         mark("k")
         comm.allreduce(self.blocks)
         mark("x")
@@ -463,22 +470,50 @@ class _NcclSearch(_GpuSearch):
     def bu_level(self, kt):
         self.queued = False
         self.tl.begin()
-        self._zero_counters()               # the other workers' blocks too: the allreduce sums them
-        self._bu_steps(zero=False)
+        rp = self.replays if self.gather else None
+        if rp is not None:                  # one replayed graph up to the counters' copy (one a bitmap parity)
+            (st,) = self.states.values()
+            key = ("bu", self.counts_first, self.front.data.ptr, self.front_next.data.ptr, st.visited.data.ptr,
+                   st.parent.data.ptr, self.cbuf.data.ptr, self.hbuf.ctypes.data, st.p.indptr.data.ptr)
+            rp.run(key, lambda mark, sp: self._bu_calls(mark, sp, st), self.tl)
+            self.fetched = True
+            st.fbm, st.nxt = st.nxt, st.fbm
+        else:
+            self._zero_counters()           # the other workers' blocks too: the allreduce sums them
+            self._bu_steps(zero=False)
+            if not self.counts_first:
+                self._exchange_bitmap(self.front_next, totals=True)
         if not self.counts_first:
-            self._exchange_bitmap(self.front_next, totals=True)
             g = self._read()
             cp.bitwise_or(self.visited_g, self.front_next, out=self.visited_g)
             self.front, self.front_next = self.front_next, self.front
             return self._totals(g, kt)
-        self.tl.mark("k")
-        self.comm.allreduce(self.blocks)
-        self.tl.mark("x")
+        if rp is None:
+            self.tl.mark("k")
+            self.comm.allreduce(self.blocks)
+            self.tl.mark("x")
         out = self._totals(self._read(), kt)
         self.tl.begin()                     # the frontier's exchange: its seconds settle with the next level
         self._send_frontier()
         self.front, self.front_next = self.front_next, self.front
         return out
+
+    def _bu_calls(self, mark, sp, st) -> None:
+        """(captured) A bottom-up level of one rank a worker with equal slices: the counters zeroed,
+        ``bu_step`` into this rank's slice of ``front_next``, then either the counts' allreduce (counts first)
+        or the slices' allgather in place with it in one group; the counters copied to ``hbuf``."""
+        rt, comm = cp.cuda.runtime, self.comm
+        rt.memsetAsync(self.cbuf.data.ptr, 0, self.cbuf.nbytes, sp)
+        self._bu_launch(st, 1)
+        mark("k")
+        if self.counts_first:
+            comm.allreduce(self.blocks)
+        else:
+            with comm.group():
+                comm.allgather(st.nxt, self.front_next)
+                comm.allreduce(self.blocks)
+        mark("x")
+        rt.memcpyAsync(self.hbuf.ctypes.data, self.blocks.data.ptr, self.blocks.nbytes, rt.memcpyDeviceToHost, sp)
 
     def _send_frontier(self) -> None:
         """The new frontier of a bottom-up level (this rank's bits in its slice of ``front_next``) to every

@@ -61,18 +61,26 @@ __all__ = ["_GpuSearch"]
 
 
 class _GpuState:
-    """One partition's per-search device arrays (CuPy's pool: no cudaMalloc after the first search)."""
+    """One partition's per-search device arrays (CuPy's pool: no cudaMalloc after the first search; with
+    ``store``, the parents, visited bitmap and queues are the same arrays every search, kept there: a replayed
+    level graph names them)."""
 
-    def __init__(self, p, qdt):
+    def __init__(self, p, qdt, store=None):
         self.p = p
         nw32 = max(2 * p.words, 1)
-        self.parent = cp.empty(max(p.nloc, 1), qdt)
+        n = max(p.nloc, 1)
+
+        def arr(name, size, dtype):
+            return cp.empty(size, dtype) if store is None else _shared(store, (name, p.rank), size, dtype)
+
+        self.parent = arr("parent", n, qdt)
         self.parent.fill(-1)
-        self.visited = p.base_visited.copy()
+        self.visited = arr("visited", p.base_visited.shape[0], p.base_visited.dtype)
+        self.visited[...] = p.base_visited
         self.fbm = cp.zeros(nw32, cp.uint32)        # local frontier bitmap (after a bottom-up level)
         self.nxt = cp.zeros(nw32, cp.uint32)
-        self.queue = cp.empty(max(p.nloc, 1), qdt)  # local rows
-        self.queue2 = cp.empty(max(p.nloc, 1), qdt)
+        self.queue = arr("queue", n, qdt)           # local rows
+        self.queue2 = arr("queue2", n, qdt)
         self.nq = 0                                 # queue length
         self.m = 0                                  # degree sum of the current frontier
 
@@ -96,7 +104,7 @@ def _shared(store: dict, key, n: int, dtype):
 class _GpuSearch(_Search):
     """A GPU worker's search state and steps (see the module docstring)."""
 
-    def __init__(self, mesh, widx, ranks_of, parts, plugin, shm=None, pairs: bool = True):
+    def __init__(self, mesh, widx, ranks_of, parts, plugin, shm=None, pairs: bool = True, keep: bool = False):
         self.mesh = _Timed(mesh)
         self.widx, self.ranks_of = widx, ranks_of
         self.peers = [j for j in range(len(ranks_of)) if j != widx]
@@ -124,10 +132,15 @@ class _GpuSearch(_Search):
                 self.pairU = _shared(dev, "pairU", max(self.N, 1), self.qdt)
         self.hist = cp.zeros(self.P, cp.uint64)
         self.cursor = cp.zeros(self.P, cp.uint64)
-        self.visited_g = cp.zeros(gw32, cp.uint32)
-        self.front = cp.zeros(gw32, cp.uint32)
-        self.front_next = cp.zeros(gw32, cp.uint32)
-        self.states = {p.rank: _GpuState(p, self.qdt) for p in parts}
+        # ``keep``: the visited bitmap and each partition's arrays kept in the plugin between searches
+        store = plugin.scratch.setdefault("gpu", {}) if keep else None
+        for name in ("visited_g", "front", "front_next"):
+            if keep:
+                setattr(self, name, _shared(store, name, gw32, cp.uint32))
+                getattr(self, name).fill(0)
+            else:
+                setattr(self, name, cp.zeros(gw32, cp.uint32))
+        self.states = {p.rank: _GpuState(p, self.qdt, store) for p in parts}
         self.my_ranks = tuple(self.states)
         self.cnt = cp.zeros((len(self.states) + 1, 4), cp.uint64)
         cp.cuda.Device().synchronize()
@@ -346,12 +359,15 @@ class _GpuSearch(_Search):
         if zero:
             self.cnt.fill(0)
         for r, st in enumerate(self.states.values(), 1):
-            p = st.p
-            nw = st.fbm.shape[0]
-            self.k["bu_step"]((min(-(-nw * 32 // _BLOCK), 32 * _sm_count()),), (_BLOCK,),
-                              (p.indptr, *p.adj, p.hub, self.front, st.visited, st.nxt, st.parent, _i64(nw),
-                               self.cnt[r]))
+            self._bu_launch(st, r)
             st.fbm, st.nxt = st.nxt, st.fbm
+
+    def _bu_launch(self, st, r):
+        """``bu_step`` over partition ``st``'s rows against the global frontier into ``st.nxt`` (counts in
+        ``cnt`` row ``r``)."""
+        p, nw = st.p, st.fbm.shape[0]
+        self.k["bu_step"]((min(-(-nw * 32 // _BLOCK), 32 * _sm_count()),), (_BLOCK,),
+                          (p.indptr, *p.adj, p.hub, self.front, st.visited, st.nxt, st.parent, _i64(nw), self.cnt[r]))
 
     def bu_level(self, kt):
         t = time.perf_counter()
