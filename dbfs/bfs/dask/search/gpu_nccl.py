@@ -200,6 +200,8 @@ class _NcclSearch(_GpuSearch):
         if self.gather:     # this rank's bitmaps ARE its slices of the global ones: allgathered in place, no copy
             st, w = self.states[widx], self.slice
             st.fbm, st.nxt = self.front[widx * w:(widx + 1) * w], self.front_next[widx * w:(widx + 1) * w]
+        if self.replays is not None:
+            self._prepare_graphs()
         cp.cuda.Device().synchronize()
 
     def _zero_counters(self) -> None:
@@ -324,24 +326,54 @@ class _NcclSearch(_GpuSearch):
         this worker's frontier fits ``td_expand_small`` (:data:`dbfs.bfs.gpu._TD_SMALL` vertices) the level's
         calls are one replayed CUDA graph (:mod:`dbfs.bfs.dask.search.level_graph`), else issued one by one.
         The slot size is a power of two (every worker computes the same from the edges all of them read)."""
-        W, m = self.W, max(self.wm)
-        cap, own = SMALL_SLOTS if m <= SMALL_SLOTS else bucket(m, 1 << 16), self.wm[self.widx]
+        m, own = max(self.wm), self.wm[self.widx]
+        cap = SMALL_SLOTS if m <= SMALL_SLOTS else bucket(m, 1 << 16)
         (rk, st), = self.states.items()
-        buf = _room(self.dev, "tiny", (W + 1) * 2 * max(cap, 1 << 16), self.qdt)     # one size: one pointer
         self.tl.begin()
         rp = self.replays
         if rp is not None and st.nq <= _TD_SMALL:
             if st.m != own:
                 raise RuntimeError(f"worker {self.widx}: {st.m} frontier edges, its peers counted {own}")
             rp.par_h[0], rp.par_h[1] = st.nq, st.m
-            key = ("td_tiny", cap, buf.data.ptr, st.queue.data.ptr, st.visited.data.ptr,
-                   st.parent.data.ptr, self.visited_g.data.ptr, self.cbuf.data.ptr, self.hbuf.ctypes.data,
-                   self.claims.data.ptr, self.scratch.data.ptr, st.p.indptr.data.ptr)
-            rp.run(key, lambda mark, sp: self._tiny_calls(mark, sp, cap, buf, rk, st, rp), self.tl)
+            rp.run(*self._tiny_graph(cap, rk, st), self.tl)
             self.fetched = True
         else:
-            self._tiny_calls(self.tl.mark, self.sp, cap, buf, rk, st, None)
+            self._tiny_calls(self.tl.mark, self.sp, cap, self._tiny_buf(cap), rk, st, None)
         return self._totals(self._read(sum(self.wm)), kt)
+
+    def _tiny_buf(self, cap: int):
+        """The small top-down level's slots: this worker's, then every worker's (one size up to 2^16 slots:
+        one pointer)."""
+        return _room(self.dev, "tiny", (self.W + 1) * 2 * max(cap, 1 << 16), self.qdt)
+
+    def _tiny_graph(self, cap, rk, st):
+        """The key and the calls of the small top-down level's graph of ``cap`` slots."""
+        buf = self._tiny_buf(cap)
+        key = ("td_tiny", cap, buf.data.ptr, st.queue.data.ptr, st.visited.data.ptr, st.parent.data.ptr,
+               self.visited_g.data.ptr, self.cbuf.data.ptr, self.hbuf.ctypes.data, self.claims.data.ptr,
+               self.scratch.data.ptr, st.p.indptr.data.ptr)
+        return key, lambda mark, sp: self._tiny_calls(mark, sp, cap, buf, rk, st, self.replays)
+
+    def _bu_graph(self, st):
+        """The key and the calls of the bottom-up level's graph (this parity of the two bitmaps)."""
+        key = ("bu", self.counts_first, self.front.data.ptr, self.front_next.data.ptr, st.visited.data.ptr,
+               st.parent.data.ptr, self.cbuf.data.ptr, self.hbuf.ctypes.data, st.p.indptr.data.ptr)
+        return key, lambda mark, sp: self._bu_calls(mark, sp, st)
+
+    def _prepare_graphs(self) -> None:
+        """Capture, before the search's clock, the graphs its levels may replay that are not kept yet: the
+        small top-down level at each slot size, the bottom-up level at each parity of the bitmaps (captured,
+        not run: nothing changes on the device)."""
+        (rk, st), = self.states.items()
+        rp = self.replays
+        caps = [c for c in (SMALL_SLOTS, 1 << 16) if 0 <= TINY_EDGES and (c == SMALL_SLOTS or TINY_EDGES <= c)]
+        for cap in caps:
+            rp.prepare(*self._tiny_graph(cap, rk, st))
+        if self.gather:
+            for _ in range(2):
+                rp.prepare(*self._bu_graph(st))
+                st.fbm, st.nxt = st.nxt, st.fbm
+                self.front, self.front_next = self.front_next, self.front
 
     def _tiny_calls(self, mark, sp, cap, buf, rk, st, rp):
         """A small top-down level's calls on stream ``sp``; ``rp`` (a capture): the claim pass sized on the
@@ -473,9 +505,7 @@ class _NcclSearch(_GpuSearch):
         rp = self.replays if self.gather else None
         if rp is not None:                  # one replayed graph up to the counters' copy (one a bitmap parity)
             (st,) = self.states.values()
-            key = ("bu", self.counts_first, self.front.data.ptr, self.front_next.data.ptr, st.visited.data.ptr,
-                   st.parent.data.ptr, self.cbuf.data.ptr, self.hbuf.ctypes.data, st.p.indptr.data.ptr)
-            rp.run(key, lambda mark, sp: self._bu_calls(mark, sp, st), self.tl)
+            rp.run(*self._bu_graph(st), self.tl)
             self.fetched = True
             st.fbm, st.nxt = st.nxt, st.fbm
         else:

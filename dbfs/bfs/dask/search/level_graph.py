@@ -8,7 +8,8 @@ it is), keyed by everything the captured calls fix: their pointers, sizes
 and launch shapes. :meth:`_Replays.run` ``(key, issue, tl)``: on a key's
 first use ``issue(mark, stream_ptr)`` runs inside a stream capture (nothing
 executes), the graph is instantiated and kept; then, and on every later use
-of the key, the graph is launched on the current stream. ``issue`` must make
+of the key, the graph is launched on the current stream (:meth:`_Replays.prepare`
+captures without launching: before a search's clock). ``issue`` must make
 only stream-ordered calls on ``stream_ptr`` / the current stream (kernels,
 async copies and memsets, NCCL collectives) on memory allocated before the
 capture. What a level varies beyond its key (a frontier's size) goes through
@@ -116,18 +117,22 @@ class _Replays:
         self.captures += 1
         return out
 
+    def prepare(self, key, issue) -> _Graph:
+        """``key``'s graph, captured from ``issue`` now if it is not kept (nothing runs)."""
+        g = self.kept.get(key)
+        if g is None:
+            g = self.kept[key] = self._capture(issue)
+            while len(self.kept) > LIMIT:
+                self.kept.popitem(last=False)
+        return g
+
     def run(self, key, issue, tl) -> None:
         """Launch ``key``'s graph on the current stream (captured from ``issue`` first if new); its events
         join ``tl`` (a :class:`dbfs.bfs.dask.mesh.nccl._Timeline` begun for this level)."""
-        g = self.kept.get(key)
-        if g is None:
-            g = self._capture(issue)
-            self.kept[key] = g
-            while len(self.kept) > LIMIT:
-                self.kept.popitem(last=False)
-        else:
-            self.kept.move_to_end(key)
-            self.hits += 1
+        kept = key in self.kept
+        g = self.prepare(key, issue)
+        self.kept.move_to_end(key)
+        self.hits += kept
         g.graph.launch()
         self.comm.rounds += g.rounds
         self.comm.sent += g.sent
