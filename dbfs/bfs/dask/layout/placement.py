@@ -73,6 +73,7 @@ class DistributedGraph:
     mesh_time: float = 0.0
     shared_memory: bool | None = None       # None: shared frontier when possible; False: never
     shm: str = ""                           # why the shared frontier is off ('' = on)
+    shm_claims: str = ""                    # why a large top-down level's claims are not shared ('' = on)
     events: list = field(default_factory=list)
     attrs: dict = field(default_factory=dict)
     transport_requested: str = ""           # the transport asked for ('' = same as transport)

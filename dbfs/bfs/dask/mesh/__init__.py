@@ -8,6 +8,7 @@ Parts, in import order (each imports only those above it)::
     transport   message rounds: tcp (selectors), tcp-threads, dask comm
     listener    authenticated listener thread and dialer
     shm         shared frontier bitmap in /dev/shm
+    shm_claims  a large top-down level's claims shared in /dev/shm (no pairs sent)
     ipc         shared frontier bitmap in device memory (CUDA IPC, GPU workers)
     waits       bounded client waits that notice a lost worker
     plugin      MeshPlugin: every piece of worker-side state
@@ -38,7 +39,8 @@ falls back to ``"dask"`` (distributed's comm layer, TLS included) and
 For a :class:`dbfs.bfs.dask.layout.placement.DistributedGraph` (duck-typed here),
 :func:`_open_mesh` also gives the mesh a shared frontier when every worker
 is on one host and the partitions are blocks: in ``/dev/shm`` for CPU
-workers (:func:`_open_shm`); when every worker is a GPU worker, an NCCL
+workers (:func:`_open_shm`, and each worker's top-down claims that its peers
+read, :func:`_open_claims`; ``dg.shm_claims`` says why not); when every worker is a GPU worker, an NCCL
 communicator (:mod:`dbfs.bfs.dask.mesh.nccl`: each worker on its own device),
 else the first worker's device memory through CUDA IPC (:func:`_open_ipc`);
 ``dg.shm`` says why not, ``dg.nccl_off`` why not NCCL.
@@ -52,9 +54,10 @@ from dbfs.bfs.dask.mesh.frames import Limits
 from dbfs.bfs.dask.mesh.handshake import new_key
 from dbfs.bfs.dask.mesh.ipc import _front_sizes
 from dbfs.bfs.dask.mesh.nccl import open_nccl
-from dbfs.bfs.dask.mesh.plugin import (NAME, MeshPlugin, _ipc_alloc, _ipc_map, _mesh_close, _mesh_connect, _mesh_listen,
-                                  _shm_drop, _shm_open, _uses_tls)
+from dbfs.bfs.dask.mesh.plugin import (NAME, MeshPlugin, _claims_drop, _claims_map, _claims_open, _ipc_alloc, _ipc_map,
+                                  _mesh_close, _mesh_connect, _mesh_listen, _shm_drop, _shm_open, _uses_tls)
 from dbfs.bfs.dask.mesh.shm import _shm_path, _unlink
+from dbfs.bfs.dask.mesh.shm_claims import _unlink_all, claims_bytes, claims_paths
 from dbfs.bfs.dask.mesh.transport import TRANSPORTS, _host_of
 from dbfs.bfs.dask.mesh.waits import WorkerLost, alive_workers, gather_watched, is_peer_loss, run_within
 from dbfs.errors import DbfsError
@@ -206,6 +209,7 @@ def _open_mesh(dg) -> None:
     dg.mesh_id = open_mesh(dg.client, order, dg.transport, dg.timeout, Limits.for_graph(dg.n_vertices, dg.P))
     dg.level_exchange = ""
     dg.shm = _open_shm(dg) if dg.shared_memory is not False else "switched off"
+    dg.shm_claims = "no shared frontier" if dg.shm else "GPU workers" if dg.has_gpu else _open_claims(dg)
     dg.mesh_time = time.perf_counter() - t0
 
 
@@ -244,6 +248,34 @@ def _open_shm(dg) -> str:
     finally:   # every mapping is made: the name can go (the memory lives while mapped)
         try:
             run_within(c, _unlink, path, workers=ws[:1], timeout=CLOSE_TIMEOUT, what=what)
+        except DbfsError:
+            pass
+    return why
+
+
+def _open_claims(dg) -> str:
+    """Give each CPU worker of a mesh with a shared frontier its top-down claims in /dev/shm, mapped read-only
+    by its peers (:mod:`dbfs.bfs.dask.mesh.shm_claims`; all or none); returns why not ('' when on)."""
+    ws = dg.mesh_workers
+    n, dtype = dg.n_vertices, id_dtype(dg.n_vertices).name
+    paths = claims_paths(dg.mesh_id, len(ws), claims_bytes(n, dtype))
+    if paths is None:
+        return "/dev/shm missing or too small for the claims"
+    c = dg.client
+    what = "mapping the shared top-down claims"
+    why = ""
+    try:
+        for fn, args in ((_claims_open, ({w: i for i, w in enumerate(ws)}, paths, n, dtype)), (_claims_map, (paths,))):
+            res = run_within(c, fn, dg.mesh_id, *args, workers=ws, timeout=RUN_TIMEOUT, what=what)
+            _raise_lost(res, what)
+            bad = [v for v in res.values() if v is not True]
+            if bad:
+                why = f"a worker cannot share its claims: {bad[0]}"
+                run_within(c, _claims_drop, dg.mesh_id, workers=ws, timeout=RUN_TIMEOUT, what=what)
+                break
+    finally:   # every mapping is made (or none kept): the names can go
+        try:
+            run_within(c, _unlink_all, paths, workers=ws[:1], timeout=CLOSE_TIMEOUT, what=what)
         except DbfsError:
             pass
     return why

@@ -29,7 +29,7 @@ FRONT; counts and rank list of COUNTS_FRONT) are packed with struct and
 decode to tuples of numbers; the other (*body*) arrays, pairs and bitmap
 slices, decode to numpy arrays.
 
-The *coded* kinds (BEGIN's flag says a worker speaks them; the level loop
+The *coded* kinds (BEGIN's flag 1 says a worker speaks them; the level loop
 uses them when every worker of the mesh does) carry the same rounds as
 uint8 streams of :mod:`dbfs.bfs.dask.mesh.codec`: PAIRS_Z a list of destination
 ranks and one of pair counts, then one packed pair stream each; FRONT_Z
@@ -81,7 +81,7 @@ FRONT = 4         # [int64 (k,) sender's ranks] + k x int64 bitmap slices   top-
 SYNC = 5          # []                                                      barrier
 COUNTS_FRONT = 6  # COUNTS's two arrays + FRONT's arrays                    end of a bottom-up level
 PULL = 7          # [int64 (k,) destination ranks, int64 (k,) first, (k,) end] PAIRS left in device memory
-BEGIN = 8         # [int64 (2,) the root's degree, 1 if the sender speaks the coded kinds else 0]  start barrier
+BEGIN = 8         # [int64 (2,) the root's degree, flags: 1 speaks the coded kinds, 2 shares its claims]  start barrier
 PAIRS_Z = 9       # [int64 (k,) destination ranks, int64 (k,) pair counts] + k uint8 packed pair streams
 FRONT_Z = 10      # [int64 (k,) sender's ranks, int64 (k,) slice forms] + k uint8 slice streams
 COUNTS_FRONT_Z = 11   # COUNTS's two arrays + FRONT_Z's arrays

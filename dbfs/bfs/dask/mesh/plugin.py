@@ -4,9 +4,9 @@ Contract
 --------
 :class:`MeshPlugin` (registered by the client under :data:`NAME`, once per
 cluster: ``idempotent``) owns everything a worker keeps between tasks:
-its meshes and their listeners and keys, the shared-memory frontiers, the
-claim scratch and reusable work arrays, the per-level listener list and
-the counters of refused connections. ``teardown`` closes all of it. The
+its meshes and their listeners and keys, the shared-memory frontiers and
+top-down claims, the claim scratch and reusable work arrays, the per-level
+listener list and the counters of refused connections. ``teardown`` closes all of it. The
 module-level functions are its entry points: ``client.run`` calls (they
 take ``dask_worker``) and pinned tasks (:func:`_mesh_connect`).
 
@@ -45,6 +45,7 @@ from dbfs.bfs.dask.mesh.frames import Limits
 from dbfs.bfs.dask.mesh.ipc import _DevMesh
 from dbfs.bfs.dask.mesh.listener import Listener, connect_peers
 from dbfs.bfs.dask.mesh.shm import _ShmFront
+from dbfs.bfs.dask.mesh.shm_claims import _ShmClaims
 from dbfs.bfs.dask.mesh.transport import _DaskMesh, _host_of, _PeerLost, _SelectMesh, _ThreadedTcpMesh
 
 __all__ = ["MeshPlugin", "NAME", "uses_tls", "get_plugin", "memory_peaks"]
@@ -187,6 +188,36 @@ class MeshPlugin(WorkerPlugin):
             self.shms[mesh_id] = sh
         return True
 
+    def claims_open(self, mesh_id, widx, paths, n, dtype):
+        """Create this worker's shared claims file (``paths[widx]``) beside the mesh's shared frontier; True or
+        the error text."""
+        sh = self.shms.get(mesh_id)
+        if not isinstance(sh, _ShmFront):
+            return "no shared frontier for this mesh on this worker"
+        try:
+            sh.claims = _ShmClaims(paths[widx], n, dtype, widx)
+        except (OSError, ValueError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return True
+
+    def claims_map(self, mesh_id, paths):
+        """Map the peers' claims files read-only; True or the error text."""
+        cl = getattr(self.shms.get(mesh_id), "claims", None)
+        if cl is None:
+            return "no shared claims for this mesh on this worker"
+        try:
+            cl.map_peers(paths)
+        except (OSError, ValueError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return True
+
+    def claims_drop(self, mesh_id):
+        """Forget the mesh's shared claims (the level loop sends pairs)."""
+        sh = self.shms.get(mesh_id)
+        if isinstance(sh, _ShmFront):
+            sh.claims = None
+        return True
+
     def ipc_alloc(self, mesh_id, sizes, n, dtype, owner):
         """Allocate this worker's share of the mesh's shared device memory
         (:class:`dbfs.bfs.dask.mesh.ipc._DevMesh`); returns its IPC handles or the error text."""
@@ -282,6 +313,21 @@ def _mesh_close(mesh_id, dask_worker=None):
 def _shm_open(mesh_id, path, gwords, P, create, dask_worker=None):
     """(client.run) create or map the mesh's shared frontier; returns True or the error text."""
     return get_plugin(dask_worker).shm_open(mesh_id, path, gwords, P, create)
+
+
+def _claims_open(mesh_id, widx_of, paths, n, dtype, dask_worker=None):
+    """(client.run) create this worker's shared claims file; True or the error text."""
+    return get_plugin(dask_worker).claims_open(mesh_id, widx_of[dask_worker.address], paths, n, dtype)
+
+
+def _claims_map(mesh_id, paths, dask_worker=None):
+    """(client.run) map the peers' shared claims files; True or the error text."""
+    return get_plugin(dask_worker).claims_map(mesh_id, paths)
+
+
+def _claims_drop(mesh_id, dask_worker=None):
+    """(client.run) forget the mesh's shared claims."""
+    return get_plugin(dask_worker).claims_drop(mesh_id)
 
 
 def _ipc_alloc(mesh_id, sizes, n, dtype, owner, dask_worker=None):

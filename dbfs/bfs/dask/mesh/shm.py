@@ -41,6 +41,8 @@ class _ShmFront:
     the boundary words into their words (all workers write the same values)
     and copies the bitmap out. A buffer is rewritten only two publications
     later, after every worker has sent the counts that follow its copy.
+    ``claims``: this worker's :class:`dbfs.bfs.dask.mesh.shm_claims._ShmClaims`
+    of the mesh, or None.
     """
 
     def __init__(self, path, gwords, P, create):
@@ -62,6 +64,8 @@ class _ShmFront:
         self.bnd = [a[k * st + gwords:(k + 1) * st] for k in (0, 1)]
         self.k = 0
         self.path = path
+        # the workers' shared top-down claims (dbfs.bfs.dask.mesh.shm_claims._ShmClaims), mapped after this
+        self.claims = None
 
 
 def _shm_path(mesh_id: str, size: int):

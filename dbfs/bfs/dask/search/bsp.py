@@ -33,7 +33,10 @@ Search Revisited: Enabling Bottom-Up Search", IPDPS Workshops 2013):
   PAIRS round), which keep the first parent of each unvisited vertex. A
   level dense enough on block partitions takes its vertices from the bits
   it set instead (:mod:`dbfs.bfs.cpu.rowclaims`: ``split_sorted``,
-  ``absorb_bits``, ``mark_pairs``), no atomic per claim.
+  ``absorb_bits``, ``mark_pairs``), no atomic per claim. With the frontier
+  shared on one host, a large level (``takes_shared``: every worker's same
+  choice) sends no pairs: the peers read the claims where they were made
+  (:mod:`dbfs.bfs.dask.mesh.shm_claims`), after a SYNC round (the barrier).
 - bottom-up: ``bu_rows`` (``bu_step``'s blocks) over every partition's unvisited rows against the
   GLOBAL frontier bitmap, assembled from every partition's slice of the
   previous level (sent with the counts, or shared through ``/dev/shm``,
@@ -83,6 +86,7 @@ from dbfs.bfs.dask.layout.exchange import _base_of, _chunks, _or_into, _or_slice
 from dbfs.bfs.dask.mesh.frames import BEGIN, COUNTS, COUNTS_FRONT, COUNTS_FRONT_Z, FRONT, FRONT_Z, PAIRS, PAIRS_Z, SYNC
 from dbfs.bfs.dask.mesh.plugin import get_plugin
 from dbfs.bfs.dask.mesh.shm import _boundary_words, _shm_collect
+from dbfs.bfs.dask.mesh.shm_claims import or_claims, take_peers, takes_shared
 from dbfs.bfs.dask.mesh.transport import _LocalMesh, _PeerLost, _Timed
 from dbfs.bfs.dask.search.messages import _Messages
 from dbfs.bfs.dask.layout.worker import _grown, _scratch, _zeroed
@@ -203,6 +207,10 @@ class _Search(_Messages):
     """One search's worker-side state (the -1 fills and buffers of the per-search
     setup, outside the timer as in Graph500 3.0.1) and its named steps."""
 
+    claims = None       # the mesh's shared top-down claims on this host (dbfs.bfs.dask.mesh.shm_claims), or None
+    shared = False      # every worker has them (the start barrier's flag 2): a large top-down level uses them
+    level_edges = 0     # the global frontier's edges of the level about to run (set by the level loop)
+
     def __init__(self, mesh, widx, ranks_of, parts, plugin, shm):
         self.mesh = _Timed(mesh)
         self.widx, self.ranks_of = widx, ranks_of
@@ -221,11 +229,14 @@ class _Search(_Messages):
         self.grown = plugin.grown
         self.listeners = plugin.level_listeners
         gwords = (self.N + 63) >> 6
-        # every array is written here, so no page is first touched (and zeroed by the kernel) inside the timer
-        self.scratch = _scratch(plugin.scratch, self.N)     # td claims over global ids (write-before-read)
-        self.visited_g = _zeroed(gwords)                     # subset of the visited set, global ids (td filter)
-        self.front = _zeroed(gwords)                         # global frontier bitmap (bottom-up)
         self.sh = shm if self.code == 0 and self.peers else None   # same-host shared frontier, else slices
+        self.claims = cl = getattr(self.sh, "claims", None)    # shared: scratch and claim bits in its mapping
+        # every array is written here, so no page is first touched (and zeroed by the kernel) inside the timer
+        self.scratch = _scratch(plugin.scratch, self.N) if cl is None else cl.scratch  # td claims (write-before-read)
+        self.visited_g = _zeroed(gwords)                     # subset of the visited set, global ids (td filter)
+        self.front = _zeroed(gwords) if cl is None else cl.front   # global frontier bitmap (bottom-up); td claim bits
+        if cl is not None:
+            self.front.fill(0)      # a set bit is a claim of this level or a vertex visited before it (shm_claims)
         self.front_next = _zeroed(gwords) if self.sh is None else None
         self.wordof = _boundary_words(part) if self.sh is not None else None
         # the worker's partitions end to end in one row space (slot s: partition parts[s]): one kernel call
@@ -284,17 +295,18 @@ class _Search(_Messages):
 
     # ------------------------------------------------------------- steps
     def start(self, root):
-        """Start barrier (shares the root's degree); returns it."""
+        """Start barrier (shares the root's degree and the flags: 1 coded kinds, 2 shared claims); returns it."""
         deg_root = self._own_root(root)
-        flag = self._codec_flag()
+        flag = self._codec_flag() | (2 if self.claims is not None else 0)
         got = self.mesh.exchange(BEGIN, {j: [(deg_root, flag)] for j in self.peers})
         for j, arrs in got.items():
             d, f = arrs[0]
-            if f not in (0, 1):
-                self._bad(j, f"codec flag {f}")
+            if f not in (0, 1, 2, 3):
+                self._bad(j, f"start flags {f}")
             deg_root = max(deg_root, int(d))
             flag &= f
-        self.coded = bool(flag and self.peers)      # every worker speaks the coded kinds: all send them
+        self.coded = bool(flag & 1 and self.peers)      # every worker speaks the coded kinds: all send them
+        self.shared = bool(flag & 2 and self.peers)     # every worker's claims are mapped by its peers
         return deg_root
 
     def visit_root(self, root):
@@ -326,6 +338,8 @@ class _Search(_Messages):
         direct = code == 0
         newv, examined, ascending = td_rows(self.rows.t, self.queue, scratch, self.visited_g, front,
                                             self.parent_w if direct else None)
+        if self.shared and takes_shared(self.level_edges, front.shape[0]):
+            return self._td_take_shared(newv, examined, kt + time.perf_counter() - t)
         # this worker's own vertices absorbed at once into the next queue (or, a bit level, taken from the bits
         # once the peers' pairs are in); the others' pairs bucketed by owner
         out = self.qbufs[level & 1]
@@ -393,6 +407,25 @@ class _Search(_Messages):
         kt += time.perf_counter() - t
         mine = (w, new_m, examined, kt)
         got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in peers}) if peers else {}
+        return [mine] + [_counts_of(a) for a in got.values()], kt
+
+    def _td_take_shared(self, newv, examined, kt):
+        """A large top-down level's rest, its claims read by the peers (:mod:`dbfs.bfs.dask.mesh.shm_claims`): a
+        list's claims into ``front``, a SYNC round (the barrier), the peers' claims of its rows marked, its new
+        vertices taken from the bits (the frontier left as bits), the counts round; returns (totals, kt)."""
+        t = time.perf_counter()
+        if newv is not None:        # this worker's claims came back as a list: the peers read bits
+            or_claims(self.front, newv, _chunks(newv.shape[0]))
+        kt += time.perf_counter() - t
+        self.mesh.exchange(SYNC, {j: [] for j in self.peers})
+        t = time.perf_counter()
+        take_peers(self.claims, self.rows.t, self.visited_g, self.visited_w, self.parent_w)
+        w, new_m = take_bits(self.rows.t, self.visited_g, self.visited_w, self.fbm_w)
+        self.queue, self.fbm_queue = None, True
+        kt += time.perf_counter() - t
+        # every peer has read this worker's claims once its counts are in: front and scratch are free again
+        mine = (w, new_m, examined, kt)
+        got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in self.peers})
         return [mine] + [_counts_of(a) for a in got.values()], kt
 
     def _absorb(self, L, U, lo, n, slots, out, w):
@@ -536,6 +569,7 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
             if not have_queue:
                 kt += s.to_queues()
                 have_queue = True
+            s.level_edges = m_f         # the global count every worker has: the same shared-claims choice
             totals, kt = s.td_level(level, kt)
             front_ready = False
         else:
