@@ -8,8 +8,9 @@ for a partition of ``p``'s array types: not the top-down step's claims
 into the worker's claim scratch (dtype ``claim_dtype``, the vertex-id
 width of N, which the single-process warm-up never uses), serial or
 parallel, nor the frontier slice ORs (block and cyclic), the
-shared-frontier copies and the shared claims' passes, nor the row-table kernels that claim, bucket and
-absorb over all of a worker's partitions (:func:`dbfs.bfs.cpu.warm_row_kernels`)
+shared-frontier copies, the shared claims' passes and the board's posts,
+nor the row-table kernels that claim, bucket and absorb over all of a
+worker's partitions (:func:`dbfs.bfs.cpu.warm_row_kernels`)
 (``tests/test_dask_reliability.py`` checks it on live workers). Numba compiles one specialisation per
 argument type and loads it on first call, from its on-disk cache when it
 holds it, otherwise by compiling it; either inside a timed search would
@@ -36,6 +37,7 @@ from dbfs.bfs.cpu import bitmap_to_queue, queue_to_bitmap, td_step, warm_row_ker
 from dbfs.bfs.cpu.topdown import _TD_SERIAL_EDGES
 from dbfs.bfs.dask.layout.exchange import _or_into, _or_slice
 from dbfs.bfs.dask.mesh.shm import _fix_boundaries, _publish_words, _take_front
+from dbfs.bfs.dask.mesh.board import warm_board
 from dbfs.bfs.dask.mesh.shm_claims import warm_claims
 from dbfs.partition import owner_local
 
@@ -112,4 +114,5 @@ def warm_level_kernels(p, claim_dtype) -> None:
         warm_row_kernels(p.indptr, p.indices)
         _warm_shm()
         warm_claims(claim_dtype)
+        warm_board()
         _WARMED.add(key)

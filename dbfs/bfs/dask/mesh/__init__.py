@@ -7,6 +7,7 @@ Parts, in import order (each imports only those above it)::
     handshake   mutual HMAC-SHA256 handshake of every TCP connection
     transport   message rounds: tcp (selectors), tcp-threads, dask comm
     listener    authenticated listener thread and dialer
+    board       the small rounds of one host's CPU workers through their shared file, not TCP
     shm         shared frontier bitmap in /dev/shm
     shm_claims  a large top-down level's claims shared in /dev/shm (no pairs sent)
     ipc         shared frontier bitmap in device memory (CUDA IPC, GPU workers)
@@ -56,7 +57,7 @@ from dbfs.bfs.dask.mesh.ipc import _front_sizes
 from dbfs.bfs.dask.mesh.nccl import open_nccl
 from dbfs.bfs.dask.mesh.plugin import (NAME, MeshPlugin, _claims_drop, _claims_map, _claims_open, _ipc_alloc, _ipc_map,
                                   _mesh_close, _mesh_connect, _mesh_listen, _shm_drop, _shm_open, _uses_tls)
-from dbfs.bfs.dask.mesh.shm import _shm_path, _unlink
+from dbfs.bfs.dask.mesh.shm import _ShmFront, _shm_path, _unlink
 from dbfs.bfs.dask.mesh.shm_claims import _unlink_all, claims_bytes, claims_paths
 from dbfs.bfs.dask.mesh.transport import TRANSPORTS, _host_of
 from dbfs.bfs.dask.mesh.waits import WorkerLost, alive_workers, gather_watched, is_peer_loss, run_within
@@ -226,7 +227,7 @@ def _open_shm(dg) -> str:
     if dg.has_gpu:
         return _open_gpu(dg)
     gwords = (dg.n_vertices + 63) >> 6
-    path = _shm_path(dg.mesh_id, 2 * (gwords + dg.P) * 8)
+    path = _shm_path(dg.mesh_id, _ShmFront.nbytes(gwords, dg.P))
     if path is None:
         return "/dev/shm missing or too small"
     c = dg.client

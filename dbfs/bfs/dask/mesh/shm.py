@@ -23,6 +23,8 @@ import os
 import numpy as np
 from numba import njit, prange
 
+from dbfs.bfs.dask.mesh.board import board_words
+
 __all__ = ["_ShmFront", "_shm_path", "_shm_publish", "_shm_collect", "_boundary_words", "_unlink"]
 
 
@@ -42,11 +44,17 @@ class _ShmFront:
     and copies the bitmap out. A buffer is rewritten only two publications
     later, after every worker has sent the counts that follow its copy.
     ``claims``: this worker's :class:`dbfs.bfs.dask.mesh.shm_claims._ShmClaims`
-    of the mesh, or None.
+    of the mesh, or None. After the two buffers, the board of the small
+    rounds (:mod:`dbfs.bfs.dask.mesh.board`).
     """
 
+    @staticmethod
+    def nbytes(gwords: int, P: int) -> int:
+        """The file's bytes: two frontier buffers of ``gwords`` words and ``P`` boundary words, then the board."""
+        return (2 * (gwords + P) + board_words(P)) * 8
+
     def __init__(self, path, gwords, P, create):
-        size = 2 * (gwords + P) * 8
+        size = self.nbytes(gwords, P)
         fd = os.open(path, (os.O_CREAT | os.O_EXCL | os.O_RDWR) if create else os.O_RDWR, 0o600)
         try:
             if create:
@@ -62,6 +70,8 @@ class _ShmFront:
         st = gwords + P
         self.bufs = [a[k * st:k * st + gwords] for k in (0, 1)]
         self.bnd = [a[k * st + gwords:(k + 1) * st] for k in (0, 1)]
+        self.board = a[2 * st:]            # the small rounds' slots (dbfs.bfs.dask.mesh.board)
+        self.board_round = 0               # the last board round of this worker (the same on every worker)
         self.k = 0
         self.path = path
         # the workers' shared top-down claims (dbfs.bfs.dask.mesh.shm_claims._ShmClaims), mapped after this

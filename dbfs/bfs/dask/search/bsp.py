@@ -41,6 +41,8 @@ Search Revisited: Enabling Bottom-Up Search", IPDPS Workshops 2013):
   GLOBAL frontier bitmap, assembled from every partition's slice of the
   previous level (sent with the counts, or shared through ``/dev/shm``,
   :mod:`dbfs.bfs.dask.mesh.shm`); a top-down -> bottom-up switch adds one round.
+  With the frontier shared, the start barrier, the counts and the barriers
+  go through the shared file's board (:mod:`dbfs.bfs.dask.mesh.board`), not TCP.
 - counts: every worker sends its partitions' counts (new frontier, its
   edges, edges examined, kernel seconds) to every peer, so every worker
   feeds the SAME global counts to its own copy of the direction policy
@@ -84,6 +86,7 @@ from dbfs.bfs.cpu.rowtable import bu_rows, copy_rows, or_rows, row_table, td_row
 from dbfs.bfs.dask.mesh.codec import GAP_SLACK, pair_widths
 from dbfs.bfs.dask.layout.exchange import _base_of, _chunks, _or_into, _or_slice
 from dbfs.bfs.dask.mesh.frames import BEGIN, COUNTS, COUNTS_FRONT, COUNTS_FRONT_Z, FRONT, FRONT_Z, PAIRS, PAIRS_Z, SYNC
+from dbfs.bfs.dask.mesh import board
 from dbfs.bfs.dask.mesh.plugin import get_plugin
 from dbfs.bfs.dask.mesh.shm import _boundary_words, _shm_collect
 from dbfs.bfs.dask.mesh.shm_claims import or_claims, take_peers, takes_shared
@@ -120,6 +123,9 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, roots, algorithm, pol_opts, nnz_
         mesh = plugin.meshes.get((mesh_id, widx))
         if mesh is None:
             return {"lost": f"no mesh {mesh_id[:8]} on this worker (restarted?)"}
+        sh = plugin.shms.get(mesh_id)
+        if board.USE and getattr(sh, "board", None) is not None and hasattr(mesh, "socks"):
+            mesh = board._BoardMesh(mesh, sh, widx, len(ranks_of))     # the small rounds through /dev/shm
     switch = sys.getswitchinterval()
     # a worker thread holding the GIL (event loop, monitors) yields it soon to the waiting search thread
     sys.setswitchinterval(SEARCH_SWITCH_S)
