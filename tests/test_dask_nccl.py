@@ -11,7 +11,9 @@ the counts, then the frontier as ids or as bits (one group where a worker
 holds several ranks or the slices are small), one more at the top-down -> bottom-up switch), three where the
 regions would be too large (forced here by a zero region limit: the exact
 buckets, their sizes first) and records each worker's kernel and exchange seconds and bytes sent;
-the frontier forced to go always as ids, then always as bits, gives the same levels;
+the frontier forced to go always as ids, then always as bits, gives the same levels; the small
+top-down levels replayed as captured CUDA graphs and issued call by call give the same levels, with
+graphs captured and replayed (or none made);
 ``DBFS_NCCL=off`` falls back to CUDA IPC.
 """
 import sys
