@@ -292,8 +292,9 @@ def test_other_transports(client, kron10, golden10, transport):
 
 def test_level_records_count_the_bytes_each_worker_sends(client, kron10, golden10):
     """Per level and worker: kernel seconds, exchange seconds and the array bytes handed to the mesh; a
-    top-down search over two workers sends its claim pairs, so some level of it sends bytes."""
-    with D.load_distributed(client, kron10.path, kron10.variant(2, client)) as dg:
+    top-down search over two workers without the shared memory (as on two hosts) sends its claim pairs, so some
+    level of it sends bytes (with it, none: tests/test_shm_claims.py)."""
+    with D.load_distributed(client, kron10.path, kron10.variant(2, client), shared_memory=False) as dg:
         assert len(dg.mesh_workers) == 2
         res, _, rec = D.search(dg, golden10["roots"][0], algorithm="td")
         res.release()

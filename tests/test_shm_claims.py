@@ -7,8 +7,8 @@ worker takes the peers' claims of its own rows from their mappings. The kernel m
 gives (first peer in worker order, masked by both visited sets, slots sharing a global word); end to end, on
 real LocalClusters (2 workers x 1 thread, one or two partitions a worker; 3 workers), the searches must be
 the single-process ``do`` level for level, their parents valid, and every level that takes the shared path
-must send no byte (so the test fails if the path is never taken); with the shared memory switched off the
-same levels send their pairs.
+must send no byte (so the test fails if the path is never taken), nor may the smaller top-down levels
+(their pairs through the pairs boxes); with the shared memory switched off the same levels send their pairs.
 """
 from __future__ import annotations
 
@@ -137,7 +137,7 @@ def _searches(dg, ds, edges, csr, roots):
     claims'): valid parents and the single-process levels; returns the bytes every worker sent in each level
     that takes the shared claims."""
     gwords = (ds.n_vertices + 63) >> 6
-    shared = []
+    shared, small = [], []
     for root in roots:
         for algorithm in ("do", "td"):
             res, _, rec = D.search(dg, root, algorithm=algorithm)
@@ -147,8 +147,10 @@ def _searches(dg, ds, edges, csr, roots):
             assert [tuple(r[k] for k in KEY) for r in rec] == [tuple(r[k] for k in KEY) for r in ref.level_stats]
             shared += [[w["sent_bytes"] for w in r["workers"]] for r in rec
                        if r["direction"] == "td" and takes_shared(r["edges"], gwords)]
+            small += [[w["sent_bytes"] for w in r["workers"]] for r in rec
+                      if r["direction"] == "td" and not takes_shared(r["edges"], gwords) and r["discovered"]]
             res.release()
-    return shared
+    return shared, small
 
 
 @pytest.mark.distributed
@@ -166,12 +168,14 @@ def test_two_workers_take_large_levels_from_shared_memory(kron13, P):
         with D.load_distributed(client, ds.path, variant) as dg:
             assert dg.shm == "" and dg.shm_claims == "" and len(dg.mesh_workers) == 2
             assert not glob.glob(f"/dev/shm/dbfs-{dg.mesh_id}-claims*")     # unlinked once mapped
-            shared = _searches(dg, ds, edges, csr, roots)
+            shared, small = _searches(dg, ds, edges, csr, roots)
         assert shared and all(sent == [0, 0] for sent in shared), shared
+        assert small and all(sent == [0, 0] for sent in small), small
         with D.load_distributed(client, ds.path, variant, shared_memory=False) as dg:
             assert dg.shm_claims == "no shared frontier"
-            off = _searches(dg, ds, edges, csr, roots)
+            off, small_off = _searches(dg, ds, edges, csr, roots)
         assert len(off) == len(shared) and all(sum(sent) > 0 for sent in off), off
+        assert len(small_off) == len(small) and any(sum(sent) > 0 for sent in small_off), small_off
 
 
 @pytest.mark.distributed
@@ -184,5 +188,6 @@ def test_three_workers_take_large_levels_from_shared_memory(kron13):
     with client_for(n_workers=3, threads_per_worker=1, quiet=True) as client:
         with D.load_distributed(client, ds.path, kernel1.variant_name(3)) as dg:
             assert dg.shm_claims == "" and len(dg.mesh_workers) == 3
-            shared = _searches(dg, ds, edges, csr, roots)
+            shared, small = _searches(dg, ds, edges, csr, roots)
     assert shared and all(sent == [0, 0, 0] for sent in shared), shared
+    assert small and all(sent == [0, 0, 0] for sent in small), small

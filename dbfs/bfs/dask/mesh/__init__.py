@@ -58,7 +58,7 @@ from dbfs.bfs.dask.mesh.nccl import open_nccl
 from dbfs.bfs.dask.mesh.plugin import (NAME, MeshPlugin, _claims_drop, _claims_map, _claims_open, _ipc_alloc, _ipc_map,
                                   _mesh_close, _mesh_connect, _mesh_listen, _shm_drop, _shm_open, _uses_tls)
 from dbfs.bfs.dask.mesh.shm import _ShmFront, _shm_path, _unlink
-from dbfs.bfs.dask.mesh.shm_claims import _unlink_all, claims_bytes, claims_paths
+from dbfs.bfs.dask.mesh.shm_claims import _unlink_all, box_cap, claims_bytes, claims_paths
 from dbfs.bfs.dask.mesh.transport import TRANSPORTS, _host_of
 from dbfs.bfs.dask.mesh.waits import WorkerLost, alive_workers, gather_watched, is_peer_loss, run_within
 from dbfs.errors import DbfsError
@@ -259,14 +259,16 @@ def _open_claims(dg) -> str:
     by its peers (:mod:`dbfs.bfs.dask.mesh.shm_claims`; all or none); returns why not ('' when on)."""
     ws = dg.mesh_workers
     n, dtype = dg.n_vertices, id_dtype(dg.n_vertices).name
-    paths = claims_paths(dg.mesh_id, len(ws), claims_bytes(n, dtype))
+    cap = box_cap((n + 63) >> 6)
+    paths = claims_paths(dg.mesh_id, len(ws), claims_bytes(n, dtype, dg.P, cap))
     if paths is None:
         return "/dev/shm missing or too small for the claims"
     c = dg.client
     what = "mapping the shared top-down claims"
     why = ""
     try:
-        for fn, args in ((_claims_open, ({w: i for i, w in enumerate(ws)}, paths, n, dtype)), (_claims_map, (paths,))):
+        for fn, args in ((_claims_open, ({w: i for i, w in enumerate(ws)}, paths, n, dtype, dg.P, cap)),
+                         (_claims_map, (paths,))):
             res = run_within(c, fn, dg.mesh_id, *args, workers=ws, timeout=RUN_TIMEOUT, what=what)
             _raise_lost(res, what)
             bad = [v for v in res.values() if v is not True]

@@ -188,14 +188,14 @@ class MeshPlugin(WorkerPlugin):
             self.shms[mesh_id] = sh
         return True
 
-    def claims_open(self, mesh_id, widx, paths, n, dtype):
+    def claims_open(self, mesh_id, widx, paths, n, dtype, P=0, cap=0):
         """Create this worker's shared claims file (``paths[widx]``) beside the mesh's shared frontier; True or
         the error text."""
         sh = self.shms.get(mesh_id)
         if not isinstance(sh, _ShmFront):
             return "no shared frontier for this mesh on this worker"
         try:
-            sh.claims = _ShmClaims(paths[widx], n, dtype, widx)
+            sh.claims = _ShmClaims(paths[widx], n, dtype, widx, P, cap)
         except (OSError, ValueError) as exc:
             return f"{type(exc).__name__}: {exc}"
         return True
@@ -315,9 +315,10 @@ def _shm_open(mesh_id, path, gwords, P, create, dask_worker=None):
     return get_plugin(dask_worker).shm_open(mesh_id, path, gwords, P, create)
 
 
-def _claims_open(mesh_id, widx_of, paths, n, dtype, dask_worker=None):
-    """(client.run) create this worker's shared claims file; True or the error text."""
-    return get_plugin(dask_worker).claims_open(mesh_id, widx_of[dask_worker.address], paths, n, dtype)
+def _claims_open(mesh_id, widx_of, paths, n, dtype, P=0, cap=0, dask_worker=None):
+    """(client.run) create this worker's shared claims file (a pairs box of ``cap`` pairs for ``P`` ranks);
+    True or the error text."""
+    return get_plugin(dask_worker).claims_open(mesh_id, widx_of[dask_worker.address], paths, n, dtype, P, cap)
 
 
 def _claims_map(mesh_id, paths, dask_worker=None):

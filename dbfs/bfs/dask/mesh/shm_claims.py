@@ -33,8 +33,17 @@ memory lives as long as a mapping does. Nothing crosses a socket.
 
 Encoding: one file a worker, ``gwords`` int64 words of claim bits (vertex v
 is bit ``v & 63`` of word ``v >> 6``), then ``N`` claim entries of
-:func:`dbfs.graph.id_dtype` of N (the worker's claim scratch dtype), the
-file's size rounded up to 8 bytes. Peers are reached in the kernel through
+:func:`dbfs.graph.id_dtype` of N (the worker's claim scratch dtype), rounded
+up to 8 bytes; then the pairs box: ``P + 1`` int64 offsets (rank r's pairs
+are ``[off[r], off[r + 1])``), ``cap`` owner-local indices and ``cap``
+parents of the claim dtype (:func:`box_cap`), rounded up to 8 bytes.
+
+Pairs box: a top-down level that does not take the shared claims but whose
+frontier edges (every worker's same global count) fit the box leaves its
+pairs, bucketed by owner rank as they would be sent, in its box; a
+payload-free round is the barrier; each worker reads its ranks' pairs from
+the peers' boxes (views, no copy) and absorbs them as received pairs. The
+count round that ends the level frees the boxes again. Peers are reached in the kernel through
 their addresses (as :mod:`dbfs.bfs.cpu.rowtable` reaches a slot's arrays).
 
 Method: the shared-memory counterpart of the 1-D top-down exchange of
@@ -54,20 +63,28 @@ import numpy as np
 from numba import njit, prange
 
 from dbfs.bfs.cpu.primitives import _cttz, atomic_or
-from dbfs.bfs.cpu.rowclaims import by_bits
+from dbfs.bfs.cpu.rowclaims import _WORDS_PER_VERTEX, by_bits
 from dbfs.bfs.cpu.rowtable import _view
 from dbfs.bfs.cpu.topdown import _TD_SERIAL_EDGES
 
-__all__ = ["_ShmClaims", "claims_bytes", "claims_paths", "takes_shared", "or_claims", "take_peers", "warm_claims",
-           "_unlink_all"]
+__all__ = ["_ShmClaims", "box_cap", "box_pairs", "fill_box", "claims_bytes", "claims_paths", "takes_shared",
+           "or_claims", "take_peers", "warm_claims", "_unlink_all"]
 
 # worker words per chunk of the peers' pass
 _WORD_GRAIN = 1024
 
 
-def claims_bytes(n: int, dtype) -> int:
-    """Bytes of one worker's claims file for ``n`` vertices and claim dtype ``dtype``."""
-    return (((n + 63) >> 6) * 8 + n * np.dtype(dtype).itemsize + 7) & ~7
+def claims_bytes(n: int, dtype, P: int = 0, cap: int = 0) -> int:
+    """Bytes of one worker's claims file for ``n`` vertices and claim dtype ``dtype``, with a pairs box of
+    ``cap`` pairs for ``P`` ranks (none when ``cap`` is 0)."""
+    head = (((n + 63) >> 6) * 8 + n * np.dtype(dtype).itemsize + 7) & ~7
+    return head + ((((P + 1) * 8 + 2 * cap * np.dtype(dtype).itemsize + 7) & ~7) if cap else 0)
+
+
+def box_cap(gwords: int) -> int:
+    """The pairs box's room: the most frontier edges of a top-down level that does not :func:`takes_shared`
+    (so of its claims) on a graph of ``gwords`` bitmap words."""
+    return max(_TD_SERIAL_EDGES, gwords // _WORDS_PER_VERTEX) + 1
 
 
 def claims_paths(mesh_id: str, W: int, size: int):
@@ -114,25 +131,36 @@ class _ShmClaims:
         worker left out); the mappings are kept here.
     """
 
-    def __init__(self, path, n, dtype, widx):
+    def __init__(self, path, n, dtype, widx, P: int = 0, cap: int = 0):
         self.n, self.gwords, self.dtype, self.widx = int(n), (int(n) + 63) >> 6, np.dtype(dtype), int(widx)
-        self.size = claims_bytes(self.n, self.dtype)
+        self.P, self.cap = int(P), int(cap)
+        self.size = claims_bytes(self.n, self.dtype, self.P, self.cap)
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_NOFOLLOW, 0o600)
         try:
             os.ftruncate(fd, self.size)
             self._mm = mmap.mmap(fd, self.size)
         finally:
             os.close(fd)
-        self.front, self.scratch = self._views(self._mm)
+        self.front, self.scratch, self.box = self._views(self._mm)
         self.front.fill(0)                 # allocates the pages now, not inside a search
         self.scratch.fill(0)
+        for b in self.box:
+            b.fill(0)
         self._peers = []
         self.fronts = self.scratches = np.empty(0, np.int64)
+        self.boxes = {}
 
     def _views(self, mm):
+        """(claim bits, claim scratch, (pairs box offsets, indices, parents)) of a file's mapping."""
         a = np.frombuffer(mm, np.uint8)
-        g = self.gwords * 8
-        return a[:g].view(np.int64), a[g:g + self.n * self.dtype.itemsize].view(self.dtype)
+        g, isz = self.gwords * 8, self.dtype.itemsize
+        at = (g + self.n * isz + 7) & ~7
+        box = ()
+        if self.cap:
+            c = at + (self.P + 1) * 8
+            box = (a[at:c].view(np.int64), a[c:c + self.cap * isz].view(self.dtype),
+                   a[c + self.cap * isz:c + 2 * self.cap * isz].view(self.dtype))
+        return a[:g].view(np.int64), a[g:g + self.n * isz].view(self.dtype), box
 
     def map_peers(self, paths) -> None:
         """Map every other worker's file (``paths`` in worker order) read-only."""
@@ -148,14 +176,36 @@ class _ShmClaims:
                 mm = mmap.mmap(fd, self.size, access=mmap.ACCESS_READ)
             finally:
                 os.close(fd)
-            f, s = self._views(mm)
+            f, s, box = self._views(mm)
             int(f[::512].sum()) + int(s[::1024].sum())      # maps the pages now
             keep.append((mm, f, s))
             fronts.append(f.ctypes.data)
             scratches.append(s.ctypes.data)
+            if box:
+                self.boxes[j] = box
         self._peers = keep
         self.fronts = np.asarray(fronts, np.int64)
         self.scratches = np.asarray(scratches, np.int64)
+
+
+def fill_box(cl: _ShmClaims, L, U, cnt) -> None:
+    """A level's pairs for other workers (``L``/``U`` bucketed by owner rank at the ``P + 1`` offsets
+    ``cnt``) into this worker's pairs box."""
+    off, bl, bu = cl.box
+    M = int(cnt[-1])
+    off[:] = cnt
+    bl[:M] = L[:M]
+    bu[:M] = U[:M]
+
+
+def box_pairs(cl: _ShmClaims, ranks) -> dict:
+    """After the barrier: each peer's pairs for ``ranks`` (this worker's), read in place from its box, as the
+    arrays of a received PAIRS frame (peer -> [ranks, indices, parents, ...])."""
+    got = {}
+    for j, (o, pl, pu) in cl.boxes.items():
+        dst = [d for d in ranks if o[d + 1] > o[d]]
+        got[j] = [dst] + [x for d in dst for x in (pl[o[d]:o[d + 1]], pu[o[d]:o[d + 1]])]
+    return got
 
 
 @njit(parallel=True, nogil=True, cache=True)

@@ -89,7 +89,7 @@ from dbfs.bfs.dask.mesh.frames import BEGIN, COUNTS, COUNTS_FRONT, COUNTS_FRONT_
 from dbfs.bfs.dask.mesh import board
 from dbfs.bfs.dask.mesh.plugin import get_plugin
 from dbfs.bfs.dask.mesh.shm import _boundary_words, _shm_collect
-from dbfs.bfs.dask.mesh.shm_claims import or_claims, take_peers, takes_shared
+from dbfs.bfs.dask.mesh.shm_claims import box_pairs, fill_box, or_claims, take_peers, takes_shared
 from dbfs.bfs.dask.mesh.transport import _LocalMesh, _PeerLost, _Timed
 from dbfs.bfs.dask.search.messages import _Messages
 from dbfs.bfs.dask.layout.worker import _grown, _scratch, _zeroed
@@ -370,9 +370,12 @@ class _Search(_Messages):
         self.fbm_queue = bits
         w, new_m = int(w), int(new_m)
         kt += time.perf_counter() - t
-        # exchange: one message per peer worker, pairs grouped by destination rank
+        # exchange: one message per peer worker, pairs grouped by destination rank (one host: left in the pairs
+        # box where the level fits it, read by the owners after a barrier)
         if self.coded:
             got = self._unpacked(self.mesh.exchange(PAIRS_Z, self._packed({self.widx: (L, U, cnt)})))
+        elif self.shared and self.claims.box and self.level_edges < self.claims.cap:
+            got = self._pairs(self._boxed(L, U, cnt))
         else:
             send = {}
             for j in peers:
@@ -414,6 +417,12 @@ class _Search(_Messages):
         mine = (w, new_m, examined, kt)
         got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in peers}) if peers else {}
         return [mine] + [_counts_of(a) for a in got.values()], kt
+
+    def _boxed(self, L, U, cnt):
+        """The pairs through the boxes (:func:`dbfs.bfs.dask.mesh.shm_claims.box_pairs`), a barrier between."""
+        fill_box(self.claims, L, U, cnt)
+        self.mesh.exchange(SYNC, {j: [] for j in self.peers})
+        return box_pairs(self.claims, self.my_ranks)
 
     def _td_take_shared(self, newv, examined, kt):
         """A large top-down level's rest, its claims read by the peers (:mod:`dbfs.bfs.dask.mesh.shm_claims`): a
