@@ -6,14 +6,18 @@ progress and the dashboard link to stderr; the Dask detail of a cluster
 (worker, nanny and scheduler logs, tracebacks) goes to a log file,
 ``<datasets root>/.dbfs-logs/<command>-<time>-<pid>.log`` (``$DBFS_LOGS``:
 another folder), which the one-line error names when it holds something
-(:mod:`dbfs.worker_logs`). The commands live in
+(:mod:`dbfs.worker_logs`). A Ctrl-C that Python raised inside a finalizer
+is delivered again, not lost (:func:`_keep_interrupts`). The commands live in
 :mod:`dbfs.cli.data` (generate, datasets, export, build, validate),
 :mod:`dbfs.cli.search` (run, bfs) and :mod:`dbfs.cli.admin` (cluster,
 algorithms, pipeline); importing them registers them on :data:`cli`.
 """
 from __future__ import annotations
 
+import _thread
 import os
+import sys
+import threading
 
 import click
 
@@ -24,6 +28,9 @@ from dbfs.cli.common import cli
 __all__ = ["cli", "main", "LOGS_ENV"]
 
 LOGS_ENV = "DBFS_LOGS"
+
+#: seconds after an interrupt lost in a finalizer until it is delivered again (:func:`_keep_interrupts`)
+REDELIVER_S = 0.05
 
 
 def _log_place():
@@ -38,6 +45,26 @@ def _log_place():
     return datasets_root(ctx.params.get("datasets") if ctx is not None else None) / ".dbfs-logs", name
 
 
+def _keep_interrupts() -> None:
+    """A Ctrl-C whose KeyboardInterrupt Python raised inside a finalizer (``__del__``, a weakref callback:
+    "Exception ignored") would be lost and the run would go on: delivered again to the main thread instead,
+    without the ignored traceback; any other unraisable exception goes to the hook there was."""
+    before = sys.unraisablehook
+
+    def hook(unraisable):
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            # from another thread a moment later: the main thread takes it once out of the finalizer
+            t = threading.Timer(REDELIVER_S, _thread.interrupt_main)
+            t.daemon = True
+            t.start()
+            return
+        before(unraisable)
+
+    sys.unraisablehook = hook
+
+
 def main(argv=None):  # console-script entry point
     worker_logs.configure(_log_place, until_exit=True)
+    if threading.current_thread() is threading.main_thread():
+        _keep_interrupts()
     return cli.main(args=argv, prog_name="dbfs")
