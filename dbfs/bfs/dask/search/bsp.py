@@ -36,7 +36,8 @@ Search Revisited: Enabling Bottom-Up Search", IPDPS Workshops 2013):
   ``absorb_bits``, ``mark_pairs``), no atomic per claim. With the frontier
   shared on one host, a large level (``takes_shared``: every worker's same
   choice) sends no pairs: the peers read the claims where they were made
-  (:mod:`dbfs.bfs.dask.mesh.shm_claims`), after a SYNC round (the barrier).
+  (:mod:`dbfs.bfs.dask.mesh.shm_claims`), after a SYNC round (the barrier);
+  a smaller one leaves its pairs in its pairs box there, read in place.
 - bottom-up: ``bu_rows`` (``bu_step``'s blocks) over every partition's unvisited rows against the
   GLOBAL frontier bitmap, assembled from every partition's slice of the
   previous level (sent with the counts, or shared through ``/dev/shm``,
