@@ -66,6 +66,7 @@ from dbfs.bfs.cpu.primitives import _cttz, atomic_or
 from dbfs.bfs.cpu.rowclaims import _WORDS_PER_VERTEX, by_bits
 from dbfs.bfs.cpu.rowtable import _view
 from dbfs.bfs.cpu.topdown import _TD_SERIAL_EDGES
+from dbfs.bfs.dask.mesh.shm import _shm_path, _unlink
 
 __all__ = ["_ShmClaims", "box_cap", "box_pairs", "fill_box", "claims_bytes", "claims_paths", "takes_shared",
            "or_claims", "take_peers", "warm_claims", "_unlink_all"]
@@ -88,24 +89,16 @@ def box_cap(gwords: int) -> int:
 
 
 def claims_paths(mesh_id: str, W: int, size: int):
-    """Where the ``W`` workers' files go: /dev/shm when it has room for twice their sizes, else None."""
-    d = "/dev/shm"
-    try:
-        stv = os.statvfs(d)
-    except OSError:
-        return None
-    if stv.f_bavail * stv.f_frsize < 2 * W * size:
-        return None
-    return [os.path.join(d, f"dbfs-{mesh_id}-claims{i}") for i in range(W)]
+    """Where the ``W`` workers' files go: beside the shared frontier in /dev/shm when it has room for twice
+    their sizes (:func:`dbfs.bfs.dask.mesh.shm._shm_path`), else None."""
+    base = _shm_path(mesh_id, W * size)
+    return None if base is None else [f"{base}-claims{i}" for i in range(W)]
 
 
 def _unlink_all(paths):
     """(client.run) remove the files' names (the memory lives while mapped)."""
     for p in paths:
-        try:
-            os.unlink(p)
-        except FileNotFoundError:
-            pass
+        _unlink(p)
 
 
 def takes_shared(edges: int, gwords: int) -> bool:
