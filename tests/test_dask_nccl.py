@@ -11,7 +11,9 @@ the counts, then the frontier as ids or as bits (one group where a worker
 holds several ranks or the slices are small), one more at the top-down -> bottom-up switch), three where the
 regions would be too large (forced here by a zero region limit: the exact
 buckets, their sizes first) and records each worker's kernel and exchange seconds and bytes sent;
-the frontier forced to go always as ids, then always as bits, gives the same levels; the small
+the frontier forced to go always as ids, then always as bits, gives the same levels; every large top-down
+level forced to go as bits (claimed bits to their owner, who finds the parents bottom-up) gives the same
+levels; the small
 top-down levels replayed as captured CUDA graphs and issued call by call give the same levels, with
 graphs captured and replayed (or none made);
 ``DBFS_NCCL=off`` falls back to CUDA IPC.
@@ -119,12 +121,17 @@ def test_nccl_levels_equal_single_gpu(nclient, nds, P):
 
 
 def _set(consts: dict) -> dict:
-    """(client.run) set module constants of gpu_nccl on a worker; returns their old values."""
-    from dbfs.bfs.dask.search import gpu_nccl
+    """(client.run) set module constants of gpu_nccl (``gpu_dense.NAME`` for that module's) on a worker;
+    returns their old values."""
+    from dbfs.bfs.dask.search import gpu_dense, gpu_nccl
 
-    old = {k: getattr(gpu_nccl, k) for k in consts}
+    mods = {"gpu_dense": gpu_dense}
+    old = {}
     for k, v in consts.items():
-        setattr(gpu_nccl, k, v)
+        mod, _, name = k.rpartition(".")
+        m = mods[mod] if mod else gpu_nccl
+        old[k] = getattr(m, name)
+        setattr(m, name, v)
     return old
 
 
@@ -145,7 +152,8 @@ def _searches_with(nclient, nds, consts, **kw):
 def test_nccl_exact_buckets_past_the_region_limit(nclient, nds):
     """Past the region limit (and no level small enough for one allgather) a top-down level sends exact
     buckets (their sizes read first): the same levels."""
-    levels = _searches_with(nclient, nds, {"CAPPED_PAIRS": 0, "TINY_EDGES": -1}, td_rounds=3)
+    levels = _searches_with(nclient, nds, {"CAPPED_PAIRS": 0, "TINY_EDGES": -1, "gpu_dense.DENSE_SHARE": 1e9},
+                            td_rounds=3)
     assert any(x["rounds"] == 3 for x in levels if x["direction"] == "td"), levels
 
 
@@ -153,9 +161,22 @@ def test_nccl_exact_buckets_past_the_region_limit(nclient, nds):
 def test_nccl_top_down_claims_in_one_allgather_or_in_regions(nclient, nds, tiny):
     """Every top-down level's claims in one allgather of (id, parent) pairs, then none (the regions): the
     same levels as one GPU; the allgather and the counts, two collectives, every top-down level."""
-    levels = _searches_with(nclient, nds, {"TINY_EDGES": tiny})
+    levels = _searches_with(nclient, nds, {"TINY_EDGES": tiny, "gpu_dense.DENSE_SHARE": 1e9})
     if tiny > 0:
         assert all(x["rounds"] == 2 for x in levels if x["direction"] == "td"), levels
+
+
+@pytest.mark.parametrize("share", [0.0, 1e9])
+def test_nccl_large_top_down_levels_as_bits_or_as_pairs(nclient, nds, share):
+    """Every top-down level exchanged as bits (the claim pass's bits to their owner rank, ``bu_step`` over
+    the claimed rows), then none: the same levels,
+    frontiers and edges as one GPU, valid parents, two collectives a top-down level, bytes sent."""
+    levels = _searches_with(nclient, nds, {"gpu_dense.DENSE_SHARE": share, "TINY_EDGES": -1})
+    td = [x for x in levels if x["direction"] == "td"]
+    assert td and all(x["rounds"] == 2 for x in td), td
+    if not share:       # each worker sends its frontier's slice and a slice of its claimed bits
+        slice_bytes = (1 << SCALE) // 2 // 8
+        assert all(w["sent_bytes"] >= 2 * slice_bytes for x in td for w in x["workers"]), td
 
 
 def _replays(dask_worker=None):

@@ -205,7 +205,9 @@ __device__ __forceinline__ i64 upper_bound(const i64* offs, i64 a, i64 b, i64 x)
 // graph). count_deg = 1 (whole graph: v is also a row) adds v's degree to
 // cnt[1]; a partition's claim pass (count_deg = 0, `visited` and `parent`
 // over global ids, next_q the claimed global ids) leaves degrees to the
-// owner's absorb (dbfs/bfs/dask/search/gpu_search.py).
+// owner's absorb (dbfs/bfs/dask/search/gpu_search.py). parent and next_q
+// null (a claim pass that keeps only the bits it sets in `visited`: the NCCL
+// dense top-down level, dbfs/bfs/dask/search/gpu_nccl.py) write nothing else.
 extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs, i64 E,
                                      const i64* indptr, ADJ_PARAMS, u32* visited,
                                      vid_t* parent, vid_t* next_q, u64* cnt, i64 gadd, int count_deg) {
@@ -231,11 +233,11 @@ extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs
                 v = ADJ(indptr[u] + (e - excl));
                 if (claim(visited, v)) {
                     won = true;
-                    parent[v] = (vid_t)(u + gadd);
+                    if (parent) parent[v] = (vid_t)(u + gadd);
                     if (count_deg) acc_deg += indptr[v + 1] - indptr[v];
                 }
             }
-            warp_append(won, (vid_t)v, &cnt[0], next_q);
+            if (next_q) warp_append(won, (vid_t)v, &cnt[0], next_q);
         }
         __syncthreads();
     }
@@ -298,11 +300,11 @@ __device__ __forceinline__ void td_small_body(const vid_t* queue, i64 nf, i64 E,
                 v = ADJ(s_row[a] + (e - excl));
                 if (claim(visited, v)) {
                     won = true;
-                    parent[v] = (vid_t)(u + gadd);
+                    if (parent) parent[v] = (vid_t)(u + gadd);
                     if (count_deg) acc_deg += indptr[v + 1] - indptr[v];
                 }
             }
-            warp_append(won, (vid_t)v, &cnt[0], next_q);
+            if (next_q) warp_append(won, (vid_t)v, &cnt[0], next_q);
         }
     }
     block_add3(0, acc_deg, 0, cnt);

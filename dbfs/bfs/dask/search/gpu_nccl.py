@@ -32,6 +32,10 @@ of bitmap words is their OR):
   the claim pass sized on the device from the frontier's counts, the
   counters copied to the host inside the graph), captured once per slot
   size and buffers (kept between the searches of a batch);
+- top-down, one rank a worker with equal slices and a frontier of at least
+  ``DENSE_SHARE * N`` edges: as bits (:mod:`dbfs.bfs.dask.search.gpu_dense`: the
+  claim pass sets bits of ``visited_g`` only, each rank's slice goes to its
+  owner, who finds the claimed rows' parents bottom-up), two collectives;
 - top-down, a level whose claims fit fixed regions (every worker's share
   of the frontier edges is known from the last read; at most
   :data:`CAPPED_PAIRS` slots a worker): the claim pass, then
@@ -86,6 +90,7 @@ import cupy as cp
 import cupyx
 import numpy as np
 
+from dbfs.bfs.dask.search.gpu_dense import dense, td_dense
 from dbfs.bfs.dask.search.gpu_search import _GpuSearch
 from dbfs.bfs.dask.search.level_graph import _Replays, bucket
 from dbfs.bfs.dask.mesh.nccl import _Timeline, holds_parents
@@ -278,6 +283,8 @@ class _NcclSearch(_GpuSearch):
     def td_level(self, level, kt):
         if self.hold and max(self.wm) <= TINY_EDGES:
             return self._td_tiny(kt)
+        if dense(self):
+            return td_dense(self, kt)
         if not self._capped():
             return self._td_exact(kt)
         own = self.wm[self.widx]
