@@ -26,7 +26,7 @@ Method (a level, on the search's stream; one device-to-host read, the counts'):
 A level moves 2 (W - 1) / W slices of N / 8 bytes a worker, where the pairs' paths move 2 ids a claim (each
 worker claims against its own ``visited_g``, so a vertex next to several workers' frontiers is claimed by
 each), and scatter a parent and append an id a claim, then bucket and absorb them. Below the threshold the
-pairs are fewer than the bitmap's bytes and the fixed passes over the slices cost more than they save.
+pairs cost less: fewer claims, and the claimed rows' search for a frontier neighbour scans further.
 
 Encoding: uint32 bitmap words (a rank's local words are global words ``widx * slice`` on), the id width for
 queues and parents; the received slices in one buffer of (W - 1) slices kept in the plugin's scratch.
@@ -44,8 +44,10 @@ from dbfs.bfs.gpu import _BLOCK, _grid, _i64, _sm_count, expand
 
 __all__ = ["dense", "td_dense", "DENSE_SHARE"]
 
-#: a top-down level whose frontier has at least DENSE_SHARE * N edges (all workers) goes as bits
-DENSE_SHARE = 1 / 32
+#: a top-down level whose frontier has at least DENSE_SHARE * N edges (all workers) goes as bits; below it,
+#: where the frontier is a few hundred hubs and half its edges find new vertices, the parents' search over the
+#: claimed rows costs more than the pairs (docs/BENCHMARKS.md, 2026-11-28)
+DENSE_SHARE = 1 / 12
 
 #: the null pointer ``td_expand`` takes for "no parent, no claim list"
 _NULL = np.uint64(0)
