@@ -10,6 +10,8 @@ themselves. Needs a C compiler (``cc``); skipped, saying so, without one.
   :func:`dbfs.generate.graph500.kronecker_edges` on slices at SCALE 10, 31, 32 and 40 (ids of 10 to 40 bits).
 - ``dbfs/kernel1/kernel1.cu``: ``k1_emit_ranges_i32`` / ``_i64`` (every rank's range in one pass, ids mapped by
   ``iperm`` or not) write, row by row, the keys a NumPy counting sort writes.
+- ``dbfs/bfs/kernels/dense.cu``: ``claimed_open`` and ``visit_bits`` (a dense NCCL top-down level) equal their
+  NumPy word operations, over several blocks and a grid that strides.
 """
 from __future__ import annotations
 
@@ -67,13 +69,14 @@ DRIVE(k1_emit_ranges_i64, long long)
 """
 
 
-def _library(tmp_path, cu: str, driver: str, name: str):
+def _library(tmp_path, cu: str, driver: str, name: str, head: str = ""):
+    """``cu`` built as C after the prelude and ``head`` (typedefs a file takes from another), ``driver`` last."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler (cc) on this machine: the kernels' C build is not checked here")
     src = (ROOT / cu).read_text().replace('extern "C" ', "")
     c = tmp_path / f"{name}.c"
-    c.write_text(_PRELUDE + src + driver)
+    c.write_text(_PRELUDE + head + src + driver)
     so = tmp_path / f"{name}.so"
     subprocess.run([cc, "-O1", "-shared", "-fPIC", "-x", "c", str(c), "-o", str(so)], check=True,
                    capture_output=True, text=True)
@@ -151,3 +154,49 @@ def test_the_every_rank_emit_writes_each_ranges_keys(emit, width):
         seg = keys[a:a + nb.size]
         assert np.array_equal(seg >> np.uint64(32), np.full(nb.size, x - ranges[j][0], np.uint64))
         assert np.array_equal(np.sort(seg & np.uint64(0xFFFFFFFF)).astype(np.int64), nb)
+
+
+_DENSE_DRIVER = r"""
+static void grid(long long blocks) { blockDim.x = 4; gridDim.x = blocks; }
+#define EACH(CALL) for (long long b = 0; b < gridDim.x; ++b) for (int t = 0; t < blockDim.x; ++t) { \
+    blockIdx.x = b; threadIdx.x = t; CALL; }
+void drive_open(const u32* vis, const u32* mine, const u32* cl, int k, long long stride, long long nw, u32* out) {
+    grid(3);
+    EACH(claimed_open(vis, mine, cl, k, stride, nw, out))
+}
+void drive_visit(const u32* next, long long nw, u32* vis, u32* vg) {
+    grid(2);
+    EACH(visit_bits(next, nw, vis, vg))
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def dense(tmp_path_factory):
+    return _library(tmp_path_factory.mktemp("dense"), "dbfs/bfs/kernels/dense.cu", _DENSE_DRIVER, "dense",
+                    head="typedef unsigned int u32;\ntypedef long long i64;\n")
+
+
+@pytest.mark.parametrize("k", [0, 1, 3])
+def test_the_dense_level_kernels_equal_their_word_operations(dense, k):
+    """``claimed_open``: visited OR NOT (own claims OR each peer's slice), ``k`` peers' slices ``stride`` words
+    apart; ``visit_bits``: the found bits OR-ed into the rank's visited words and into its global slice, the
+    words with none left as they were. 37 words over 3 blocks of 4 threads: the grid strides."""
+    rng = np.random.default_rng(k)
+    nw, stride = 37, 41
+    u32 = np.uint32
+    words = lambda n: rng.integers(0, 2**32, n, dtype=np.uint64).astype(u32)     # noqa: E731
+    vis, mine, cl = words(nw), words(nw), words(max(k, 1) * stride)
+    out = np.full(nw, 7, u32)
+    L = ctypes.c_longlong
+    dense.drive_open(_ptr(vis), _ptr(mine), _ptr(cl), ctypes.c_int(k), L(stride), L(nw), _ptr(out))
+    claimed = mine.copy()
+    for s in range(k):
+        claimed |= cl[s * stride:s * stride + nw]
+    assert np.array_equal(out, vis | ~claimed)
+    nxt = words(nw)
+    nxt[::3] = 0
+    vg = words(nw)
+    want_vis, want_vg = vis | nxt, vg | nxt
+    dense.drive_visit(_ptr(nxt), L(nw), _ptr(vis), _ptr(vg))
+    assert np.array_equal(vis, want_vis) and np.array_equal(vg, want_vg)

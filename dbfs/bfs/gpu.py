@@ -99,7 +99,7 @@ _VID = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
 # ------------------------------------------------------------------ kernels
 @lru_cache(maxsize=None)
 def _module(vid: str):
-    code = (KERNEL_DIR / "bfs.cu").read_text() + (KERNEL_DIR / "partitioned.cu").read_text()
+    code = "".join((KERNEL_DIR / f).read_text() for f in ("bfs.cu", "partitioned.cu", "dense.cu"))
     return cp.RawModule(code=code, options=_options(vid))
 
 
