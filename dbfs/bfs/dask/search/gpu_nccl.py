@@ -209,9 +209,10 @@ class _NcclSearch(_GpuSearch):
             self._prepare_graphs()
         cp.cuda.Device().synchronize()
 
-    def _zero_counters(self) -> None:
-        """Every worker's counter block and the bucket sizes to zero: one memset on the search's stream."""
-        cp.cuda.runtime.memsetAsync(self.cbuf.data.ptr, 0, self.cbuf.nbytes, self.sp)
+    def _zero_counters(self, sp=None) -> None:
+        """Every worker's counter block and the bucket sizes to zero: one memset on stream ``sp`` (None: the
+        search's; a level graph's capture passes its own)."""
+        cp.cuda.runtime.memsetAsync(self.cbuf.data.ptr, 0, self.cbuf.nbytes, self.sp if sp is None else sp)
 
     def _read(self, examined=None):
         """The level's one host read of every worker's counters; returns the global (new frontier, its edges,
@@ -388,7 +389,7 @@ class _NcclSearch(_GpuSearch):
         written over the queue itself (the claim pass has read it by then): one queue, one graph."""
         comm, W, own = self.comm, self.W, self.wm[self.widx]
         rt = cp.cuda.runtime
-        rt.memsetAsync(self.cbuf.data.ptr, 0, self.cbuf.nbytes, sp)       # the counters to zero
+        self._zero_counters(sp)
         send, recv = buf[:2 * cap], buf[2 * cap:(W + 1) * 2 * cap]
         rt.memsetAsync(send.data.ptr, 0xFF, send.nbytes, sp)              # -1 pairs: skipped
         p = st.p
@@ -540,7 +541,7 @@ class _NcclSearch(_GpuSearch):
         ``bu_step`` into this rank's slice of ``front_next``, then either the counts' allreduce (counts first)
         or the slices' allgather in place with it in one group; the counters copied to ``hbuf``."""
         rt, comm = cp.cuda.runtime, self.comm
-        rt.memsetAsync(self.cbuf.data.ptr, 0, self.cbuf.nbytes, sp)
+        self._zero_counters(sp)
         self._bu_launch(st, 1)
         mark("k")
         if self.counts_first:
