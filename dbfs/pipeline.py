@@ -205,7 +205,7 @@ def _partial(cfg: RunConfig, ds, variant, k1: dict, b, stages: dict, roots, out:
     write_partial(cfg.record_path, {
         "dataset": ds.name, "scale": ds.scale, "n_vertices": ds.n_vertices, "n_edges": ds.n_edges,
         "config": {"algorithm": cfg.algorithm, "backend": cfg.backend, "variant": str(variant),
-                   "relabel": cfg.relabel, "partitions": cfg.partitions},
+                   "relabel": cfg.relabel, "partitions": cfg.partitions, "edges": ds.storage},
         "construction_time": float(k1.get("construction_time") or 0.0) + b.prepare_time, "load_time": b.load_time,
         "stages": dict(stages), "roots": [int(r) for r in roots], "searches": searches})
 
@@ -320,7 +320,7 @@ def run_graph500(target, root_dir=None, cfg: RunConfig | None = None, client=Non
                              "relabel": cfg.relabel, "relabel_default": bool(cfg.relabel_why),
                              "relabel_why": cfg.relabel_why or f"--relabel {cfg.relabel} given", "opts": cfg.opts,
                              "partitions": cfg.partitions, "events": list(b.events),
-                             "notes": notes, **where},
+                             "edges": ds.storage, "notes": notes, **where},
                      generation_time=float(ds.attrs.get("generation_time", 0.0)),
                      construction_time=float(k1["construction_time"]) + b.prepare_time,
                      load_time=b.load_time, roots=roots.tolist(), validated=cfg.validate,

@@ -39,6 +39,7 @@ def test_a_killed_run_leaves_its_record_so_far(tmp_path):
     assert rec is not None and proc.returncode == -signal.SIGKILL, "the run ended before it could be cut off"
     rec = _read(out)                                  # what the cut-off run left
     assert rec["complete"] is False and rec["scale"] == 14 and rec["config"]["backend"] == "cpu"
+    assert rec["config"]["edges"] == "stored"       # the list this run generated and stored
     assert rec["construction_time"] > 0 and "kernel1" in rec["stages"] and len(rec["roots"]) == 64
     assert 2 <= len(rec["searches"]) < 64
     for s in rec["searches"]:
@@ -48,10 +49,15 @@ def test_a_killed_run_leaves_its_record_so_far(tmp_path):
 
 
 def test_a_finished_run_replaces_it_with_the_whole_record(tmp_path):
+    """On a virtual list generated before (its edges regenerated where they are read), which the record says."""
     out = tmp_path / "run.json"
+    gen = subprocess.run([sys.executable, "-m", "dbfs.cli", "generate", "--scale", "10", "--edges", "virtual",
+                          "--datasets", str(tmp_path / "d")], capture_output=True, text=True, timeout=600)
+    assert gen.returncode == 0, gen.stderr[-2000:]
     res = subprocess.run([sys.executable, "-m", "dbfs.cli", "run", "--scale", "10", "--roots", "4", "--backend",
                           "cpu", "--datasets", str(tmp_path / "d"), "--json", str(out)],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     rec = json.loads(out.read_text())
     assert rec["complete"] is True and len(rec["searches"]) == 4 and "graph500" in rec
+    assert rec["config"]["edges"] == "virtual"

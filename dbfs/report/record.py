@@ -18,7 +18,8 @@ cores, memory, package versions: :func:`machine`), ``spec`` (the dataset's
 generation spec), ``dataset``, ``n_vertices``, ``n_edges``, ``config``
 (algorithm, backend, CSR variant, ``relabel`` (none or degree),
 ``relabel_default`` (true when ``--relabel`` was not given and the
-backend's default chose it), ``relabel_why``, options, partitions),
+backend's default chose it), ``relabel_why``, options, partitions, ``edges``
+(the input list ``stored`` or ``virtual``: regenerated where it is read)),
 ``graph500`` (every key of the Graph500 text output, as numbers),
 ``validated``,
 ``generation_time``, ``construction_time``, ``load_time``,
