@@ -77,6 +77,14 @@ def median_time(fn, repeat=3):
     return times[len(times) // 2], times
 
 
+def generate_virtual(scale: int, datasets) -> None:
+    """``dbfs generate --scale S --edges virtual --backend gpu --datasets D``: a Kronecker dataset whose list is
+    regenerated where it is read, never stored (what runs to be compared should share: a stored list is
+    read differently, and need not fit the disk)."""
+    subprocess.run([sys.executable, "-m", "dbfs.cli", "generate", "--scale", str(scale), "--edges", "virtual",
+                    "--backend", "gpu", "--datasets", str(datasets)], check=True)
+
+
 def dbfs_run(scale: int, roots: int, datasets, json_path, flags: str = "", env: dict | None = None) -> tuple:
     """``dbfs run --scale S --roots R --datasets D --json FILE FLAGS`` in a subprocess (``env``: variables
     added to its environment), its status lines (but the per-search ones) passed to stderr as they come, so

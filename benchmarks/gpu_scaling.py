@@ -9,7 +9,9 @@ when it does not fit), all on one datasets folder (the first run generates the g
 the roots are the Graph500 keys of that graph, the same in every run). Prints per run the stages (generation,
 Kernel 1, validation, searches), the harmonic mean and the per-level medians a worker (kernel, exchange,
 host issuing), then each run against G = 1: searches (harmonic mean over the roots every run searched),
-Kernel 1, validation per search and the stages' sum. Writes ``benchmarks/results/gpu_scaling-<stamp>.json``
+Kernel 1, validation per search and the stages' sum. ``--virtual`` generates the graph first with a virtual
+list (nothing stored; else the first run stores it where the disk has room, and each record's
+``config.edges`` says which). Writes ``benchmarks/results/gpu_scaling-<stamp>.json``
 (kept up to date after every run, so a call cut at its limit keeps what finished).
 
 ``--from-records G=FILE ...`` prints the same table from ``dbfs run --json`` records instead (runs cut
@@ -30,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import dbfs_run, level_medians, write_record  # noqa: E402
+from benchmarks.common import dbfs_run, generate_virtual, level_medians, write_record  # noqa: E402
 
 
 def summary(rec: dict) -> dict:
@@ -38,6 +40,7 @@ def summary(rec: dict) -> dict:
     searches = rec.get("searches") or []
     vt = [s["validate_time"] for s in searches if s.get("validate_time") is not None]
     return {"complete": bool(rec.get("complete", True)), "stages": rec.get("stages") or {},
+            "edges": (rec.get("config") or {}).get("edges"),
             "construction_time": rec.get("construction_time"),
             "times": {int(s["root"]): float(s["time"]) for s in searches},
             "nedge": {int(s["root"]): int(s["nedge"]) for s in searches},
@@ -81,7 +84,8 @@ def show(runs: dict, t: dict) -> None:
         hm = f"{row['hmean_teps'] / 1e9:9.1f} GTEPS" if row["hmean_teps"] else "    -"
         print(f"G = {g}: {hm}  Kernel 1 {row['kernel1_s']:.1f} s  validation "
               f"{(row['validate_per_search_s'] or 0):.2f} s a search  valid {row['valid']}"
-              f"{'' if r['complete'] else ' (run cut before its end)'}\n    stages: {st}")
+              f"{'' if r['complete'] else ' (run cut before its end)'}"
+              f"{'' if r.get('edges') is None else ', list ' + r['edges']}\n    stages: {st}")
         for d, m in r["levels"].items():
             print(f"    {d} levels, medians a worker: " + ", ".join(f"{k} {m[k] * 1e6:.0f} us" for k in
                                                                     ("kernel", "exchange", "issue", "level")
@@ -104,6 +108,9 @@ def main(argv=None) -> int:
     ap.add_argument("--datasets", default=None, help="the datasets folder every run shares (default: a temporary one)")
     ap.add_argument("--flags", default="", help="more dbfs run flags for every run")
     ap.add_argument("--tag", default="")
+    ap.add_argument("--virtual", action="store_true",
+                    help="generate the graph first with --edges virtual (nothing stored; without it the first run "
+                         "stores the list where the disk has room)")
     ap.add_argument("--from-records", nargs="+", metavar="G=FILE", default=None,
                     help="print the table from dbfs run --json records (G the GPUs of each) and run nothing")
     a = ap.parse_args(argv)
@@ -120,6 +127,8 @@ def main(argv=None) -> int:
     runs, path = {}, None
     with tempfile.TemporaryDirectory(prefix="dbfs-scaling-") as tmp:
         ds = Path(a.datasets) if a.datasets else Path(tmp) / "datasets"
+        if a.virtual:
+            generate_virtual(a.scale, ds)
         for g in a.gpus:
             flags = f"--cluster local-gpu --backend dask --partitions {g} --relabel degree {a.flags}"
             rec, wall = dbfs_run(a.scale, a.roots, ds, Path(tmp) / f"g{g}.json", flags,

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -29,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.common import dbfs_run, level_medians, write_record  # noqa: E402
+from benchmarks.common import dbfs_run, generate_virtual, level_medians, write_record  # noqa: E402
 
 
 def _run(args, flags, datasets, tmp, label, env=None) -> dict:
@@ -117,8 +116,7 @@ def main(argv=None) -> int:
     rows, path = [], None
     with tempfile.TemporaryDirectory(prefix="dbfs-mgpu-") as tmp:
         if args.virtual:
-            subprocess.run([sys.executable, "-m", "dbfs.cli", "generate", "--scale", str(args.scale), "--edges",
-                            "virtual", "--backend", "gpu", "--datasets", str(Path(tmp) / "datasets")], check=True)
+            generate_virtual(args.scale, Path(tmp) / "datasets")
         for _ in range(args.rounds):
             for k in configs:
                 rows.append(_run(args, configs[k][0], Path(tmp) / "datasets", tmp, k, configs[k][1]))

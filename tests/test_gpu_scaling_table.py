@@ -41,3 +41,15 @@ def test_from_records_prints_the_table_and_refuses_a_bad_pair():
     bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_scaling.py"), "--from-records", str(P1)],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "G=FILE" in bad.stderr
+
+
+def test_each_run_says_whether_its_list_was_stored_or_virtual(capsys):
+    """A record's ``config.edges`` (from 7c5d378 on) reaches the summary and the table's line; older records say
+    nothing."""
+    rec = json.loads(P4.read_text())
+    assert gpu_scaling.summary(rec)["edges"] is None
+    rec["config"]["edges"] = "virtual"
+    runs = {4: gpu_scaling.summary(rec)}
+    assert runs[4]["edges"] == "virtual"
+    gpu_scaling.show(runs, gpu_scaling.table(runs))
+    assert "valid 16/16, list virtual" in capsys.readouterr().out
