@@ -207,7 +207,7 @@ __device__ __forceinline__ i64 upper_bound(const i64* offs, i64 a, i64 b, i64 x)
 // over global ids, next_q the claimed global ids) leaves degrees to the
 // owner's absorb (dbfs/bfs/dask/search/gpu_search.py). parent and next_q
 // null (a claim pass that keeps only the bits it sets in `visited`: the NCCL
-// dense top-down level, dbfs/bfs/dask/search/gpu_nccl.py) write nothing else.
+// dense top-down level, dbfs/bfs/dask/search/gpu_dense.py) write nothing else.
 extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs, i64 E,
                                      const i64* indptr, ADJ_PARAMS, u32* visited,
                                      vid_t* parent, vid_t* next_q, u64* cnt, i64 gadd, int count_deg) {

@@ -5,6 +5,7 @@
 //
 // After the bottom-up step of Beamer, Asanovic and Patterson, "Direction-Optimizing Breadth-First Search"
 // (SC 2012), run over the claimed rows only.
+
 // The owner's side of an NCCL top-down level exchanged as bits
 // (dbfs/bfs/dask/search/gpu_dense.py; one rank a worker, whose local bitmap
 // words are its slice of the global ones): every worker's claim pass set bits

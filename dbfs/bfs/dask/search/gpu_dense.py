@@ -61,7 +61,7 @@ def dense(s) -> bool:
 def td_dense(s, kt):
     """One top-down level of search ``s`` as bits (module docstring); returns ``td_level``'s result."""
     tl, comm, w, me = s.tl, s.comm, s.slice, s.widx
-    (rk, st), = s.states.items()
+    (st,) = s.states.values()
     p, k = st.p, s.k
     own = s.wm[me]
     tl.begin()
