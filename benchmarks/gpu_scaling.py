@@ -12,7 +12,8 @@ host issuing), then each run against G = 1: searches (harmonic mean over the roo
 Kernel 1, validation per search and the stages' sum. ``--virtual`` generates the graph first with a virtual
 list (nothing stored; else the first run stores it where the disk has room, and each record's
 ``config.edges`` says which). Writes ``benchmarks/results/gpu_scaling-<stamp>.json``
-(kept up to date after every run, so a call cut at its limit keeps what finished).
+(kept up to date after every run, so a call cut at its limit keeps what finished), and each run's whole
+record beside it (``...-g<G>.json``: every search's levels and validation time).
 
 ``--from-records G=FILE ...`` prints the same table from ``dbfs run --json`` records instead (runs cut
 before the end included: their validated searches count), e.g. the committed SCALE 30 pair:
@@ -49,6 +50,14 @@ def summary(rec: dict) -> dict:
             "workers": [{k: w.get(k) for k in ("worker", "partitions", "device_bytes", "host_bytes",
                                                 "peak_device_bytes", "peak_host_rss_bytes")}
                         for w in (rec.get("config") or {}).get("workers") or []]}
+
+
+def keep_run(src: Path, record: Path, g: int) -> Path:
+    """The G-GPU run's whole ``dbfs run --json`` record (every search's levels and validation time) beside the
+    summary ``record``, as ``<record stem>-g<G>.json``."""
+    dst = record.with_name(f"{record.stem}-g{g}.json")
+    dst.write_bytes(src.read_bytes())
+    return dst
 
 
 def hmean_teps(run: dict, roots) -> float:
@@ -139,6 +148,7 @@ def main(argv=None) -> int:
                                        "runs": {str(k): v for k, v in runs.items()},
                                        "table": {**t, "runs": {str(k): v for k, v in t["runs"].items()}}},
                                 path=path)
+            keep_run(Path(tmp) / f"g{g}.json", path, g)
     show(runs, table(runs))
     print("record:", path)
     return 0

@@ -53,3 +53,11 @@ def test_each_run_says_whether_its_list_was_stored_or_virtual(capsys):
     assert runs[4]["edges"] == "virtual"
     gpu_scaling.show(runs, gpu_scaling.table(runs))
     assert "valid 16/16, list virtual" in capsys.readouterr().out
+
+
+def test_each_runs_whole_record_is_kept_beside_the_summary(tmp_path):
+    summary = tmp_path / "gpu_scaling-20261128T000000Z.json"
+    summary.write_text("{}")
+    kept = gpu_scaling.keep_run(P4, summary, 4)
+    assert kept == tmp_path / "gpu_scaling-20261128T000000Z-g4.json"
+    assert kept.read_bytes() == P4.read_bytes()
