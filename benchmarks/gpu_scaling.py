@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -56,7 +57,7 @@ def keep_run(src: Path, record: Path, g: int) -> Path:
     """The G-GPU run's whole ``dbfs run --json`` record (every search's levels and validation time) beside the
     summary ``record``, as ``<record stem>-g<G>.json``."""
     dst = record.with_name(f"{record.stem}-g{g}.json")
-    dst.write_bytes(src.read_bytes())
+    shutil.copyfile(src, dst)
     return dst
 
 

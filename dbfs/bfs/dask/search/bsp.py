@@ -415,8 +415,11 @@ class _Search(_Messages):
         else:
             self.queue = out[:w]
         kt += time.perf_counter() - t
-        mine = (w, new_m, examined, kt)
-        got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in peers}) if peers else {}
+        return self._counts_round((w, new_m, examined, kt), kt)
+
+    def _counts_round(self, mine, kt):
+        """The COUNTS round of this worker's level counts ``mine``: (every worker's counts, ``kt``)."""
+        got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in self.peers}) if self.peers else {}
         return [mine] + [_counts_of(a) for a in got.values()], kt
 
     def _boxed(self, L, U, cnt):
@@ -440,9 +443,7 @@ class _Search(_Messages):
         self.queue, self.fbm_queue = None, True
         kt += time.perf_counter() - t
         # every peer has read this worker's claims once its counts are in: front and scratch are free again
-        mine = (w, new_m, examined, kt)
-        got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in self.peers})
-        return [mine] + [_counts_of(a) for a in got.values()], kt
+        return self._counts_round((w, new_m, examined, kt), kt)
 
     def _absorb(self, L, U, lo, n, slots, out, w):
         """Absorb the pairs of segments (``lo``, ``n``, ``slots``) of ``L``/``U`` into the worker rows (a level
@@ -513,8 +514,7 @@ class _Search(_Messages):
         kt += time.perf_counter() - t
         mine = (new_n, new_m, examined, kt)
         if sh is not None:
-            got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in peers})
-            totals = [mine] + [_counts_of(a) for a in got.values()]
+            totals, kt = self._counts_round(mine, kt)
             _shm_collect(sh, self.wordof, self.front, self.visited_g)
             return totals, kt
         totals = [mine]

@@ -40,7 +40,7 @@ import cupy as cp
 import numpy as np
 
 from dbfs.bfs.dask.search.gpu_search import _shared
-from dbfs.bfs.gpu import _BLOCK, _grid, _i64, _sm_count, expand
+from dbfs.bfs.gpu import _BLOCK, _grid, _i64
 
 __all__ = ["dense", "td_dense", "DENSE_SHARE"]
 
@@ -48,9 +48,6 @@ __all__ = ["dense", "td_dense", "DENSE_SHARE"]
 #: where the frontier is a few hundred hubs and half its edges find new vertices, the parents' search over the
 #: claimed rows costs more than the pairs (docs/BENCHMARKS.md, 2026-11-28)
 DENSE_SHARE = 1 / 12
-
-#: the null pointer ``td_expand`` takes for "no parent, no claim list"
-_NULL = np.uint64(0)
 
 
 def dense(s) -> bool:
@@ -62,17 +59,14 @@ def td_dense(s, kt):
     """One top-down level of search ``s`` as bits (module docstring); returns ``td_level``'s result."""
     tl, comm, w, me = s.tl, s.comm, s.slice, s.widx
     (st,) = s.states.values()
-    p, k = st.p, s.k
-    own = s.wm[me]
+    k = s.k
     tl.begin()
     s._zero_counters()
     s._queues_to_bitmaps()                      # st.fbm is this rank's slice of ``front``
-    if st.m != own:
-        raise RuntimeError(f"worker {me}: {st.m} frontier edges, its peers counted {own}")
+    s._check_claim(s.wm[me], bits_only=True)
     vg = s.visited_g
-    expand(k, p.indptr, p.adj, st.queue, st.nq, st.m, vg, _NULL, _NULL, s.cnt[0], p.base, 0)
     tl.mark("k")
-    peers = [j for j in range(s.W) if j != me]
+    peers = s.peers
     got = _shared(s.dev, "claimed_in", max(len(peers) * w, 1), cp.uint32)
     with comm.group():
         comm.allgather(st.fbm, s.front)
@@ -84,8 +78,7 @@ def td_dense(s, kt):
     opened = _shared(s.dev, "claimed_open", w, cp.uint32)
     g = _grid(w)
     k["claimed_open"](g, (_BLOCK,), (st.visited, mine, got, np.int32(len(peers)), _i64(w), _i64(w), opened))
-    k["bu_step"]((min(-(-w * 32 // _BLOCK), 32 * _sm_count()),), (_BLOCK,),
-                 (p.indptr, *p.adj, p.hub, s.front, opened, st.nxt, st.parent, _i64(w), s.cnt[1]))
+    s._bu_launch(st, 1, opened)
     k["visit_bits"](g, (_BLOCK,), (st.nxt, _i64(w), st.visited, mine))
     k["bitmap_to_queue"](g, (_BLOCK,), (st.nxt, _i64(w), st.queue, s.cnt[1, 3:]))
     tl.mark("k")

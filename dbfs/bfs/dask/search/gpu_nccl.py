@@ -414,9 +414,9 @@ class _NcclSearch(_GpuSearch):
         if rp is not None:
             rt.memcpyAsync(self.hbuf.ctypes.data, self.blocks.data.ptr, self.blocks.nbytes, rt.memcpyDeviceToHost, sp)
 
-    def _check_claim(self, own: int) -> int:
+    def _check_claim(self, own: int, bits_only: bool = False) -> int:
         """The claim pass (:meth:`_claim`), its frontier edges checked against what the peers counted."""
-        examined = self._claim()
+        examined = self._claim(bits_only)
         if examined != own:
             raise RuntimeError(f"worker {self.widx}: {examined} frontier edges, its peers counted {own}")
         return examined

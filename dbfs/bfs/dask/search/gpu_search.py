@@ -59,6 +59,9 @@ from dbfs.graph import id_dtype
 
 __all__ = ["_GpuSearch"]
 
+#: the null pointer ``td_expand`` takes for "no parent, no claim list" (a claim pass of bits only)
+_NULL = np.uint64(0)
+
 
 class _GpuState:
     """One partition's per-search device arrays (CuPy's pool: no cudaMalloc after the first search; with
@@ -247,20 +250,17 @@ class _GpuSearch(_Search):
                        for dst, arrs in got for k, d_rk in enumerate(dst) if d_rk == rk] for rk in self.states}
         return self._counts_round(*self._absorb_all(v, nc, remote, examined, kt, t))
 
-    def _claim(self):
+    def _claim(self, bits_only: bool = False):
         """The claim pass: every partition's frontier claims into the worker's global ``visited_g``
-        (ids in ``claims``, parents in ``scratch``, their count in ``cnt[0, 0]``); returns the frontier
-        edges examined."""
+        (ids in ``claims``, parents in ``scratch``, their count in ``cnt[0, 0]``; ``bits_only``: the bits
+        alone, ``td_expand``'s null parent and claim list); returns the frontier edges examined."""
+        par, out = (_NULL, _NULL) if bits_only else (self.scratch, self.claims)
         examined = 0
         for st in self.states.values():
             examined += st.m
-            expand(self.k, st.p.indptr, st.p.adj, st.queue, st.nq, st.m, self.visited_g, self.scratch,
-                   self.claims, self.cnt[0], st.p.base, 0)
+            expand(self.k, st.p.indptr, st.p.adj, st.queue, st.nq, st.m, self.visited_g, par, out, self.cnt[0],
+                   st.p.base, 0)
         return examined
-
-    def _counts_round(self, mine, kt):
-        got = self.mesh.exchange(COUNTS, {j: _counts_msg(mine) for j in self.peers}) if self.peers else {}
-        return [mine] + [_counts_of(a) for a in got.values()], kt
 
     def _absorb_all(self, v, nc, remote, examined, kt, t):
         """Apply this worker's claims ``v[:nc]`` and the pairs received for each rank
@@ -362,12 +362,13 @@ class _GpuSearch(_Search):
             self._bu_launch(st, r)
             st.fbm, st.nxt = st.nxt, st.fbm
 
-    def _bu_launch(self, st, r):
+    def _bu_launch(self, st, r, visited=None):
         """``bu_step`` over partition ``st``'s rows against the global frontier into ``st.nxt`` (counts in
-        ``cnt`` row ``r``)."""
+        ``cnt`` row ``r``), the rows open in ``visited`` (None: ``st.visited``) searched."""
         p, nw = st.p, st.fbm.shape[0]
+        vis = st.visited if visited is None else visited
         self.k["bu_step"]((min(-(-nw * 32 // _BLOCK), 32 * _sm_count()),), (_BLOCK,),
-                          (p.indptr, *p.adj, p.hub, self.front, st.visited, st.nxt, st.parent, _i64(nw), self.cnt[r]))
+                          (p.indptr, *p.adj, p.hub, self.front, vis, st.nxt, st.parent, _i64(nw), self.cnt[r]))
 
     def bu_level(self, kt):
         t = time.perf_counter()
