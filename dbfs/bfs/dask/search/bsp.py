@@ -102,7 +102,8 @@ __all__ = ["_bsp_search", "_bsp_levels", "SEARCH_SWITCH_S"]
 SEARCH_SWITCH_S = 5e-5      # the worker's GIL switch interval during a search (why: docs/DISTRIBUTED.md, GPU workers)
 
 #: a diagnostic: a folder where each worker writes the profile (cProfile) of each batch of its searches,
-#: ``search-w<worker>-<pid>-<ns>.prof`` (where a level's host time goes); unset, nothing is profiled
+#: ``search-w<worker>-<pid>-<ns>.prof`` (where a level's host time goes), and of each validation share over
+#: NCCL, ``validate-w<worker>-...`` (:mod:`dbfs.bfs.dask.search.validate_nccl`); unset, nothing is profiled
 PROFILE_ENV = "DBFS_PROFILE_SEARCH"
 
 
@@ -156,9 +157,14 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, roots, algorithm, pol_opts, nnz_
         sys.setswitchinterval(switch)
         if collecting:
             gc.enable()
-        if prof is not None:
-            prof.disable()
-            prof.dump_stats(os.path.join(os.environ[PROFILE_ENV], f"search-w{widx}-{os.getpid()}-{time.time_ns()}.prof"))
+        _dump_profile(prof, f"search-w{widx}")
+
+
+def _dump_profile(prof, stem: str) -> None:
+    """Stop ``prof`` (None: nothing) and write it as ``<stem>-<pid>-<ns>.prof`` in :data:`PROFILE_ENV`'s folder."""
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(os.path.join(os.environ[PROFILE_ENV], f"{stem}-{os.getpid()}-{time.time_ns()}.prof"))
 
 
 def _profiler():
