@@ -54,6 +54,10 @@ CHUNKS = 4
 FORCE = None
 
 
+#: the exchange stream's priority (lower is higher; CUDA clamps it to the device's greatest)
+_HIGHEST = -(1 << 20)
+
+
 def overlaps(s) -> bool:
     """Whether search ``s`` (an ``_NcclSearch``) takes its next bottom-up level with the exchange overlapped."""
     return bool(s.gather) and len(s.peers) > 0 and (s.bits_in if FORCE is None else bool(FORCE))
@@ -63,9 +67,8 @@ def _stream(s):
     """The exchange stream, kept in the worker's device scratch (the highest priority the device has, so the
     exchange's blocks go first when ``bu_step``'s free an SM)."""
     x = s.dev.get("exchange_stream")
-    if x is None:
-        _, hi = cp.cuda.runtime.deviceGetStreamPriorityRange()
-        x = s.dev["exchange_stream"] = cp.cuda.Stream(non_blocking=True, priority=hi)
+    if x is None:       # a priority past the device's range is clamped to its greatest
+        x = s.dev["exchange_stream"] = cp.cuda.Stream(non_blocking=True, priority=_HIGHEST)
         s.dev["exchange_events"] = [cp.cuda.Event(disable_timing=True) for _ in range(CHUNKS + 1)]
     return x, s.dev["exchange_events"]
 
