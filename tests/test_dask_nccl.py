@@ -8,13 +8,12 @@ and equals ``--backend gpu``'s single-process search level for level
 collectives (top-down: the claims in one allgather where every frontier is small, else the
 fixed regions of claims, then the counts; bottom-up:
 the counts, then the frontier as ids or as bits (one group where a worker
-holds several ranks or the slices are small), or, the exchange overlapped with the search, one group a
-range of rows and the counts; one more at the top-down -> bottom-up switch), three where the
+holds several ranks or the slices are small), one more at the top-down -> bottom-up switch), three where the
 regions would be too large (forced here by a zero region limit: the exact
 buckets, their sizes first) and records each worker's kernel and exchange seconds and bytes sent;
 the frontier forced to go always as ids, then always as bits, gives the same levels; every large top-down
 level forced to go as bits (claimed bits to their owner, who finds the parents bottom-up) gives the same
-levels; every bottom-up level's exchange overlapped with its search, then none, gives the same levels; the small
+levels; the small
 top-down levels replayed as captured CUDA graphs and issued call by call give the same levels, with
 graphs captured and replayed (or none made);
 ``DBFS_NCCL=off`` falls back to CUDA IPC.
@@ -81,7 +80,6 @@ def _bootstrap_interface():
 
 def _searches(client, dg, nds, td_rounds=2, same_edges=True):
     import dbfs.bfs.dask as D
-    from dbfs.bfs.dask.search.gpu_overlap import CHUNKS
     from dbfs.validate import validate
 
     ds, edges, roots, single = nds
@@ -97,10 +95,9 @@ def _searches(client, dg, nds, td_rounds=2, same_edges=True):
         assert [(x["direction"], x["frontier"], x["edges"])[:keep] for x in lst] == \
             [(x["direction"], x["frontier"], x["edges"])[:keep] for x in ref]
         prev = None
-        bu_most = max(2, CHUNKS + 1)        # the counts and the slices, or each range's slices and the counts
         for x in lst:
             td, switch = x["direction"] == "td", x["direction"] == "bu" and prev != "bu"
-            assert 1 <= x["rounds"] <= (td_rounds if td else bu_most + switch), x     # collectives in the level
+            assert 1 <= x["rounds"] <= (td_rounds if td else 3 if switch else 2), x     # collectives in the level
             assert len(x["workers"]) == 2 and all(w["kernel"] >= 0 and w["exchange"] >= 0 for w in x["workers"])
             prev = x["direction"]
         if dg.level_exchange == "nccl":        # (CUDA IPC moves frontiers and pairs device to device, unsent)
@@ -124,12 +121,11 @@ def test_nccl_levels_equal_single_gpu(nclient, nds, P):
 
 
 def _set(consts: dict) -> dict:
-    """(client.run) set module constants of gpu_nccl (``gpu_dense.NAME``, ``gpu_overlap.NAME`` for those modules')
-    on a worker;
+    """(client.run) set module constants of gpu_nccl (``gpu_dense.NAME`` for that module's) on a worker;
     returns their old values."""
-    from dbfs.bfs.dask.search import gpu_dense, gpu_nccl, gpu_overlap
+    from dbfs.bfs.dask.search import gpu_dense, gpu_nccl
 
-    mods = {"gpu_dense": gpu_dense, "gpu_overlap": gpu_overlap}
+    mods = {"gpu_dense": gpu_dense}
     old = {}
     for k, v in consts.items():
         mod, _, name = k.rpartition(".")
@@ -183,24 +179,6 @@ def test_nccl_large_top_down_levels_as_bits_or_as_pairs(nclient, nds, share):
         assert all(w["sent_bytes"] >= 2 * slice_bytes for x in td for w in x["workers"]), td
 
 
-@pytest.mark.parametrize("force", [True, False])
-def test_nccl_bottom_up_exchange_during_the_search_or_after(nclient, nds, force):
-    """Every bottom-up level's slices sent range by range while the next range is searched (a stream of their
-    own), then every level's sent after its search: the same levels, frontiers and edges as one GPU, valid
-    parents; an overlapped level makes one group a range and the counts' allreduce, and sends its slice."""
-    from dbfs.bfs.dask.search.gpu_overlap import CHUNKS
-
-    levels = _searches_with(nclient, nds, {"gpu_overlap.FORCE": force})
-    bu = [x for x in levels if x["direction"] == "bu"]
-    assert bu, levels
-    slice_bytes = (1 << SCALE) // 2 // 8
-    if force:
-        assert all(x["rounds"] >= CHUNKS + 1 for x in bu), bu
-        assert all(w["sent_bytes"] >= slice_bytes for x in bu for w in x["workers"]), bu
-    else:
-        assert all(x["rounds"] <= 3 for x in bu), bu
-
-
 def _replays(dask_worker=None):
     """(client.run) this worker's replayed level graphs: (launches of a kept graph, captures) over its meshes."""
     from dbfs.bfs.dask.mesh.plugin import get_plugin
@@ -238,7 +216,7 @@ def test_nccl_small_top_down_levels_replayed_as_graphs_or_issued(nclient, nds, r
 def test_nccl_bottom_up_frontier_as_ids_or_as_bits(nclient, nds, share):
     """The counts read before the frontier's exchange at any slice size, every bottom-up level's frontier then
     sent as ids (any size), then as bits (none as ids): the same levels as one GPU, and both ways send bytes."""
-    levels = _searches_with(nclient, nds, {"SPARSE_SHARE": share, "SPLIT_MIN_BYTES": 0, "gpu_overlap.FORCE": False})
+    levels = _searches_with(nclient, nds, {"SPARSE_SHARE": share, "SPLIT_MIN_BYTES": 0})
     bu = [x for x in levels if x["direction"] == "bu" and x["discovered"]]
     assert bu and all(x["rounds"] >= 2 for x in bu), bu      # the counts, then the frontier
 

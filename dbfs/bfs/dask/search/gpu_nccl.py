@@ -50,12 +50,7 @@ of bitmap words is their OR):
   the device); allgather of every worker's P bucket sizes, read once; one
   group of send/recv moves each exact bucket to its owner's worker;
   ``absorb``; allreduce(sum) of the counts, read once;
-- bottom-up, one rank a worker with equal slices, the frontier in as bits (the first
-  bottom-up level after a top-down one; with slices of at least :data:`SPLIT_MIN_BYTES`, also a
-  level after a dense one): ``bu_step`` range by range, each range's slices sent to every peer on
-  an exchange stream while the next range is searched (:mod:`dbfs.bfs.dask.search.gpu_overlap`),
-  then allreduce(sum) of the counts, read once;
-- bottom-up otherwise, one rank per worker whose slices are equal whole words of at
+- bottom-up, one rank per worker whose slices are equal whole words of at
   least :data:`SPLIT_MIN_BYTES`: ``bu_step``;
   allreduce(sum) of the counts, read once; then, the host knowing every
   worker's new vertices, the new frontier goes either as ids (the largest
@@ -96,7 +91,6 @@ import cupyx
 import numpy as np
 
 from dbfs.bfs.dask.search.gpu_dense import dense, td_dense
-from dbfs.bfs.dask.search.gpu_overlap import bu_overlap, overlaps
 from dbfs.bfs.dask.search.gpu_search import _GpuSearch
 from dbfs.bfs.dask.search.level_graph import _Replays, bucket
 from dbfs.bfs.dask.mesh.nccl import _Timeline, holds_parents
@@ -184,7 +178,6 @@ class _NcclSearch(_GpuSearch):
         self.wm = [0] * W                            # each worker's frontier edges, from the last read
         self.wn = [0] * W                            # each worker's new frontier vertices, from the last read
         self.queued = False                          # the last bottom-up level left this rank's queue built
-        self.bits_in = False                         # the next bottom-up level's frontier came as bits (gpu_overlap)
         worker_of = np.empty(P, np.int32)
         for j, rks in enumerate(ranks_of):
             worker_of[list(rks)] = j
@@ -495,7 +488,6 @@ class _NcclSearch(_GpuSearch):
         return self._totals(self._read(ex), kt)
 
     def to_bitmaps(self):
-        self.bits_in = True
         self.tl.begin()
         self._queues_to_bitmaps()
         self._exchange_bitmap(self.front)
@@ -516,10 +508,7 @@ class _NcclSearch(_GpuSearch):
         return {rk: own}
 
     def bu_level(self, kt):
-        if overlaps(self):
-            return bu_overlap(self, kt)
         self.queued = False
-        self.bits_in = False
         self.tl.begin()
         rp = self.replays if self.gather else None
         if rp is not None:                  # one replayed graph up to the counters' copy (one a bitmap parity)
@@ -564,11 +553,6 @@ class _NcclSearch(_GpuSearch):
         mark("x")
         rt.memcpyAsync(self.hbuf.ctypes.data, self.blocks.data.ptr, self.blocks.nbytes, rt.memcpyDeviceToHost, sp)
 
-    def dense_out(self) -> bool:
-        """Whether the new frontier of the bottom-up level just read goes as bits: the most ids any worker found
-        are more than :data:`SPARSE_SHARE` of a slice's bytes (the same answer on every worker)."""
-        return max(self.wn) * self.qdt.itemsize > SPARSE_SHARE * 4 * self.slice
-
     def _send_frontier(self) -> None:
         """The new frontier of a bottom-up level (this rank's bits in its slice of ``front_next``) to every
         worker: into the whole global ``front_next`` and into ``visited_g``, as ids or as bits (see the module
@@ -577,8 +561,7 @@ class _NcclSearch(_GpuSearch):
         (st,) = self.states.values()
         K = max(self.wn)
         fn, vg = self.front_next, self.visited_g
-        if self.dense_out():
-            self.bits_in = True
+        if K * self.qdt.itemsize > SPARSE_SHARE * 4 * w:
             comm.allgather(fn[me * w:(me + 1) * w], fn)
             tl.mark("x")
             cp.bitwise_or(vg, fn, out=vg)
