@@ -367,12 +367,14 @@ def test_gpu_budget_too_small_is_one_line(gclient, gds):
 
 
 def test_cli_run_local_gpu(gds, tmp_path):
-    """README's `dbfs run --scale 16 --cluster local-gpu --backend dask --partitions 2 --roots 4`, as written:
-    valid, and the GPU worker named on stderr."""
+    """README's `dbfs run --scale 16 --cluster local-gpu --backend dask --partitions 2 --roots 4`, as written
+    valid, the GPU worker named on stderr, and no CPU validator's kernels loaded (the searches are validated on
+    the GPU workers)."""
     out = subprocess.run([sys.executable, "-m", "dbfs.cli", "run", "--scale", "16", "--cluster", "local-gpu",
                           "--backend", "dask", "--partitions", "2", "--roots", "4"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
+    assert "Numba kernels of validation" not in out.stderr, out.stderr[-2000:]
     assert "harmonic_mean_TEPS" in out.stdout
     assert "GPU worker" in out.stderr and "in device memory" in out.stderr
     assert re.search(r"validation on \d+ GPU worker\(s\)", out.stderr), out.stderr[-2000:]

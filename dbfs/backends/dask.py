@@ -267,8 +267,13 @@ class DaskBackend(Backend):
 
     def warm(self):
         """The validation's kernels loaded on every worker before the first search (the searches' are
-        loaded there by the load)."""
-        self.compile_time = warm("validation", self.client, self.cfg.quiet, warm_validation, self.ds.edges().dtype)
+        loaded there by the load); none where the searches are validated on GPU devices (CuPy's kernels,
+        none of the CPU validator's Numba ones to load)."""
+        if self.pg.validates_on_devices:
+            self.compile_time = 0.0
+        else:
+            self.compile_time = warm("validation", self.client, self.cfg.quiet, warm_validation,
+                                     self.ds.edges().dtype)
         return self.compile_time
 
     @property

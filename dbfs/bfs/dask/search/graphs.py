@@ -164,6 +164,11 @@ class PartitionedGraph(ABC):
     gpus: list = []
 
     @property
+    def validates_on_devices(self) -> bool:
+        """Whether :meth:`validate_many` runs on GPU devices (CuPy kernels, none of the CPU validator's Numba ones)."""
+        return bool(self.gpus)
+
+    @property
     def load_time(self) -> float:
         return self.dg.load_time
 
@@ -273,6 +278,8 @@ class ResidentGraph(PartitionedGraph):
         self.validate_batch = max(1, int(k1.info["validate_batch"]))
         self.gpus = []
         self.dg = on_worker.adopt(client, self.dataset_path, k1.future, k1.worker, k1.info)
+
+    validates_on_devices = True         # on the GPU worker holding the CSR (dbfs.validate.gpu)
 
     def validate_many(self, results) -> list:
         return on_worker.validate(self.dg, list(results))
