@@ -97,7 +97,8 @@ def test_parents_reach_the_client_in_original_ids(gclient, runs):
 
 def test_cli_run_built_on_the_gpu_worker(cp, tmp_path):
     """README's `dbfs run --scale 16 --cluster local-gpu --backend dask --relabel degree --placement degree-low
-    --roots 4`, as written: valid, Kernel 1 said to run on the GPU worker."""
+    --roots 4`, as written: valid, Kernel 1 said to run on the GPU worker, and no CPU validator's kernels loaded
+    (the searches are validated on that worker's device)."""
     pytest.importorskip("dask_cuda")
     out = subprocess.run([sys.executable, "-m", "dbfs.cli", "run", "--scale", "16", "--cluster", "local-gpu",
                           "--backend", "dask", "--relabel", "degree", "--placement", "degree-low", "--roots", "4"],
@@ -105,3 +106,4 @@ def test_cli_run_built_on_the_gpu_worker(cp, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "harmonic_mean_TEPS" in out.stdout and "INVALID" not in out.stderr
     assert "Kernel 1 of" in out.stderr and "GPU worker" in out.stderr, out.stderr[-2000:]
+    assert "Numba kernels of validation" not in out.stderr, out.stderr[-2000:]
