@@ -180,7 +180,7 @@ def test_search_profile_diagnostic_writes_each_workers_profile(kron13, tmp_path)
     import pstats
 
     import dbfs.bfs.dask as D
-    from dbfs.bfs.dask.search.bsp import PROFILE_ENV
+    from dbfs.bfs.dask.search.profiled import PROFILE_ENV
     from dbfs.cluster import client_for
 
     ds, edges, csr, roots = kron13

@@ -72,9 +72,7 @@ many vertices as its counts say; a malformed one is a lost peer.
 """
 from __future__ import annotations
 
-import cProfile
 import gc
-import os
 import sys
 import time
 
@@ -92,6 +90,7 @@ from dbfs.bfs.dask.mesh.plugin import get_plugin
 from dbfs.bfs.dask.mesh.shm import _boundary_words, _shm_collect
 from dbfs.bfs.dask.mesh.shm_claims import box_pairs, fill_box, or_claims, take_peers, takes_shared
 from dbfs.bfs.dask.mesh.transport import _LocalMesh, _PeerLost, _Timed
+from dbfs.bfs.dask.search import profiled
 from dbfs.bfs.dask.search.messages import _Messages
 from dbfs.bfs.dask.layout.worker import _grown, _scratch, _zeroed
 from dbfs.bfs.policy import BU, TD, policy_from
@@ -100,12 +99,6 @@ from dbfs.partition import Partitioning, owner_local
 __all__ = ["_bsp_search", "_bsp_levels", "SEARCH_SWITCH_S"]
 
 SEARCH_SWITCH_S = 5e-5      # the worker's GIL switch interval during a search (why: docs/DISTRIBUTED.md, GPU workers)
-
-#: a diagnostic: a folder where each worker writes the profile (cProfile) of each batch of its searches,
-#: ``search-w<worker>-<pid>-<ns>.prof`` (where a level's host time goes), and of each validation share over
-#: NCCL, ``validate-w<worker>-...`` (:mod:`dbfs.bfs.dask.search.validate_nccl`); unset, nothing is profiled
-PROFILE_ENV = "DBFS_PROFILE_SEARCH"
-
 
 def _bsp_search(mesh_id, widx, ranks_of, parts, roots, algorithm, pol_opts, nnz_total):
     """(task pinned to mesh worker ``widx``) the searches from ``roots`` (internal ids), one after another,
@@ -133,7 +126,7 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, roots, algorithm, pol_opts, nnz_
     sys.setswitchinterval(SEARCH_SWITCH_S)
     collecting = gc.isenabled()
     outs = []
-    prof = _profiler()
+    prof = profiled.profiler()      # the DBFS_PROFILE_SEARCH diagnostic
     try:
         for root in roots:
             # no cyclic collection of the worker's heap inside a timed level (a search allocates little);
@@ -157,24 +150,7 @@ def _bsp_search(mesh_id, widx, ranks_of, parts, roots, algorithm, pol_opts, nnz_
         sys.setswitchinterval(switch)
         if collecting:
             gc.enable()
-        _dump_profile(prof, f"search-w{widx}")
-
-
-def _dump_profile(prof, stem: str) -> None:
-    """Stop ``prof`` (None: nothing) and write it as ``<stem>-<pid>-<ns>.prof`` in :data:`PROFILE_ENV`'s folder."""
-    if prof is not None:
-        prof.disable()
-        prof.dump_stats(os.path.join(os.environ[PROFILE_ENV], f"{stem}-{os.getpid()}-{time.time_ns()}.prof"))
-
-
-def _profiler():
-    """A started cProfile profiler where :data:`PROFILE_ENV` names a folder, else None."""
-    if not os.environ.get(PROFILE_ENV):
-        return None
-    os.makedirs(os.environ[PROFILE_ENV], exist_ok=True)
-    prof = cProfile.Profile()
-    prof.enable()
-    return prof
+        profiled.dump(prof, f"search-w{widx}")
 
 
 def _counts_msg(mine):

@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from dbfs.bfs.dask.mesh.plugin import get_plugin
-from dbfs.bfs.dask.search.bsp import _dump_profile, _profiler
+from dbfs.bfs.dask.search import profiled
 from dbfs.bfs.dask.mesh.transport import _PeerLost
 from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
@@ -99,11 +99,11 @@ def _share_on_mesh(mesh_id: str, dataset_path: str, g: int, part: Partitioning, 
     # the searches' N-sized claim arrays (kept between searches) go first, so the validation's own N-sized
     # arrays fit beside the partition at the largest SCALE a box holds; the next search makes them again
     plugin.scratch.pop("gpu", None)
-    prof = _profiler()          # the DBFS_PROFILE_SEARCH diagnostic (bsp.PROFILE_ENV): validate-w<g>-*.prof
+    prof = profiled.profiler()      # the DBFS_PROFILE_SEARCH diagnostic: validate-w<g>-*.prof
     try:
         return _share(cp, comm, plugin, dataset_path, int(g), part, roots, keep_bytes, list(mine))
     finally:
-        _dump_profile(prof, f"validate-w{g}")
+        profiled.dump(prof, f"validate-w{g}")
 
 
 def _share(cp, comm, plugin, dataset_path, g, part, roots, keep_bytes, mine):
