@@ -367,7 +367,7 @@ def test_gpu_budget_too_small_is_one_line(gclient, gds):
 
 
 def test_cli_run_local_gpu(gds, tmp_path):
-    """README's `dbfs run --scale 16 --cluster local-gpu --backend dask --partitions 2 --roots 4`, as written
+    """README's `dbfs run --scale 16 --cluster local-gpu --backend dask --partitions 2 --roots 4`, as written:
     valid, the GPU worker named on stderr, and no CPU validator's kernels loaded (the searches are validated on
     the GPU workers)."""
     out = subprocess.run([sys.executable, "-m", "dbfs.cli", "run", "--scale", "16", "--cluster", "local-gpu",

@@ -44,8 +44,8 @@ from __future__ import annotations
 import numpy as np
 
 from dbfs.bfs.dask.mesh.plugin import get_plugin
-from dbfs.bfs.dask.search import profiled
 from dbfs.bfs.dask.mesh.transport import _PeerLost
+from dbfs.bfs.dask.search import profiled
 from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 from dbfs.validate.cpu import _fail
