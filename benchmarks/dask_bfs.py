@@ -223,7 +223,7 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None):
                     walls.append(res.wall)
                     ovs += [x["overhead"] for x in lst]
                     if rep == 0:       # per-level times of the single-process do: one more (untimed) search
-                        time.sleep(_QUIET)      # after the workers' threads, as the timed one (16 cores: 36 vs 22 ms)
+                        time.sleep(_QUIET)      # the workers' threads quiet first, as before the timed one
                         cpu_lv = fn(g, r, stats=True)[1]
                         per_root.append({"root": r, "seconds": sec, "cpu_do_seconds": t_cpu, "levels": lst,
                                          "cpu_do_levels": [{k2: x[k2] for k2 in ("level", "direction", "time")}
