@@ -441,11 +441,13 @@ def _kind(sl):
     return type(sl).__module__.split(".")[0], str(sl.dtype)
 
 
-def test_nccl_validation_joins_the_parents_on_the_devices(nclient, nds, monkeypatch):
+@pytest.mark.parametrize("by", ["search", "edges"])
+def test_nccl_validation_joins_the_parents_on_the_devices(nclient, nds, monkeypatch, by):
     """P = 2, one rank a GPU worker, partitions relabelled within themselves: each search's parents stay on
     its devices (original ids, the id width), a batch is validated with the slices joined over NCCL (the
-    host path, which would move them through Dask, refused here), with the serial validator's results: the
-    valid searches, and a search whose parent slice on rank 1 was corrupted on its device."""
+    host path, which would move them through Dask, refused here), whole searches a worker against every
+    input row or each worker its share of the rows for every search, with the serial validator's results:
+    the valid searches, and a search whose parent slice on rank 1 was corrupted on its device."""
     import numpy as np
 
     import dbfs.bfs.dask as D
@@ -482,7 +484,8 @@ def test_nccl_validation_joins_the_parents_on_the_devices(nclient, nds, monkeypa
             raise AssertionError("the parents went through Dask")
 
         monkeypatch.setattr(C, "validate_on_gpus", host_path)
-        dg.keep_bytes = 1 << 30     # each worker keeps its share of the input rows on its device
+        dg.validate_by = by
+        dg.keep_bytes = 1 << 30     # each worker keeps its rows on its device
         got = C.validate_many_distributed(nclient, ds.path, dg, results, gpu_workers(nclient))
         kept = nclient.run(_kept_bytes, dg.mesh_id, workers=dg.mesh_workers)
         assert len(kept) == 2 and all(b > 0 for b in kept.values()), kept

@@ -522,6 +522,11 @@ def test_batch_model_counts_what_each_search_holds_besides():
     assert 1 <= k_held < k <= 16
     assert keep_budget(free, n, k_held, 4 * (n // 2)) < keep_budget(free, n, k_held)
     assert keep_budget(1 << 30, n, 16) == 0 and batch_size(1 << 30, n) == 1
+    # a device validating 8 of the 16 searches itself (whole searches a worker) holds 8 tables, 16 slices
+    big = 256 << 30
+    half = keep_budget(big, n, 16, 4 * (n // 2), tables=8)
+    assert 0 < keep_budget(big, n, 16, 4 * (n // 2)) < half < keep_budget(big, n, 8, 4 * (n // 2))
+    assert half == keep_budget(big, n, 16, 4 * (n // 2)) + 8 * (3 * 4 + 1) * n
 
 
 def test_id_width_holds_every_id_up_to_two_to_the_31():

@@ -244,8 +244,10 @@ class DaskBackend(Backend):
                              device_memory_limit=self.cfg.device_memory_limit, validate_most=VALIDATE_MOST)
         self.validate_batch = self.pg.validate_batch
         if self.pg.gpus:                # every search validated on the GPU workers, a batch per pass
-            say(f"validation on {len(self.pg.gpus)} GPU worker(s), each checking 1/{len(self.pg.gpus)} of the "
-                f"input edges, {self.validate_batch} search(es) per pass", self.cfg.quiet)
+            how = "whole searches against every input edge" if self.pg.dg.validate_by == "search" else \
+                f"1/{len(self.pg.gpus)} of the input edges"
+            say(f"validation on {len(self.pg.gpus)} GPU worker(s), each checking {how}, {self.validate_batch} "
+                f"search(es) per pass", self.cfg.quiet)
         for w in self.pg.workers_table():
             if w["kind"] == "gpu":
                 pinned = sum(int(x["host_bytes"]) for x in w.get("split", []))

@@ -70,8 +70,8 @@ import numpy as np
 from dbfs.graph import id_dtype
 from dbfs.validate.cpu import MAX_EXAMPLES, RULES, Failure, ValidationResult, edge_failures
 
-__all__ = ["validate_gpu", "validate_many_gpu", "batch_size", "keep_budget", "KeptRows", "DEVICE_EDGE_ROWS",
-           "VALIDATE_MOST"]
+__all__ = ["validate_gpu", "validate_many_gpu", "batch_results", "batch_size", "keep_budget", "KeptRows",
+           "DEVICE_EDGE_ROWS", "VALIDATE_MOST"]
 
 #: input edge rows one device pass of the validation reads at a time (validate.gpus too)
 DEVICE_EDGE_ROWS = 1 << 26
@@ -96,14 +96,15 @@ def batch_size(free: int, n: int, most: int = VALIDATE_MOST, held: int = 0) -> i
     return int(max(1, min(int(most), (int(free) - _MARGIN - jump * n) // max(1, each * n + int(held)))))
 
 
-def keep_budget(free: int, n: int, k: int, held: int = 0) -> int:
+def keep_budget(free: int, n: int, k: int, held: int = 0, tables: int | None = None) -> int:
     """Device bytes the input rows may keep between batches (:class:`KeptRows`) when ``free`` bytes are left
     after the load and batches of ``k`` searches validate on a graph of ``n`` vertices (``held``: as for
-    :func:`batch_size`): what the batch model leaves, less three margins (the searches' own arrays and the
-    pool's fragments)."""
+    :func:`batch_size`; ``tables``: how many of the ``k`` this device validates itself, default all): what
+    the batch model leaves, less three margins (the searches' own arrays and the pool's fragments)."""
     vb = np.dtype(_width(n)).itemsize
     jump, each = (a * vb + b for a, b in _MODEL)
-    return max(0, int(free) - 3 * _MARGIN - jump * n - int(k) * (each * n + int(held)))
+    t = int(k) if tables is None else int(tables)
+    return max(0, int(free) - 3 * _MARGIN - jump * n - t * each * n - int(k) * int(held))
 
 
 class KeptRows:
@@ -531,6 +532,13 @@ def validate_many_gpu(edges, searches, n_vertices=None, xp=None, chunk_edges=DEV
         out.append(_fold(xp, batch, root, xp.asarray(parent), n))
     if batch.k:
         _sweep(xp, edges, batch, chunk_edges)
+    return batch_results(xp, batch, out, levels)
+
+
+def batch_results(xp, batch, out: list, levels: bool = False) -> list:
+    """The ValidationResult of every search folded into ``batch`` (``out``: what :func:`_fold` gave each, a
+    stopping Failure or ``(slot, chain failures)``) once its edges were swept: the chain and edge rules, then
+    the tree-edge rule from the batch's flags."""
     results = []
     for item in out:
         if isinstance(item, Failure):

@@ -55,7 +55,8 @@ from dbfs.store.virtual import device_rows
 from dbfs.validate.cpu import MAX_EXAMPLES, RULES, Failure, ValidationResult, _fail, joined_edge_failures
 from dbfs.validate.gpu import DEVICE_EDGE_ROWS, KeptRows, _Batch, _fold, _sweep, _width
 
-__all__ = ["validate_on_gpus", "edge_rows_on_device", "device_free", "check_share", "finish", "run_shares"]
+__all__ = ["validate_on_gpus", "edge_rows_on_device", "edge_rows_bytes", "device_free", "check_share", "finish",
+           "run_shares"]
 
 
 
@@ -81,6 +82,15 @@ def edge_rows_on_device(dataset_path, device: bool = True):
     if device and ds.spec.kind == "kronecker":
         return (lambda a, b: device_rows(ds.spec, a, b, arr.dtype)), m
     return (lambda a, b: np.asarray(arr[a:b])), m
+
+
+def edge_rows_bytes(dataset_path) -> int:
+    """Device bytes of the whole input edge list as :func:`edge_rows_on_device` makes it (what a GPU worker
+    keeping every row needs)."""
+    path = Path(dataset_path)
+    ds = open_dataset(path.name, path.parent)
+    arr = open_edges(path, ds.attrs, verify_sum=False)
+    return int(arr.shape[0]) * 2 * np.dtype(arr.dtype).itemsize
 
 
 def _host(a) -> np.ndarray:
@@ -245,13 +255,13 @@ def validate_on_gpus(client, dataset_path, searches, partitioning: Partitioning,
                       partitioning.n_vertices, roots, gather, what)
 
 
-def run_shares(client, workers, task, args_of, n: int, roots, gather, what: str) -> list:
+def run_shares(client, workers, task, args_of, n: int, roots, gather, what: str, last=finish) -> list:
     """One ``task(*args_of(g))`` pinned to each of ``workers`` (``validate-gpu-share-*`` keys), then
-    :func:`finish` of their shares on the first (``validate-gpu-finish-*``); the ValidationResults, gathered by
-    ``gather(futures, what)``."""
+    ``last(n, roots, *shares)`` (default :func:`finish`) on the first (``validate-gpu-finish-*``); the
+    ValidationResults, gathered by ``gather(futures, what)``."""
     tag = uuid.uuid4().hex
     shares = [client.submit(task, *args_of(g), workers=[w], allow_other_workers=False, pure=False,
                             key=f"validate-gpu-share-{g}-{tag}") for g, w in enumerate(workers)]
-    done = client.submit(finish, n, roots, *shares, workers=[workers[0]], allow_other_workers=False, pure=False,
+    done = client.submit(last, n, roots, *shares, workers=[workers[0]], allow_other_workers=False, pure=False,
                          key=f"validate-gpu-finish-{tag}")
     return gather([done], what)[0]

@@ -95,6 +95,7 @@ class DistributedGraph:
     nccl_off: str = ""                      # why a mesh of GPU workers does not use NCCL ('' = on or not tried)
     load_steps: dict = field(default_factory=dict)     # wall seconds of the load's steps (client view)
     keep_bytes: int = 0                     # device bytes a GPU worker may keep its share of the input rows in
+    validate_by: str = "edges"              # (over NCCL) "search": each GPU worker validates whole searches
 
     @property
     def P(self) -> int:

@@ -74,7 +74,7 @@ from dbfs.graph import id_dtype
 from dbfs.preflight import host_available
 from dbfs.validate.batch_cpu import batch_size_cpu
 from dbfs.validate.gpu import batch_size, keep_budget
-from dbfs.validate.gpus import device_free
+from dbfs.validate.gpus import device_free, edge_rows_bytes
 from dbfs.workers_info import workers_info
 
 __all__ = ["Stored", "OnWorkers", "Resident", "PartitionedGraph", "DistributedPartitions", "ResidentGraph",
@@ -213,6 +213,7 @@ class PartitionedGraph(ABC):
         peaks = memory_peaks(dg.client, dg.mesh_workers)
         return {"placement": dg.placement, "frontier_sharing": dg.frontier_sharing,
                 "level_exchange": dg.level_exchange or f"mesh ({dg.transport})", "nccl_off": dg.nccl_off,
+                "validate_by": dg.validate_by if self.gpus else ("device" if self.validates_on_devices else "tasks"),
                 "workers": [{**row, **peaks.get(row["worker"], {})} for row in dg.workers_table()],
                 "load_steps": dict(dg.load_steps)}
 
@@ -245,9 +246,14 @@ class DistributedPartitions(PartitionedGraph):
                 # parents kept on the devices (over NCCL): each search of a batch holds a rank's slice there too
                 held = max(dg.partitioning.counts()) * np.dtype(id_dtype(dg.n_vertices)).itemsize \
                     if dg.parents_on_device else 0
-                self.validate_batch = batch_size(free, dg.n_vertices, validate_most, held)
+                self.validate_batch = K = batch_size(free, dg.n_vertices, validate_most, held)
                 # what the batch leaves: each worker's share of the input rows kept between batches (over NCCL)
-                dg.keep_bytes = keep_budget(free, dg.n_vertices, self.validate_batch, held)
+                dg.keep_bytes = keep_budget(free, dg.n_vertices, K, held)
+                if dg.parents_on_device and K >= dg.P > 1:
+                    # whole searches a worker where every worker keeps every row beside its K / P tables
+                    whole = keep_budget(free, dg.n_vertices, K, held, tables=-(-K // dg.P))
+                    if whole >= edge_rows_bytes(dataset_path):
+                        dg.validate_by, dg.keep_bytes = "search", whole
             else:                   # as Dask tasks: a quarter of the smallest worker's memory holds the batch
                 self.validate_batch = batch_size_cpu(_least_memory(client) // 4, dg.n_vertices)
         except BaseException:
