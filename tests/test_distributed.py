@@ -424,12 +424,17 @@ class _ThreadComm:
     kind = "nccl"
 
     def __init__(self, W):
+        import queue
         import threading
 
         self.W, self.slots, self.bar = W, [None] * W, threading.Barrier(W, timeout=60)
         self.calls = [0] * W
+        self.boxes = {(a, b): queue.Queue() for a in range(W) for b in range(W)}     # point to point, in order
+        self.sent = [0] * W
 
     def rank(self, g):
+        import contextlib
+
         comm = self
 
         class _End:
@@ -441,6 +446,20 @@ class _ThreadComm:
                 recv[...] = np.concatenate(comm.slots)
                 comm.calls[g] += 1
                 comm.bar.wait()
+
+            def send(self, a, peer):
+                comm.boxes[(g, peer)].put(np.array(a))
+                comm.sent[g] += a.size
+
+            def recv(self, a, peer):
+                got = comm.boxes[(peer, g)].get(timeout=60)
+                assert got.shape == a.shape and got.dtype == a.dtype
+                a[...] = got
+
+            @contextlib.contextmanager
+            def group(self):
+                yield
+                comm.calls[g] += 1
 
             def check(self):
                 pass
@@ -498,6 +517,63 @@ def test_parents_joined_over_a_communicator_validate_as_serial(kron10, golden10)
         assert vd.ok == vs.ok and vd.nedge == vs.nedge, i
         assert [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vd.failures] == \
             [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures], i
+
+
+def test_whole_searches_sent_to_their_workers_validate_as_serial(kron10, golden10):
+    """The validation by search of parents held on the GPU workers (:mod:`dbfs.bfs.dask.search.validate_nccl`),
+    its protocol run with NumPy by three threads as the ranks: search k's slices of unequal ranks sent to
+    worker k mod 3, which validates it whole against every input row; a slice of the wrong length is the
+    length failure of its search's worker with no data moved for it; the results, put back in batch order,
+    have the serial validator's rules, counts, messages and examples."""
+    import threading
+
+    from dbfs.bfs.dask.search.validate_nccl import _in_order, _owned
+    from dbfs.partition import Partitioning
+    from dbfs.validate.gpus import whole_searches
+
+    roots = [int(r) for r in golden10["roots"][:2]]
+    good = [bfs(kron10.csr, r).parent for r in roots]
+    bad = _corrupted(good[0], roots[0])
+    cases = [(roots[0], good[0]), (roots[1], good[1]), (roots[0], None), (roots[0], bad["cycle"]),
+             (roots[0], bad["edges"]), (roots[1], good[1]), (roots[0], bad["range"])]  # None: rank 1's slice short
+    W = 3
+    part = Partitioning(kron10.n, W, "block")
+    comm = _ThreadComm(W)
+    shares, errors = [None] * W, []
+
+    def rank(g):
+        try:
+            rg = part.vertex_range(g)
+            mine = [(good[0][rg.start:rg.stop - 1] if g == 1 else good[0][rg.start:rg.stop]) if p is None else
+                    p[rg.start:rg.stop] for _, p in cases]
+            parents = _owned(np, comm.rank(g), part, g, mine)
+            assert len(parents) == len(range(g, len(cases), W))
+            assert [isinstance(p, np.ndarray) and p.shape == (kron10.n,) for p in parents] == \
+                [k != 2 for k in range(g, len(cases), W)]
+            shares[g] = whole_searches(np, kron10.path, False, kron10.n, [r for r, _ in cases][g::W], parents)
+        except BaseException as exc:       # the main thread reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=rank, args=(g,)) for g in range(W)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert comm.calls == [1 + len(cases) - 1] * W          # the lengths, then one group a search moved
+    counts = part.counts()
+    # each rank sent its slice of every moved search it does not validate, and nothing more
+    assert comm.sent == [sum(int(counts[g]) for k in range(len(cases)) if k % W != g and k != 2) for g in range(W)]
+    got = _in_order(kron10.n, [r for r, _ in cases], *shares)
+    assert [f.rule for f in got[2].failures] == ["length"] and not got[2].ok
+    for i, (vd, (r, p)) in enumerate(zip(got, cases)):
+        if p is None:
+            continue
+        vs = validate(kron10.edges, r, p)
+        assert vd.ok == vs.ok and vd.nedge == vs.nedge, i
+        assert [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vd.failures] == \
+            [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures], i
+    assert got[0].ok and got[1].ok and not got[3].ok and not got[6].ok
 
 
 def test_parents_stay_on_the_devices_only_with_one_rank_a_worker_over_nccl():

@@ -53,10 +53,10 @@ from dbfs.store.datasets import open_dataset
 from dbfs.store.gpu import _free_device_bytes
 from dbfs.store.virtual import device_rows
 from dbfs.validate.cpu import MAX_EXAMPLES, RULES, Failure, ValidationResult, _fail, joined_edge_failures
-from dbfs.validate.gpu import DEVICE_EDGE_ROWS, KeptRows, _Batch, _fold, _sweep, _width
+from dbfs.validate.gpu import DEVICE_EDGE_ROWS, KeptRows, _Batch, _fold, _sweep, _width, batch_results
 
-__all__ = ["validate_on_gpus", "edge_rows_on_device", "edge_rows_bytes", "device_free", "check_share", "finish",
-           "run_shares"]
+__all__ = ["validate_on_gpus", "edge_rows_on_device", "edge_rows_bytes", "device_free", "check_share",
+           "whole_searches", "finish", "run_shares"]
 
 
 
@@ -173,6 +173,29 @@ def check_share(cp, dataset_path, g: int, G: int, device: bool, n: int, roots, p
     if device:
         cp.get_default_memory_pool().free_all_blocks()     # the device memory goes back to the searches
     return res
+
+
+def whole_searches(xp, dataset_path, device: bool, n: int, roots, parents: list, keep=None, held=None) -> list:
+    """The ValidationResults of whole searches on one worker: ``parents[i]`` is search ``i``'s whole parent
+    array (any integer width, original ids; the list's items are dropped as they are folded in) or the
+    Failure that stops it; every input row is read once for all of them (``device``: made on the device, as
+    :func:`edge_rows_on_device`; ``keep``: as :func:`check_share`'s). ``held()``, where given, is called
+    once the batch's arrays are all held (a worker's peak)."""
+    batch = _Batch(xp, n, len(parents), _width(n))
+    out = []
+    for i, root in enumerate(roots):
+        p, parents[i] = parents[i], None
+        out.append(_fold(xp, batch, root, p, n))
+        del p
+    if batch.k:
+        read, m = edge_rows_on_device(dataset_path, device)
+        rows = _Window(read, 0, m)
+        if keep is not None and device:
+            rows = KeptRows(xp, rows, keep[0], keep[1], (str(dataset_path), 0, m))
+        _sweep(xp, rows, batch, DEVICE_EDGE_ROWS)
+    if held is not None:
+        held()
+    return batch_results(xp, batch, out)
 
 
 def device_free(client, gpu_workers) -> int:

@@ -63,8 +63,7 @@ from dbfs.bfs.dask.search import profiled
 from dbfs.graph import id_dtype
 from dbfs.partition import Partitioning
 from dbfs.validate.cpu import _fail
-from dbfs.validate.gpu import KeptRows, _Batch, _fold, _sweep, _width, batch_results, DEVICE_EDGE_ROWS
-from dbfs.validate.gpus import _Window, check_share, edge_rows_on_device, finish, run_shares
+from dbfs.validate.gpus import check_share, finish, run_shares, whole_searches
 
 __all__ = ["validate_on_mesh"]
 
@@ -171,22 +170,10 @@ def _share_on_mesh(mesh_id: str, dataset_path: str, g: int, part: Partitioning, 
 def _by_search(cp, comm, plugin, dataset_path, g, part, roots, keep_bytes, mine):
     """(by search) The ValidationResults of this worker's searches of the batch (``k mod W == g``, in
     order), each validated whole on this device against every input row."""
-    n = part.n_vertices
     parents = _owned(cp, comm, part, g, mine)
     del mine
-    batch = _Batch(cp, n, len(parents), _width(n))
-    out = []
-    for i, k in enumerate(range(g, len(roots), comm.W)):
-        p, parents[i] = parents[i], None
-        out.append(_fold(cp, batch, roots[k], p, n))
-        del p
-    if batch.k:
-        read, m = edge_rows_on_device(dataset_path, True)
-        rows = KeptRows(cp, _Window(read, 0, m), comm.kept, keep_bytes, (str(dataset_path), 0, m))
-        _sweep(cp, rows, batch, DEVICE_EDGE_ROWS)
-    plugin.note_device()            # the batch's arrays are all held here: the validation's peak
-    res = batch_results(cp, batch, out)
-    del batch, out
+    res = whole_searches(cp, dataset_path, True, part.n_vertices, roots[g::comm.W], parents,
+                         keep=(comm.kept, keep_bytes), held=plugin.note_device)
     cp.get_default_memory_pool().free_all_blocks()     # the device memory goes back to the searches
     return res
 
