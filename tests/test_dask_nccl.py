@@ -135,13 +135,18 @@ def _set(consts: dict) -> dict:
     return old
 
 
-def _searches_with(nclient, nds, consts, **kw):
-    """The searches of P = 2 on the two workers with gpu_nccl's ``consts`` set on both (restored after)."""
+def _searches_with(nclient, nds, consts, relabel=None, **kw):
+    """The searches of P = 2 on the two workers with gpu_nccl's ``consts`` set on both (restored after): on the
+    stored plain partitions, or (``relabel``) on partitions built on the workers and relabelled so."""
     import dbfs.bfs.dask as D
     from dbfs import kernel1
 
     old = list(nclient.run(_set, consts).values())[0]
-    dg = D.load_distributed(nclient, nds[0].path, kernel1.variant_name(2))
+    if relabel:
+        dg = D.build_distributed(nclient, nds[0].path, 2, relabel=relabel)
+        kw["same_edges"] = False
+    else:
+        dg = D.load_distributed(nclient, nds[0].path, kernel1.variant_name(2))
     try:
         return _searches(nclient, dg, nds, **kw)
     finally:
@@ -166,17 +171,22 @@ def test_nccl_top_down_claims_in_one_allgather_or_in_regions(nclient, nds, tiny)
         assert all(x["rounds"] == 2 for x in levels if x["direction"] == "td"), levels
 
 
-@pytest.mark.parametrize("share", [0.0, 1e9])
-def test_nccl_large_top_down_levels_as_bits_or_as_pairs(nclient, nds, share):
+@pytest.mark.parametrize("share,relabel", [(0.0, None), (1e9, None), (0.0, "degree")])
+def test_nccl_large_top_down_levels_as_bits_or_as_pairs(nclient, nds, share, relabel):
     """Every top-down level exchanged as bits (the claim pass's bits to their owner rank, ``bu_step`` over
     the claimed rows), then none: the same levels,
-    frontiers and edges as one GPU, valid parents, two collectives a top-down level, bytes sent."""
-    levels = _searches_with(nclient, nds, {"gpu_dense.DENSE_SHARE": share, "TINY_EDGES": -1})
+    frontiers and edges as one GPU, valid parents, two collectives a top-down level, bytes sent. On partitions
+    relabelled by degree within themselves (the rows without edges each slice's tail), only the slices'
+    live words go: fewer bytes than two whole slices."""
+    levels = _searches_with(nclient, nds, {"gpu_dense.DENSE_SHARE": share, "TINY_EDGES": -1}, relabel=relabel)
     td = [x for x in levels if x["direction"] == "td"]
     assert td and all(x["rounds"] == 2 for x in td), td
-    if not share:       # each worker sends its frontier's slice and a slice of its claimed bits
-        slice_bytes = (1 << SCALE) // 2 // 8
-        assert all(w["sent_bytes"] >= 2 * slice_bytes for x in td for w in x["workers"]), td
+    slice_bytes = (1 << SCALE) // 2 // 8
+    sent = [w["sent_bytes"] for x in td for w in x["workers"]]
+    if not share and not relabel:       # each worker sends its frontier's slice and a slice of its claimed bits
+        assert all(b >= 2 * slice_bytes for b in sent), td
+    elif not share:
+        assert all(0 < b < 2 * slice_bytes for b in sent), td
 
 
 def _replays(dask_worker=None):
@@ -212,13 +222,20 @@ def test_nccl_small_top_down_levels_replayed_as_graphs_or_issued(nclient, nds, r
         assert all(c == 0 for _, c in hits), hits
 
 
-@pytest.mark.parametrize("share", [1e9, 0.0])
-def test_nccl_bottom_up_frontier_as_ids_or_as_bits(nclient, nds, share):
+@pytest.mark.parametrize("share,relabel", [(1e9, None), (0.0, None), (0.0, "degree")])
+def test_nccl_bottom_up_frontier_as_ids_or_as_bits(nclient, nds, share, relabel):
     """The counts read before the frontier's exchange at any slice size, every bottom-up level's frontier then
-    sent as ids (any size), then as bits (none as ids): the same levels as one GPU, and both ways send bytes."""
-    levels = _searches_with(nclient, nds, {"SPARSE_SHARE": share, "SPLIT_MIN_BYTES": 0})
+    sent as ids (any size), then as bits (none as ids): the same levels as one GPU, and both ways send bytes;
+    as bits on partitions relabelled by degree within themselves, only each slice's live words (less than
+    the whole slice a level, which the plain partitions send)."""
+    levels = _searches_with(nclient, nds, {"SPARSE_SHARE": share, "SPLIT_MIN_BYTES": 0}, relabel=relabel)
     bu = [x for x in levels if x["direction"] == "bu" and x["discovered"]]
     assert bu and all(x["rounds"] >= 2 for x in bu), bu      # the counts, then the frontier
+    if not share:
+        slice_bytes = (1 << SCALE) // 2 // 8
+        sent = [w["sent_bytes"] for x in bu for w in x["workers"]]
+        assert all(b > 0 for b in sent), bu
+        assert all(b < slice_bytes for b in sent) if relabel else all(b >= slice_bytes for b in sent), (sent, bu)
 
 
 def test_nccl_on_partitions_built_on_the_workers(nclient, nds):

@@ -808,3 +808,22 @@ def test_across_hosts_a_level_sends_at_most_twice_its_information(client, kron16
                 if r["direction"] == "td":      # one stream per (source, destination) rank: a byte's rounding each
                     assert packed <= sent <= packed + 8 * P * P, (r["level"], sent, packed)
             assert sum(w["sent_bytes"] for r in rec for w in r["workers"]) > 0
+
+
+def test_live_words_end_at_the_last_row_with_an_edge():
+    """gpu_live.own_live_words: the leading 32-row words of a rank's bitmap slice up to its last row with an
+    edge (rows without edges inside the live part kept), at most the slice, 0 for a rank without edges."""
+    from types import SimpleNamespace
+
+    from dbfs.bfs.dask.search.gpu_live import own_live_words
+
+    def part(degrees):
+        return SimpleNamespace(indptr_host=np.concatenate([[0], np.cumsum(degrees)]).astype(np.int64))
+
+    assert own_live_words(part([2, 0, 3, 0, 0]), 4) == 1
+    assert own_live_words(part([1] * 32 + [0] * 40), 4) == 1
+    assert own_live_words(part([1] * 33 + [0] * 40), 4) == 2
+    assert own_live_words(part([0] * 70 + [5]), 4) == 3
+    assert own_live_words(part([1] * 200), 4) == 4          # never past the slice
+    assert own_live_words(part([0] * 64), 2) == 0
+    assert own_live_words(SimpleNamespace(indptr_host=np.zeros(0, np.int64)), 2) == 0

@@ -16,7 +16,9 @@ Method (a level, on the search's stream; one device-to-host read, the counts'):
 2. the claim pass over this worker's frontier edges into its ``visited_g`` alone: ``td_expand`` with no
    parent and no claim list (a claimed vertex costs one atomicOr, no scattered parent write, no append);
 3. one NCCL group: ``front``'s slices allgathered in place, and each peer's slice of ``visited_g`` sent to
-   that peer (a rank receives W - 1 slices: every claim of its vertices, as bits);
+   that peer (a rank receives W - 1 slices: every claim of its vertices, as bits); of every slice only its
+   live words (:mod:`dbfs.bfs.dask.search.gpu_live`: the rest holds no bit; the received buffer's rest
+   is stale, and ``claimed_open`` ignores it: the rank's ``visited`` has those rows set);
 4. ``claimed_open``: the rank's visited bitmap OR the complement of the claimed bits (its own and the
    received), so ``bu_step`` searches a parent in ``front`` only for the rows claimed and not yet visited,
    hub first (every such row has a frontier neighbour: it was claimed from one, the CSR is symmetric);
@@ -39,6 +41,7 @@ from __future__ import annotations
 import cupy as cp
 import numpy as np
 
+from dbfs.bfs.dask.search.gpu_live import send_slices
 from dbfs.bfs.dask.search.gpu_search import _shared
 from dbfs.bfs.gpu import _BLOCK, _grid, _i64
 
@@ -68,11 +71,13 @@ def td_dense(s, kt):
     tl.mark("k")
     peers = s.peers
     got = _shared(s.dev, "claimed_in", max(len(peers) * w, 1), cp.uint32)
+    lw = s.live_w                               # past a slice's live words no bit is set (gpu_live)
     with comm.group():
-        comm.allgather(st.fbm, s.front)
+        send_slices(s, s.front)
         for slot, j in enumerate(peers):
-            comm.send(vg[j * w:(j + 1) * w], j)
-            comm.recv(got[slot * w:(slot + 1) * w], j)
+            if lw:
+                comm.send(vg[j * w:j * w + lw], j)
+                comm.recv(got[slot * w:slot * w + lw], j)
     tl.mark("x")
     mine = vg[me * w:(me + 1) * w]
     opened = _shared(s.dev, "claimed_open", w, cp.uint32)

@@ -56,8 +56,9 @@ of bitmap words is their OR):
   worker's new vertices, the new frontier goes either as ids (the largest
   worker's ids within :data:`SPARSE_SHARE` of a slice's bytes: each worker's
   slice to a queue, allgather of the queues, each peer's ids set in the
-  zeroed global bitmap and in ``visited_g``) or as bits (the ranks' bitmaps
-  allgathered in place into the global one, OR-ed into ``visited_g``). That
+  zeroed global bitmap and in ``visited_g``) or as bits (the live words of
+  the ranks' bitmaps, :mod:`dbfs.bfs.dask.search.gpu_live`, sent in place
+  into the global one and OR-ed into ``visited_g``). That
   exchange is issued after the read, so the host issues the next level
   while it runs; its seconds settle with the next level's. Smaller equal
   slices: allgather of the slices in place and allreduce(sum) of the counts
@@ -91,6 +92,7 @@ import cupyx
 import numpy as np
 
 from dbfs.bfs.dask.search.gpu_dense import dense, td_dense
+from dbfs.bfs.dask.search.gpu_live import or_slices, own_live_words, send_slices, zero_peer_slices
 from dbfs.bfs.dask.search.gpu_search import _GpuSearch
 from dbfs.bfs.dask.search.level_graph import _Replays, bucket
 from dbfs.bfs.dask.mesh.nccl import _Timeline, holds_parents
@@ -174,7 +176,7 @@ class _NcclSearch(_GpuSearch):
         self.fetched = False                         # the level's graph copied the counters to hbuf
         self.R = R
         self.allhist = cp.zeros(W * P, cp.uint64)
-        self.one = cp.zeros(1, cp.int64)
+        self.one = cp.zeros(2, cp.int64)             # the start's allreduce(max): root degree, live words
         self.wm = [0] * W                            # each worker's frontier edges, from the last read
         self.wn = [0] * W                            # each worker's new frontier vertices, from the last read
         self.queued = False                          # the last bottom-up level left this rank's queue built
@@ -202,9 +204,11 @@ class _NcclSearch(_GpuSearch):
             if comm.replays is None:
                 comm.replays = _Replays(comm)
             self.replays = comm.replays
+        self.live_w = self.slice                     # the words of a slice that can hold a bit (gpu_live)
         if self.gather:     # this rank's bitmaps ARE its slices of the global ones: allgathered in place, no copy
             st, w = self.states[widx], self.slice
             st.fbm, st.nxt = self.front[widx * w:(widx + 1) * w], self.front_next[widx * w:(widx + 1) * w]
+            self.own_live = own_live_words(st.p, w)
         if self.replays is not None:
             self._prepare_graphs()
         cp.cuda.Device().synchronize()
@@ -241,16 +245,13 @@ class _NcclSearch(_GpuSearch):
         """This worker's bits of a frontier into the global bitmap ``dst`` on every worker, with the
         level's totals (``totals``) in the same group."""
         comm = self.comm
-        if self.gather:
-            w = self.slice
-            seg = dst[self.widx * w:(self.widx + 1) * w]     # this rank's bitmap itself (see __init__): sent in place
-        else:
+        if not self.gather:     # (gather: this rank's bitmap is its slice of dst, see __init__: sent in place)
             dst.fill(0)
             self._or_own(dst)
         self.tl.mark("k")
         with comm.group():
             if self.gather:
-                comm.allgather(seg, dst)
+                send_slices(self, dst)
             else:
                 comm.allreduce(dst)
             if totals:
@@ -265,10 +266,12 @@ class _NcclSearch(_GpuSearch):
 
     # ------------------------------------------------------------- steps
     def start(self, root):
-        self.one.fill(self._own_root(root))
+        self.one.set(np.array([self._own_root(root), self.own_live if self.gather else 0], np.int64))
         self.comm.allreduce(self.one, "max")
-        deg = int(self.one.get()[0])
+        deg, lw = (int(x) for x in self.one.get())
         self.comm.check()
+        if self.gather:
+            self.live_w = lw
         self.wm = [0] * self.W
         self.wm[self._worker_of_rank(self.o_root)] = deg
         return deg
@@ -561,10 +564,11 @@ class _NcclSearch(_GpuSearch):
         (st,) = self.states.values()
         K = max(self.wn)
         fn, vg = self.front_next, self.visited_g
-        if K * self.qdt.itemsize > SPARSE_SHARE * 4 * w:
-            comm.allgather(fn[me * w:(me + 1) * w], fn)
+        if K * self.qdt.itemsize > SPARSE_SHARE * 4 * self.live_w:
+            with comm.group():
+                send_slices(self, fn)
             tl.mark("x")
-            cp.bitwise_or(vg, fn, out=vg)
+            or_slices(self, vg, fn)
             tl.mark("k")
             return
         if self.wn[me]:                      # this rank's bits -> its queue (the next top-down level's)
@@ -577,10 +581,7 @@ class _NcclSearch(_GpuSearch):
             ids = _room(self.dev, "frontier_ids", self.W * K, self.qdt)
             comm.allgather(st.queue[:K], ids[:self.W * K])
         tl.mark("x")
-        isz = fn.itemsize
-        for a, b in ((0, me * w), ((me + 1) * w, fn.shape[0])):
-            if b > a:
-                cp.cuda.runtime.memsetAsync(fn[a:].data.ptr, 0, (b - a) * isz, self.sp)
+        zero_peer_slices(self, fn)
         for j, n in enumerate(self.wn):
             if n:
                 src = st.queue if j == me else ids[j * K:(j + 1) * K]
