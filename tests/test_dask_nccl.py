@@ -231,11 +231,15 @@ def test_nccl_bottom_up_frontier_as_ids_or_as_bits(nclient, nds, share, relabel)
     levels = _searches_with(nclient, nds, {"SPARSE_SHARE": share, "SPLIT_MIN_BYTES": 0}, relabel=relabel)
     bu = [x for x in levels if x["direction"] == "bu" and x["discovered"]]
     assert bu and all(x["rounds"] >= 2 for x in bu), bu      # the counts, then the frontier
-    if not share:
+    if not share:       # bitmaps a level: its frontier's, and after a top-down level the switch's too
         slice_bytes = (1 << SCALE) // 2 // 8
-        sent = [w["sent_bytes"] for x in bu for w in x["workers"]]
-        assert all(b > 0 for b in sent), bu
-        assert all(b < slice_bytes for b in sent) if relabel else all(b >= slice_bytes for b in sent), (sent, bu)
+        sent = [(w["sent_bytes"], 2 if prev == "td" else 1) for prev, x in zip(["td"] + [y["direction"] for y in levels], levels)
+                if x["direction"] == "bu" and x["discovered"] for w in x["workers"]]
+        assert all(b > 0 for b, _ in sent), bu
+        if relabel:
+            assert all(b < k * slice_bytes for b, k in sent), (sent, bu)
+        else:
+            assert all(b >= k * slice_bytes for b, k in sent), (sent, bu)
 
 
 def test_nccl_on_partitions_built_on_the_workers(nclient, nds):
