@@ -81,11 +81,12 @@ def td_dense(s, kt):
     tl.mark("x")
     mine = vg[me * w:(me + 1) * w]
     opened = _shared(s.dev, "claimed_open", w, cp.uint32)
-    g = _grid(w)
-    k["claimed_open"](g, (_BLOCK,), (st.visited, mine, got, np.int32(len(peers)), _i64(w), _i64(w), opened))
+    nw = st.live                                # this rank's live words: no claim past them
+    g = _grid(nw)
+    k["claimed_open"](g, (_BLOCK,), (st.visited, mine, got, np.int32(len(peers)), _i64(w), _i64(nw), opened))
     s._bu_launch(st, 1, opened)
-    k["visit_bits"](g, (_BLOCK,), (st.nxt, _i64(w), st.visited, mine))
-    k["bitmap_to_queue"](g, (_BLOCK,), (st.nxt, _i64(w), st.queue, s.cnt[1, 3:]))
+    k["visit_bits"](g, (_BLOCK,), (st.nxt, _i64(nw), st.visited, mine))
+    k["bitmap_to_queue"](g, (_BLOCK,), (st.nxt, _i64(nw), st.queue, s.cnt[1, 3:]))
     tl.mark("k")
     comm.allreduce(s.blocks)
     tl.mark("x")

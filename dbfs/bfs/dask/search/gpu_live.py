@@ -11,6 +11,9 @@ ranks as ``live_w`` (one allreduce(max), in its start's, so every worker holds t
 worker, in place, and leaves the rest of each slice as it was; :func:`or_slices` ORs one global bitmap
 into another over the live words only; :func:`zero_peer_slices` zeroes the live words of the peers'
 slices. Where ``live_w`` is the whole slice, :func:`send_slices` is the slices' allgather in place.
+The kernels over a partition's own bitmap (``bu_step``, the large top-down level's, ``bitmap_to_queue``)
+stop at its own live words (``_GpuState.live``, any layout): past them every row is visited and no bit
+is set.
 
 Why it is exact: a row with no edge is never discovered by a level (a search from such a root ends at
 its first level), so no frontier, claim or found bit past a rank's live words is ever sent; the bitmaps

@@ -572,7 +572,7 @@ class _NcclSearch(_GpuSearch):
             tl.mark("k")
             return
         if self.wn[me]:                      # this rank's bits -> its queue (the next top-down level's)
-            nw = st.fbm.shape[0]
+            nw = st.live
             self.k["bitmap_to_queue"](_grid(nw), (_BLOCK,), (st.fbm, _i64(nw), st.queue, self.cnt[1, 3:]))
         self.queued = True
         tl.mark("k")

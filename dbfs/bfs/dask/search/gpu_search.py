@@ -51,6 +51,7 @@ import time
 import cupy as cp
 import numpy as np
 
+from dbfs.bfs.dask.search.gpu_live import own_live_words
 from dbfs.bfs.dask.search.bsp import _counts_msg, _counts_of, _Search
 from dbfs.bfs.dask.mesh.frames import COUNTS, COUNTS_FRONT, FRONT, PAIRS, PULL, SYNC
 from dbfs.bfs.dask.mesh.transport import _Timed
@@ -81,6 +82,7 @@ class _GpuState:
         self.visited = arr("visited", p.base_visited.shape[0], p.base_visited.dtype)
         self.visited[...] = p.base_visited
         self.fbm = cp.zeros(nw32, cp.uint32)        # local frontier bitmap (after a bottom-up level)
+        self.live = own_live_words(p, nw32)         # its words up to the last row with an edge: no bit past them
         self.nxt = cp.zeros(nw32, cp.uint32)
         self.queue = arr("queue", n, qdt)           # local rows
         self.queue2 = arr("queue2", n, qdt)
@@ -203,7 +205,7 @@ class _GpuSearch(_Search):
         self.cnt.fill(0)
         rows = list(self.states.values())
         for r, st in enumerate(rows, 1):
-            nw = st.fbm.shape[0]
+            nw = st.live
             self.k["bitmap_to_queue"](_grid(nw), (_BLOCK,), (st.fbm, _i64(nw), st.queue, self.cnt[r, 3:]))
         h = self.cnt.get()
         for r, st in enumerate(rows, 1):
@@ -365,7 +367,7 @@ class _GpuSearch(_Search):
     def _bu_launch(self, st, r, visited=None):
         """``bu_step`` over partition ``st``'s rows against the global frontier into ``st.nxt`` (counts in
         ``cnt`` row ``r``), the rows open in ``visited`` (None: ``st.visited``) searched."""
-        p, nw = st.p, st.fbm.shape[0]
+        p, nw = st.p, st.live                   # past it every row is visited and ``next`` stays zero
         vis = st.visited if visited is None else visited
         self.k["bu_step"]((min(-(-nw * 32 // _BLOCK), 32 * _sm_count()),), (_BLOCK,),
                           (p.indptr, *p.adj, p.hub, self.front, vis, st.nxt, st.parent, _i64(nw), self.cnt[r]))
