@@ -20,8 +20,8 @@ its first level), so no frontier, claim or found bit past a rank's live words is
 start zeroed each search, so those words stay zero on every worker without being sent. A rank's own ``visited`` has them set
 (``base_visited``), so the bottom-up kernels never search them.
 
-Method: Kronecker graphs leave many vertices without an edge (about 43% at SCALE 22, more as SCALE
-grows); ``--relabel degree`` orders each partition by degree within itself, so they are the tail of
+Method: Kronecker graphs leave many vertices without an edge (a share that grows with SCALE,
+docs/BENCHMARKS.md); ``--relabel degree`` orders each partition by degree within itself, so they are the tail of
 every slice, and the live words are ``ceil(live rows / 32)``. With the plain order they are spread
 through the slices and ``live_w`` is the whole slice: nothing changes. The live words of the peers move
 by NCCL point-to-point calls in the caller's group (each rank's to every peer: W - 1 sends and receives
