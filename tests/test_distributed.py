@@ -467,6 +467,37 @@ class _ThreadComm:
         return _End()
 
 
+def _as_ranks(W, work):
+    """``work(g)`` on W threads at once (the ranks of a :class:`_ThreadComm`); an exception in any fails."""
+    import threading
+
+    errors = []
+
+    def one(g):
+        try:
+            work(g)
+        except BaseException as exc:       # the main thread reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(g,)) for g in range(W)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+
+
+def _as_serial(edges, got, cases):
+    """Each result of ``got`` is the serial validator's on ``(root, parent)`` of ``cases`` (None skipped)."""
+    for i, (vd, (r, p)) in enumerate(zip(got, cases)):
+        if p is None:
+            continue
+        vs = validate(edges, r, p)
+        assert vd.ok == vs.ok and vd.nedge == vs.nedge, i
+        assert [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vd.failures] == \
+            [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures], i
+
+
 def test_parents_joined_over_a_communicator_validate_as_serial(kron10, golden10):
     """The validation of parents held on the GPU workers (:mod:`dbfs.bfs.dask.search.validate_nccl`), its
     protocol run with NumPy by three threads as the ranks: the slices of unequal ranks (342, 341, 341
@@ -474,8 +505,6 @@ def test_parents_joined_over_a_communicator_validate_as_serial(kron10, golden10)
     the input rows each; a slice of the wrong length is the length failure on every rank with no data
     collective, the searches after it still joined. The same rules, counts, messages and examples as the
     serial validator."""
-    import threading
-
     from dbfs.bfs.dask.search.validate_nccl import _joined
     from dbfs.partition import Partitioning
     from dbfs.validate.gpus import check_share, finish
@@ -488,35 +517,21 @@ def test_parents_joined_over_a_communicator_validate_as_serial(kron10, golden10)
     part = Partitioning(kron10.n, W, "block")
     assert len(set(part.counts().tolist())) == 2
     comm = _ThreadComm(W)
-    shares, errors = [None] * W, []
+    shares = [None] * W
 
     def rank(g):
-        try:
-            rg = part.vertex_range(g)
-            mine = [(good[rg.start:rg.stop - 1] if g == 1 else good[rg.start:rg.stop]) if p is None else
-                    p[rg.start:rg.stop] for p in cases]
-            joined = _joined(np, comm.rank(g), part, g, mine)
-            shares[g] = check_share(np, kron10.path, g, W, False, kron10.n, [root] * len(cases), joined.__getitem__)
-        except BaseException as exc:       # the main thread reports it
-            errors.append(exc)
+        rg = part.vertex_range(g)
+        mine = [(good[rg.start:rg.stop - 1] if g == 1 else good[rg.start:rg.stop]) if p is None else
+                p[rg.start:rg.stop] for p in cases]
+        joined = _joined(np, comm.rank(g), part, g, mine)
+        shares[g] = check_share(np, kron10.path, g, W, False, kron10.n, [root] * len(cases), joined.__getitem__)
 
-    threads = [threading.Thread(target=rank, args=(g,)) for g in range(W)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
+    _as_ranks(W, rank)
     assert comm.calls == [1 + len(cases) - 1] * W          # the lengths, then one allgather a joined search
     got = finish(kron10.n, [root] * len(cases), *shares)
     assert got[0].ok and got[0].nedge == validate(kron10.edges, root, good).nedge
     assert [f.rule for f in got[2].failures] == ["length"] and not got[2].ok
-    for i, (vd, p) in enumerate(zip(got, cases)):
-        if p is None:
-            continue
-        vs = validate(kron10.edges, root, p)
-        assert vd.ok == vs.ok and vd.nedge == vs.nedge, i
-        assert [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vd.failures] == \
-            [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures], i
+    _as_serial(kron10.edges, got, [(root, p) for p in cases])
 
 
 def test_whole_searches_sent_to_their_workers_validate_as_serial(kron10, golden10):
@@ -525,8 +540,6 @@ def test_whole_searches_sent_to_their_workers_validate_as_serial(kron10, golden1
     worker k mod 3, which validates it whole against every input row; a slice of the wrong length is the
     length failure of its search's worker with no data moved for it; the results, put back in batch order,
     have the serial validator's rules, counts, messages and examples."""
-    import threading
-
     from dbfs.bfs.dask.search.validate_nccl import _in_order, _owned
     from dbfs.partition import Partitioning
     from dbfs.validate.gpus import whole_searches
@@ -539,40 +552,26 @@ def test_whole_searches_sent_to_their_workers_validate_as_serial(kron10, golden1
     W = 3
     part = Partitioning(kron10.n, W, "block")
     comm = _ThreadComm(W)
-    shares, errors = [None] * W, []
+    shares = [None] * W
 
     def rank(g):
-        try:
-            rg = part.vertex_range(g)
-            mine = [(good[0][rg.start:rg.stop - 1] if g == 1 else good[0][rg.start:rg.stop]) if p is None else
-                    p[rg.start:rg.stop] for _, p in cases]
-            parents = _owned(np, comm.rank(g), part, g, mine)
-            assert len(parents) == len(range(g, len(cases), W))
-            assert [isinstance(p, np.ndarray) and p.shape == (kron10.n,) for p in parents] == \
-                [k != 2 for k in range(g, len(cases), W)]
-            shares[g] = whole_searches(np, kron10.path, False, kron10.n, [r for r, _ in cases][g::W], parents)
-        except BaseException as exc:       # the main thread reports it
-            errors.append(exc)
+        rg = part.vertex_range(g)
+        mine = [(good[0][rg.start:rg.stop - 1] if g == 1 else good[0][rg.start:rg.stop]) if p is None else
+                p[rg.start:rg.stop] for _, p in cases]
+        parents = _owned(np, comm.rank(g), part, g, mine)
+        assert len(parents) == len(range(g, len(cases), W))
+        assert [isinstance(p, np.ndarray) and p.shape == (kron10.n,) for p in parents] == \
+            [k != 2 for k in range(g, len(cases), W)]
+        shares[g] = whole_searches(np, kron10.path, False, kron10.n, [r for r, _ in cases][g::W], parents)
 
-    threads = [threading.Thread(target=rank, args=(g,)) for g in range(W)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
+    _as_ranks(W, rank)
     assert comm.calls == [1 + len(cases) - 1] * W          # the lengths, then one group a search moved
     counts = part.counts()
     # each rank sent its slice of every moved search it does not validate, and nothing more
     assert comm.sent == [sum(int(counts[g]) for k in range(len(cases)) if k % W != g and k != 2) for g in range(W)]
     got = _in_order(kron10.n, [r for r, _ in cases], *shares)
     assert [f.rule for f in got[2].failures] == ["length"] and not got[2].ok
-    for i, (vd, (r, p)) in enumerate(zip(got, cases)):
-        if p is None:
-            continue
-        vs = validate(kron10.edges, r, p)
-        assert vd.ok == vs.ok and vd.nedge == vs.nedge, i
-        assert [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vd.failures] == \
-            [(f.rule, f.count, f.message, f.vertices.tolist()) for f in vs.failures], i
+    _as_serial(kron10.edges, got, cases)
     assert got[0].ok and got[1].ok and not got[3].ok and not got[6].ok
 
 
