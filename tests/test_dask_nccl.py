@@ -233,7 +233,8 @@ def test_nccl_bottom_up_frontier_as_ids_or_as_bits(nclient, nds, share, relabel)
     assert bu and all(x["rounds"] >= 2 for x in bu), bu      # the counts, then the frontier
     if not share:       # bitmaps a level: its frontier's, and after a top-down level the switch's too
         slice_bytes = (1 << SCALE) // 2 // 8
-        sent = [(w["sent_bytes"], 2 if prev == "td" else 1) for prev, x in zip(["td"] + [y["direction"] for y in levels], levels)
+        before = ["td"] + [y["direction"] for y in levels]
+        sent = [(w["sent_bytes"], 2 if prev == "td" else 1) for prev, x in zip(before, levels)
                 if x["direction"] == "bu" and x["discovered"] for w in x["workers"]]
         assert all(b > 0 for b, _ in sent), bu
         if relabel:

@@ -17,8 +17,8 @@ is set.
 
 Why it is exact: a row with no edge is never discovered by a level (a search from such a root ends at
 its first level), so no frontier, claim or found bit past a rank's live words is ever sent; the bitmaps
-start zeroed each search, so those words stay zero on every worker without being sent. A rank's own ``visited`` has them set
-(``base_visited``), so the bottom-up kernels never search them.
+start zeroed each search, so those words stay zero on every worker without being sent. A rank's own
+``visited`` has them set (``base_visited``), so the bottom-up kernels never search them.
 
 Method: Kronecker graphs leave many vertices without an edge (a share that grows with SCALE,
 docs/BENCHMARKS.md); ``--relabel degree`` orders each partition by degree within itself, so they are the tail of

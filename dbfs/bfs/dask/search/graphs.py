@@ -213,7 +213,7 @@ class PartitionedGraph(ABC):
         peaks = memory_peaks(dg.client, dg.mesh_workers)
         return {"placement": dg.placement, "frontier_sharing": dg.frontier_sharing,
                 "level_exchange": dg.level_exchange or f"mesh ({dg.transport})", "nccl_off": dg.nccl_off,
-                "validate_by": dg.validate_by if self.gpus else ("device" if self.validates_on_devices else "tasks"),
+                "validate_by": dg.validate_by if self.gpus else "device" if self.validates_on_devices else "tasks",
                 "workers": [{**row, **peaks.get(row["worker"], {})} for row in dg.workers_table()],
                 "load_steps": dict(dg.load_steps)}
 
