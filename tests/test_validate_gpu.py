@@ -529,6 +529,22 @@ def test_batch_model_counts_what_each_search_holds_besides():
     assert half == keep_budget(big, n, 16, 4 * (n // 2)) + 8 * (3 * 4 + 1) * n
 
 
+def test_mesh_validates_whole_searches_only_where_every_device_keeps_every_row():
+    """mesh_plan: W workers validate whole searches where each keeps the whole input list beside its
+    ceil(K / W) tables and every worker gets a search; else each its share of the rows, with keep_budget's
+    bytes for them."""
+    from dbfs.validate.gpu import keep_budget, mesh_plan
+
+    n, free = 1 << 28, 110 << 30
+    held = 4 * (n // 2)
+    rows = (1 << 32) * 2 * 4                       # SCALE 28's list as uint32 pairs, 32 GiB
+    assert mesh_plan(free, n, 16, held, 2, rows) == ("search", keep_budget(free, n, 16, held, tables=8))
+    assert mesh_plan(free, n, 16, held, 2, 4 * rows) == ("edges", keep_budget(free, n, 16, held))
+    assert mesh_plan(free, n, 1, held, 2, rows)[0] == "edges"          # a batch smaller than the mesh
+    assert mesh_plan(free, n, 16, held, 1, rows)[0] == "edges"         # one worker: nothing to split
+    assert mesh_plan(40 << 30, n, 16, held, 2, rows)[0] == "edges"     # the rows do not fit beside the tables
+
+
 def test_id_width_holds_every_id_up_to_two_to_the_31():
     """The per-vertex arrays take int32 while ids fit it (N <= 2**31: SCALE 31's ids 0 .. 2**31 - 1), and the
     range rule over ids that fill their width compares no out-of-range scalar (the boundary at int8)."""

@@ -70,7 +70,7 @@ import numpy as np
 from dbfs.graph import id_dtype
 from dbfs.validate.cpu import MAX_EXAMPLES, RULES, Failure, ValidationResult, edge_failures
 
-__all__ = ["validate_gpu", "validate_many_gpu", "batch_results", "batch_size", "keep_budget", "KeptRows",
+__all__ = ["validate_gpu", "validate_many_gpu", "batch_results", "batch_size", "keep_budget", "mesh_plan", "KeptRows",
            "DEVICE_EDGE_ROWS", "VALIDATE_MOST"]
 
 #: input edge rows one device pass of the validation reads at a time (validate.gpus too)
@@ -105,6 +105,19 @@ def keep_budget(free: int, n: int, k: int, held: int = 0, tables: int | None = N
     jump, each = (a * vb + b for a, b in _MODEL)
     t = int(k) if tables is None else int(tables)
     return max(0, int(free) - 3 * _MARGIN - jump * n - t * each * n - int(k) * int(held))
+
+
+def mesh_plan(free: int, n: int, K: int, held: int, W: int, rows_bytes: int) -> tuple:
+    """How W GPU workers of an NCCL mesh validate batches of ``K`` searches when each has ``free`` device bytes
+    left (``held``: each search's parent slice kept there; ``rows_bytes``: the whole input list on a device):
+    ``("search", keep)`` where every worker keeps every row beside its ``ceil(K / W)`` tables and the batch has
+    a search for each worker (each validates whole searches), else ``("edges", keep)`` (each its 1/W of the
+    rows for every search); ``keep`` the bytes the rows may keep (:func:`keep_budget`)."""
+    if K >= W > 1:
+        whole = keep_budget(free, n, K, held, tables=-(-K // W))
+        if whole >= rows_bytes:
+            return "search", whole
+    return "edges", keep_budget(free, n, K, held)
 
 
 class KeptRows:

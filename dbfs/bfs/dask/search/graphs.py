@@ -73,7 +73,7 @@ from dbfs.errors import DbfsError
 from dbfs.graph import id_dtype
 from dbfs.preflight import host_available
 from dbfs.validate.batch_cpu import batch_size_cpu
-from dbfs.validate.gpu import batch_size, keep_budget
+from dbfs.validate.gpu import batch_size, keep_budget, mesh_plan
 from dbfs.validate.gpus import device_free, edge_rows_bytes
 from dbfs.workers_info import workers_info
 
@@ -247,13 +247,12 @@ class DistributedPartitions(PartitionedGraph):
                 held = max(dg.partitioning.counts()) * np.dtype(id_dtype(dg.n_vertices)).itemsize \
                     if dg.parents_on_device else 0
                 self.validate_batch = K = batch_size(free, dg.n_vertices, validate_most, held)
-                # what the batch leaves: each worker's share of the input rows kept between batches (over NCCL)
+                # over NCCL: whole searches a worker, or each its share of the rows (what the batch leaves of the
+                # rows kept between batches)
                 dg.keep_bytes = keep_budget(free, dg.n_vertices, K, held)
-                if dg.parents_on_device and K >= dg.P > 1:
-                    # whole searches a worker where every worker keeps every row beside its K / P tables
-                    whole = keep_budget(free, dg.n_vertices, K, held, tables=-(-K // dg.P))
-                    if whole >= edge_rows_bytes(dataset_path):
-                        dg.validate_by, dg.keep_bytes = "search", whole
+                if dg.parents_on_device:
+                    dg.validate_by, dg.keep_bytes = mesh_plan(free, dg.n_vertices, K, held, dg.P,
+                                                              edge_rows_bytes(dataset_path))
             else:                   # as Dask tasks: a quarter of the smallest worker's memory holds the batch
                 self.validate_batch = batch_size_cpu(_least_memory(client) // 4, dg.n_vertices)
         except BaseException:
