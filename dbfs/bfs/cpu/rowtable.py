@@ -64,8 +64,8 @@ from numba.extending import intrinsic
 
 from .bottomup import _BU_BLOCK, _bu_block
 from .frontier import _DEG_SERIAL_VERTICES
-from .primitives import _NO_CAP, _cttz
-from .topdown import _TD_SERIAL_EDGES, _td_parallel
+from .primitives import _NO_CAP, _cttz, prefetch
+from .topdown import _TD_PREFETCH, _TD_SERIAL_EDGES, _td_parallel
 
 __all__ = ["RowTable", "row_table", "td_rows", "bu_rows", "or_rows", "copy_rows"]
 
@@ -314,13 +314,13 @@ def _rows_claim_chunks(t, queue, claim, parent, visited, degoff, e_lo, e_hi, C, 
     """:func:`~dbfs.bfs.cpu.topdown._td_claim_chunks` over worker rows: the queue's edges ``[e_lo, e_hi)``
     (indices into the concatenation of its rows, whatever their slots) in ``C`` equal ranges in parallel,
     claims (racy bit updates, ``claim[v]`` or, given ``parent``, a held block row's ``parent[x]`` = the
-    claiming vertex's global id) recorded in each chunk's slice of ``out``; returns the records per chunk.
-    No software prefetch of the claim targets (``_td_claim_chunks``' own): here it cost more than it hid
-    (docs/BENCHMARKS.md)."""
+    claiming vertex's global id) recorded in each chunk's slice of ``out``; returns the records per chunk."""
     E = e_hi - e_lo
     cnt = np.zeros(C, np.int64)
     off = t.off
     hlo, hhi, hsh = _held_ranges(t, parent.shape[0] > 0)
+    # the prefetches check the first held range only (most often the only one)
+    lo0, hi0, sh0 = (hlo[0], hhi[0], hsh[0]) if hlo.shape[0] else (0, 0, 0)
     for c in prange(C):
         e0 = e_lo + c * E // C
         e1 = e_lo + (c + 1) * E // C
@@ -344,6 +344,12 @@ def _rows_claim_chunks(t, queue, claim, parent, visited, degoff, e_lo, e_hi, C, 
                 stop = e1
             end = base + stop
             for j in range(base + k, end):
+                if j + _TD_PREFETCH < end:
+                    va = np.int64(ix[j + _TD_PREFETCH])
+                    if va >= lo0 and va < hi0:
+                        prefetch(parent, va + sh0)
+                    else:
+                        prefetch(claim, va)
                 v = np.int64(ix[j])
                 bit = np.int64(1) << (v & 63)
                 word = visited[v >> 6]
