@@ -70,8 +70,8 @@ import numpy as np
 from dbfs.graph import id_dtype
 from dbfs.validate.cpu import MAX_EXAMPLES, RULES, Failure, ValidationResult, edge_failures
 
-__all__ = ["validate_gpu", "validate_many_gpu", "batch_results", "batch_size", "keep_budget", "mesh_plan", "KeptRows",
-           "DEVICE_EDGE_ROWS", "VALIDATE_MOST"]
+__all__ = ["validate_gpu", "validate_many_gpu", "validate_batch", "batch_size", "keep_budget", "mesh_plan",
+           "KeptRows", "DEVICE_EDGE_ROWS", "VALIDATE_MOST"]
 
 #: input edge rows one device pass of the validation reads at a time (validate.gpus too)
 DEVICE_EDGE_ROWS = 1 << 26
@@ -536,22 +536,25 @@ def validate_many_gpu(edges, searches, n_vertices=None, xp=None, chunk_edges=DEV
         return []
     xp = _pick_xp(xp, searches[0][1], edges)
     n = int(n_vertices) if n_vertices is not None else int(np.shape(searches[0][1])[0])
-    batch = _Batch(xp, n, len(searches), _width(n))
-    out = []
-    for root, parent in searches:
-        if _is_cupy(parent) and xp is np:
-            parent = parent.get()
-        # in the given width: a value past int32 is a range failure
-        out.append(_fold(xp, batch, root, xp.asarray(parent), n))
+
+    def pairs():
+        for root, parent in searches:
+            if _is_cupy(parent) and xp is np:
+                parent = parent.get()
+            yield root, xp.asarray(parent)      # in the given width: a value past int32 is a range failure
+
+    return validate_batch(xp, edges, n, len(searches), pairs(), chunk_edges, levels)
+
+
+def validate_batch(xp, edges, n: int, K: int, pairs, chunk_edges=DEVICE_EDGE_ROWS, levels: bool = False) -> list:
+    """:func:`validate_many_gpu`'s work on ``xp`` arrays: the ``K`` searches ``pairs`` yields as ``(root,
+    parent)`` (a parent array of ``xp``, or the Failure that stops its search; each is dropped once folded
+    into the batch table, so a generator that hands them over holds one at a time), then one read of
+    ``edges`` for them all; one ValidationResult per search, in order."""
+    batch = _Batch(xp, n, K, _width(n))
+    out = [_fold(xp, batch, root, parent, n) for root, parent in pairs]
     if batch.k:
         _sweep(xp, edges, batch, chunk_edges)
-    return batch_results(xp, batch, out, levels)
-
-
-def batch_results(xp, batch, out: list, levels: bool = False) -> list:
-    """The ValidationResult of every search folded into ``batch`` (``out``: what :func:`_fold` gave each, a
-    stopping Failure or ``(slot, chain failures)``) once its edges were swept: the chain and edge rules, then
-    the tree-edge rule from the batch's flags."""
     results = []
     for item in out:
         if isinstance(item, Failure):

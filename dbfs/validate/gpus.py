@@ -53,7 +53,7 @@ from dbfs.store.datasets import open_dataset
 from dbfs.store.gpu import _free_device_bytes
 from dbfs.store.virtual import device_rows
 from dbfs.validate.cpu import MAX_EXAMPLES, RULES, Failure, ValidationResult, _fail, joined_edge_failures
-from dbfs.validate.gpu import DEVICE_EDGE_ROWS, KeptRows, _Batch, _fold, _sweep, _width, batch_results
+from dbfs.validate.gpu import DEVICE_EDGE_ROWS, KeptRows, _Batch, _fold, _sweep, _width, validate_batch
 
 __all__ = ["validate_on_gpus", "edge_rows_on_device", "edge_rows_bytes", "device_free", "check_share",
            "whole_searches", "finish", "run_shares"]
@@ -75,21 +75,24 @@ def edge_rows_on_device(dataset_path, device: bool = True):
     """``read(a, b)`` -> input rows ``[a, b)`` for a GPU task, and M: regenerated on the device for a
     Kronecker dataset (stored or virtual), else (or with ``device=False``) read from the stored array or
     regenerated on the host (host rows; the validator uploads them chunk by chunk)."""
-    path = Path(dataset_path)
-    ds = open_dataset(path.name, path.parent)
-    arr = open_edges(path, ds.attrs, verify_sum=False)
+    ds, arr = _edge_array(dataset_path)
     m = int(arr.shape[0])
     if device and ds.spec.kind == "kronecker":
         return (lambda a, b: device_rows(ds.spec, a, b, arr.dtype)), m
     return (lambda a, b: np.asarray(arr[a:b])), m
 
 
+def _edge_array(dataset_path):
+    """The dataset at ``dataset_path`` and its input edge array (stored or virtual, opened: nothing read)."""
+    path = Path(dataset_path)
+    ds = open_dataset(path.name, path.parent)
+    return ds, open_edges(path, ds.attrs, verify_sum=False)
+
+
 def edge_rows_bytes(dataset_path) -> int:
     """Device bytes of the whole input edge list as :func:`edge_rows_on_device` makes it (what a GPU worker
     keeping every row needs)."""
-    path = Path(dataset_path)
-    ds = open_dataset(path.name, path.parent)
-    arr = open_edges(path, ds.attrs, verify_sum=False)
+    arr = _edge_array(dataset_path)[1]
     return int(arr.shape[0]) * 2 * np.dtype(arr.dtype).itemsize
 
 
@@ -175,27 +178,22 @@ def check_share(cp, dataset_path, g: int, G: int, device: bool, n: int, roots, p
     return res
 
 
-def whole_searches(xp, dataset_path, device: bool, n: int, roots, parents: list, keep=None, held=None) -> list:
-    """The ValidationResults of whole searches on one worker: ``parents[i]`` is search ``i``'s whole parent
-    array (any integer width, original ids; the list's items are dropped as they are folded in) or the
-    Failure that stops it; every input row is read once for all of them (``device``: made on the device, as
-    :func:`edge_rows_on_device`; ``keep``: as :func:`check_share`'s). ``held()``, where given, is called
-    once the batch's arrays are all held (a worker's peak)."""
-    batch = _Batch(xp, n, len(parents), _width(n))
-    out = []
-    for i, root in enumerate(roots):
-        p, parents[i] = parents[i], None
-        out.append(_fold(xp, batch, root, p, n))
-        del p
-    if batch.k:
-        read, m = edge_rows_on_device(dataset_path, device)
-        rows = _Window(read, 0, m)
-        if keep is not None and device:
-            rows = KeptRows(xp, rows, keep[0], keep[1], (str(dataset_path), 0, m))
-        _sweep(xp, rows, batch, DEVICE_EDGE_ROWS)
-    if held is not None:
-        held()
-    return batch_results(xp, batch, out)
+def whole_searches(xp, dataset_path, device: bool, n: int, roots, parents: list, keep=None) -> list:
+    """The ValidationResults of whole searches on one worker (:func:`dbfs.validate.gpu.validate_batch`):
+    ``parents[i]`` is search ``i``'s whole parent array (any integer width, original ids; the list's items are
+    dropped as they are folded in) or the Failure that stops it; every input row is read once for all of them
+    (``device``: made on the device, as :func:`edge_rows_on_device`; ``keep``: as :func:`check_share`'s)."""
+    read, m = edge_rows_on_device(dataset_path, device)
+    rows = _Window(read, 0, m)
+    if keep is not None and device:
+        rows = KeptRows(xp, rows, keep[0], keep[1], (str(dataset_path), 0, m))
+
+    def handed():
+        for i, root in enumerate(roots):
+            p, parents[i] = parents[i], None
+            yield root, p
+
+    return validate_batch(xp, rows, n, len(parents), handed(), DEVICE_EDGE_ROWS)
 
 
 def device_free(client, gpu_workers) -> int:

@@ -247,12 +247,13 @@ class DistributedPartitions(PartitionedGraph):
                 held = max(dg.partitioning.counts()) * np.dtype(id_dtype(dg.n_vertices)).itemsize \
                     if dg.parents_on_device else 0
                 self.validate_batch = K = batch_size(free, dg.n_vertices, validate_most, held)
-                # over NCCL: whole searches a worker, or each its share of the rows (what the batch leaves of the
-                # rows kept between batches)
-                dg.keep_bytes = keep_budget(free, dg.n_vertices, K, held)
+                # what the batch leaves for the input rows kept between batches; over NCCL, whole searches a
+                # worker where every worker keeps them all, else each its share of them
                 if dg.parents_on_device:
                     dg.validate_by, dg.keep_bytes = mesh_plan(free, dg.n_vertices, K, held, dg.P,
                                                               edge_rows_bytes(dataset_path))
+                else:
+                    dg.keep_bytes = keep_budget(free, dg.n_vertices, K, held)
             else:                   # as Dask tasks: a quarter of the smallest worker's memory holds the batch
                 self.validate_batch = batch_size_cpu(_least_memory(client) // 4, dg.n_vertices)
         except BaseException:

@@ -173,7 +173,8 @@ def _by_search(cp, comm, plugin, dataset_path, g, part, roots, keep_bytes, mine)
     parents = _owned(cp, comm, part, g, mine)
     del mine
     res = whole_searches(cp, dataset_path, True, part.n_vertices, roots[g::comm.W], parents,
-                         keep=(comm.kept, keep_bytes), held=plugin.note_device)
+                         keep=(comm.kept, keep_bytes))
+    plugin.note_device()            # the batch's blocks are still the pool's: the validation's peak
     cp.get_default_memory_pool().free_all_blocks()     # the device memory goes back to the searches
     return res
 
