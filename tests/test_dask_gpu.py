@@ -266,6 +266,38 @@ def test_validation_on_two_gpu_workers_matches_serial(gclient, gds, two_gpu):
         dg.close()
 
 
+@pytest.mark.parametrize("P", [1, 2])
+def test_one_gpu_worker_keeps_and_validates_its_parents_on_the_device(gclient, gds, P):
+    """A mesh of one GPU worker holding every rank of a stored variant: the searches' parents stay on its device
+    (the id width, original ids) and are validated there, not copied to the host, with the serial validator's
+    results."""
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1
+    from dbfs.bfs.dask.search.parents import validate_many_distributed
+    from dbfs.graph import id_dtype
+    from dbfs.validate import validate
+
+    ds, edges, roots = gds
+    gpu_w = [w for w, k in _kinds(gclient).items() if k == "gpu"]
+    dg = D.load_distributed(gclient, ds.path, kernel1.variant_name(P), workers=gpu_w)
+    try:
+        assert dg.parents_on_device and dg.level_exchange != "nccl"
+        assert dg.held_parent_bytes() == dg.n_vertices * id_dtype(dg.n_vertices).itemsize
+        got = [D.search(dg, r)[0] for r in roots[:3]]
+        assert all(r.on_device for r in got)
+        kinds = gclient.run(lambda dask_worker: sorted({type(dask_worker.data[f.key]).__module__.split(".")[0]
+                                                        for r in got for f in r.parents.values()}),
+                            workers=gpu_w)
+        assert list(kinds.values()) == [["cupy"]], kinds
+        vals = validate_many_distributed(gclient, ds.path, dg, got, gpu_w)
+        for res, vd in zip(got, vals):
+            vs = validate(edges, res.root, D.gather_parent(res, gclient, dg))
+            assert vd.ok and vs.ok and vd.nedge == vs.nedge
+            res.release()
+    finally:
+        dg.close()
+
+
 @pytest.mark.parametrize("P", [2, 3])
 def test_partition_built_on_the_device_is_the_stored_one(gds, P):
     """_build_part(device=True), as a GPU worker runs it: every partition's rows built on the GPU from the

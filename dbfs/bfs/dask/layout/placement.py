@@ -26,6 +26,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from dbfs.bfs.dask.layout.gpu_part import _device_info, mesh_room, worker_bytes
 from dbfs.bfs.dask.mesh import DEFAULT_TIMEOUT, RUN_TIMEOUT, _close_mesh, _raise_lost, ensure_plugin
 from dbfs.bfs.dask.mesh.nccl import holds_parents, join_nccl, nccl_switch
@@ -36,6 +38,7 @@ from dbfs.bfs.dask.layout.worker import _build_part, _global_degrees, _load_part
 from dbfs.bfs.dask.layout.worker import _gpu_shuffle_part
 from dbfs.bfs.dask.layout.worker import _shuffle_build
 from dbfs.errors import DbfsError
+from dbfs.graph import id_dtype
 from dbfs.kernel1.on_workers import K1_DEVICE_SHARE, shuffle_piece, shuffle_read
 from dbfs.partition import Partitioning
 from dbfs.workers_info import workers_info
@@ -122,10 +125,22 @@ class DistributedGraph:
 
     @property
     def parents_on_device(self) -> bool:
-        """Whether a search's parents stay on the GPU workers' devices (validated over the mesh's NCCL
-        communicator): the levels exchanged by NCCL, mesh worker i holding rank i alone
-        (:func:`dbfs.bfs.dask.mesh.nccl.holds_parents`: the workers ask the same)."""
-        return self.level_exchange == "nccl" and holds_parents(self.ranks_of())
+        """Whether a search's parents stay on the GPU workers' devices: the levels exchanged by NCCL, mesh
+        worker i holding rank i alone (validated over the communicator;
+        :func:`dbfs.bfs.dask.mesh.nccl.holds_parents`: the workers ask the same), or a mesh of one GPU worker,
+        holding every rank (validated there; its search asks the same of its ``ranks_of``)."""
+        if self.level_exchange == "nccl":
+            return holds_parents(self.ranks_of())
+        return len(self.mesh_workers) == 1 and self.has_gpu
+
+    def held_parent_bytes(self) -> int:
+        """Device bytes of one search's parents on the worker holding the most of them (0 where they go to the
+        host: :attr:`parents_on_device`)."""
+        if not self.parents_on_device:
+            return 0
+        counts = self.partitioning.counts()
+        return max(sum(int(counts[rk]) for rk in rks) for rks in self.ranks_of()) * \
+            np.dtype(id_dtype(self.n_vertices)).itemsize
 
     def workers_table(self) -> list:
         """Per mesh worker: address, kind, ranks, device and host bytes of its partitions, the seconds

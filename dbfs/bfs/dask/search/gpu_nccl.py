@@ -96,7 +96,7 @@ from dbfs.bfs.dask.search.gpu_live import or_slices, own_live_words, send_slices
 from dbfs.bfs.dask.search.gpu_search import _GpuSearch
 from dbfs.bfs.dask.search.level_graph import _Replays, bucket
 from dbfs.bfs.dask.mesh.nccl import _Timeline, holds_parents
-from dbfs.bfs.gpu import _BLOCK, _TD_ITEMS, _TD_SMALL, _grid, _i64, own_memory
+from dbfs.bfs.gpu import _BLOCK, _TD_ITEMS, _TD_SMALL, _grid, _i64
 
 __all__ = ["_NcclSearch", "CAPPED_PAIRS", "regions"]
 
@@ -496,19 +496,6 @@ class _NcclSearch(_GpuSearch):
         self._exchange_bitmap(self.front)
         cp.bitwise_or(self.visited_g, self.front, out=self.visited_g)
         return 0.0                          # its device seconds settle with the bottom-up level that follows
-
-    def parents(self):
-        """One rank a worker: the parent slice stays on the device (original ids, the id width, its own
-        allocation) for the validation over this communicator (:mod:`dbfs.bfs.dask.search.validate_nccl`);
-        else the host copies of :class:`_GpuSearch`."""
-        if not self.hold:
-            return super().parents()
-        (rk, st), = self.states.items()
-        sl = st.p.to_original(st.parent[st.p.pad:st.p.nloc])
-        own = own_memory(sl.shape, sl.dtype)
-        own[...] = sl
-        cp.cuda.get_current_stream().synchronize()
-        return {rk: own}
 
     def bu_level(self, kt):
         self.queued = False

@@ -10,7 +10,9 @@ picks the class by the kind of the worker's partitions,
 :class:`dbfs.bfs.dask.layout.gpu_part._GpuPart`). The frontier (queues, bitmaps),
 the visited bitmaps and the parents stay in device memory between levels;
 the host reads one row of counters per partition per level and copies to
-the host only what goes to another worker.
+the host only what goes to another worker. A search's parents leave as
+int64 host copies, except where they are validated on the devices: a mesh of
+this worker alone keeps them there (``hold``, as the NCCL mesh does).
 
 Method (the kernels are ``dbfs/bfs/kernels/bfs.cu``'s, the ones ``--backend
 gpu`` runs; rows local, neighbour ids global):
@@ -55,7 +57,7 @@ from dbfs.bfs.dask.search.gpu_live import own_live_words
 from dbfs.bfs.dask.search.bsp import _counts_msg, _counts_of, _Search
 from dbfs.bfs.dask.mesh.frames import COUNTS, COUNTS_FRONT, FRONT, PAIRS, PULL, SYNC
 from dbfs.bfs.dask.mesh.transport import _Timed
-from dbfs.bfs.gpu import _BLOCK, _grid, _i64, _kernels, _sm_count, expand
+from dbfs.bfs.gpu import _BLOCK, _grid, _i64, _kernels, _sm_count, expand, own_memory
 from dbfs.graph import id_dtype
 
 __all__ = ["_GpuSearch"]
@@ -125,6 +127,8 @@ class _GpuSearch(_Search):
         self.listeners = plugin.level_listeners
         gw32 = 2 * ((self.N + 63) >> 6)
         self.direct = self.P == 1                 # one partition = the whole graph: the single-process step
+        # a mesh of this worker alone keeps the parents on its device (DistributedGraph.parents_on_device)
+        self.hold = len(ranks_of) == 1
         self.sh = shm if self.peers else None     # shared device memory (dbfs.bfs.dask.mesh.ipc), else host staging
         if not self.direct:                       # the claim pass's arrays over N (P = 1 needs none)
             dev = plugin.scratch.setdefault("gpu", {})
@@ -408,10 +412,20 @@ class _GpuSearch(_Search):
         return totals, kt
 
     def parents(self):
-        """Parent slices: int64 host copies in original ids (a partition relabelled within itself maps them on
-        the device first), or (a partition that keeps them on the device) device arrays in original ids
-        (:mod:`dbfs.bfs.dask.layout.built`)."""
+        """Parent slices in original ids (a partition relabelled within itself maps them on the device first):
+        device arrays where a partition keeps them there (:mod:`dbfs.bfs.dask.layout.built`) or the search
+        holds them (``hold``: the id width, each in its own allocation, for the validation on this worker or
+        over the mesh's communicator), else int64 host copies."""
         cp.cuda.Device().synchronize()
-        return {rk: st.p.original(st.parent[st.p.pad:st.p.nloc]) if st.p.keep_parents else
-                st.p.to_original(st.parent[st.p.pad:st.p.nloc]).get().astype(np.int64)
-                for rk, st in self.states.items()}
+        out = {}
+        for rk, st in self.states.items():
+            sl = st.parent[st.p.pad:st.p.nloc]
+            if st.p.keep_parents:
+                out[rk] = st.p.original(sl)
+            elif self.hold:
+                out[rk] = own_memory(sl.shape, sl.dtype)
+                out[rk][...] = st.p.to_original(sl)
+            else:
+                out[rk] = st.p.to_original(sl).get().astype(np.int64)
+        cp.cuda.get_current_stream().synchronize()
+        return out

@@ -70,7 +70,6 @@ from dbfs.bfs.dask.search.parents import gather_parent, validate_many_distribute
 from dbfs.bfs.dask.layout.placement import gpu_workers
 from dbfs.bfs.dask.mesh.plugin import memory_peaks
 from dbfs.errors import DbfsError
-from dbfs.graph import id_dtype
 from dbfs.preflight import host_available
 from dbfs.validate.batch_cpu import batch_size_cpu
 from dbfs.validate.gpu import batch_size, keep_budget, mesh_plan
@@ -243,13 +242,12 @@ class DistributedPartitions(PartitionedGraph):
             self.batched = True
             if self.gpus:           # every search validated on the GPU workers, a batch per pass
                 free = device_free(client, self.gpus)
-                # parents kept on the devices (over NCCL): each search of a batch holds a rank's slice there too
-                held = max(dg.partitioning.counts()) * np.dtype(id_dtype(dg.n_vertices)).itemsize \
-                    if dg.parents_on_device else 0
+                # parents kept on the devices: each search of a batch holds its worker's slices there too
+                held = dg.held_parent_bytes()
                 self.validate_batch = K = batch_size(free, dg.n_vertices, validate_most, held)
                 # what the batch leaves for the input rows kept between batches; over NCCL, whole searches a
                 # worker where every worker keeps them all, else each its share of them
-                if dg.parents_on_device:
+                if dg.parents_on_device and dg.level_exchange == "nccl":
                     dg.validate_by, dg.keep_bytes = mesh_plan(free, dg.n_vertices, K, held, dg.P,
                                                               edge_rows_bytes(dataset_path))
                 else:

@@ -214,7 +214,12 @@ def validate_many_distributed(client, dataset_path, dgraph: DistributedGraph, re
 
         if dgraph is not None and dgraph.parents_on_device and dgraph.perm_f is None and all(
                 r.on_device and r.rank_worker == dgraph.rank_worker for r in results):
-            return validate_on_mesh(dgraph, results, gather)      # the parents joined on the devices
+            if dgraph.level_exchange == "nccl":
+                return validate_on_mesh(dgraph, results, gather)      # the parents joined on the devices
+            part = results[0].partitioning      # one GPU worker holds them all: validated there, not copied
+            return validate_on_gpus(client, Path(dataset_path), [(r.root, [r.parents[rk] for rk in range(part.P)])
+                                                                for r in results], part, dgraph.mesh_workers,
+                                    gather=gather)
         return validate_on_gpus(client, Path(dataset_path), [(r.root, _original(dgraph, r, client)) for r in results],
                                 results[0].partitioning, gpus, gather=gather)
 
