@@ -7,8 +7,8 @@ Contract: ``build_csr_gpu(edges, n_vertices=None, dedupe=True)`` returns a
 those of :func:`dbfs.kernel1.build_csr` with the same options (no
 relabelling): both directions of every tuple, self-loops dropped,
 duplicates dropped unless ``dedupe=False``, rows sorted ascending,
-``indptr`` int64, ``indices`` of width :func:`dbfs.graph.id_dtype` (int32
-while ``N <= 2**31``, else int64).
+``indptr`` int64, ``indices`` of :func:`dbfs.graph.index_dtype` (int32
+while ``N <= 2**31``, uint32 up to ``2**32``).
 ``edges`` is a CuPy or NumPy (M, 2) integer array; ``n_vertices=None``
 means max id + 1, computed here (Graph500: Kernel 1 gets only the list).
 The device copies stay in ``graph.meta["gpu_csr"]`` (the GPU BFS backend
@@ -45,7 +45,7 @@ import cupy as cp
 import numpy as np
 
 from dbfs.errors import DbfsError
-from dbfs.graph import CSRGraph, signed_ids
+from dbfs.graph import CSRGraph, index_dtype
 from dbfs.kernel1.inmemory import check_edge_shape
 
 __all__ = ["build_csr_gpu"]
@@ -143,7 +143,7 @@ def build_csr_gpu(edges, n_vertices: int | None = None, dedupe: bool = True, chu
     if n > 2**32:
         raise DbfsError(f"GPU Kernel 1 packs vertex ids in 32 bits, {n} vertices do not fit: "
                         f"use dbfs.kernel1.build_csr")
-    idt = signed_ids(n, "GPU Kernel 1")
+    idt = index_dtype(n)
     cap = int(chunk_entries) if chunk_entries is not None else _default_chunk()
     if cap < 1:
         raise DbfsError(f"chunk_entries {cap} is invalid: use an integer >= 1 or None")

@@ -48,7 +48,7 @@ import cupy as cp
 import numpy as np
 
 from dbfs.errors import DbfsError
-from dbfs.graph import CSRGraph, signed_ids
+from dbfs.graph import CSRGraph, id_dtype, index_dtype
 from dbfs.kernel1.gpu import _grid, _kernels, _BLOCK
 from dbfs.kernel1.passes import _own_sink, check_rows, plan_rows
 from dbfs.progress import say
@@ -284,11 +284,11 @@ def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_bu
         raise DbfsError(f"GPU Kernel 1 packs vertex ids in 32 bits, {n} vertices do not fit: "
                         f"use dbfs.kernel1.build_csr_passes")
     budget = int(memory_budget)
-    idt = signed_ids(n, "GPU Kernel 1")
+    idt, vid = index_dtype(n), id_dtype(n)         # entries; ids (the relabelling's numbering)
     rows = check_rows(rows, n)
     if relabel_bounds is not None and not on_device:
         raise DbfsError("relabel_bounds needs on_device=True: a relabelled host build is dbfs.kernel1.build_csr's")
-    fixed = device_cost(n, source.step, 0, 0) + (2 * np.dtype(idt).itemsize * n if relabel_bounds is not None else 0)
+    fixed = device_cost(n, source.step, 0, 0) + (2 * np.dtype(vid).itemsize * n if relabel_bounds is not None else 0)
     if fixed + 8 * n > budget:
         raise DbfsError(f"{budget_name} {budget} B is too small for the degree pass over {n} vertices and edge "
                         f"chunks of {source.step} rows: it needs {fixed + 8 * n} B; "
@@ -303,7 +303,7 @@ def build_csr_gpu_passes(source, n_vertices: int, dedupe: bool = True, memory_bu
     hook("end", -1, {"planned": fixed + 8 * n})
     perm = None
     if relabel_bounds is not None:      # rows and neighbours in the new ids: degrees and reads mapped
-        perm, iperm = degree_order(raw_ptr, idt, relabel_bounds)
+        perm, iperm = degree_order(raw_ptr, vid, relabel_bounds)
         raw_ptr[1:] = cp.cumsum(cp.diff(raw_ptr)[perm])
         source = Relabelled(source, iperm)
     # the plan on the host (a copy of the row starts, host memory): the device cost per entry and per row

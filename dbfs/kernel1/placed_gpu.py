@@ -55,7 +55,7 @@ import cupy as cp
 import numpy as np
 
 from dbfs.errors import DbfsError
-from dbfs.graph import CSRGraph, signed_ids
+from dbfs.graph import CSRGraph, id_dtype, index_dtype
 from dbfs.kernel1.gpu import _kernels
 from dbfs.kernel1.passes import plan_ranges
 from dbfs.kernel1.passes_gpu import (_ENTRY, _ROW, Relabelled, degree_order, degree_pass, device_cost, pass_device,
@@ -105,8 +105,7 @@ def build_csr_placed(source, n_vertices: int, device_entries: int, pass_budget: 
         raise DbfsError(f"GPU Kernel 1 packs vertex ids in 32 bits, {n} vertices do not fit")
     if relabel not in ("none", "degree"):
         raise DbfsError(f"unknown relabel {relabel!r}: use 'none' or 'degree'")
-    idt = np.dtype(signed_ids(n, "GPU Kernel 1"))
-    vid = cp.int32 if n < 2**31 else cp.int64
+    idt, vid = np.dtype(index_dtype(n)), np.dtype(id_dtype(n))      # entries; ids (the relabelling's numbering)
     vb = np.dtype(vid).itemsize
     fixed = device_cost(n, source.step, 0, 0) + (vb * n if relabel == "degree" else 0)    # + iperm
     if fixed + 8 * n > pass_budget:

@@ -74,7 +74,7 @@ import cupy as cp
 import numpy as np
 
 from dbfs.errors import DbfsError
-from dbfs.graph import signed_ids
+from dbfs.graph import id_dtype, index_dtype
 from dbfs.kernel1.gpu import _BLOCK, _grid, _kernels
 from dbfs.kernel1.passes_gpu import (_CHUNK_FIXED, _CHUNK_ROW, _ROW, DeviceCSR, _DeviceBlocks, _as_i64, check_ids,
                                      degree_order, rows_from_keys)
@@ -280,8 +280,8 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
                         f"{comm.W}: use one rank a GPU")
     if n > 2**32:
         raise DbfsError(f"GPU Kernel 1 packs vertex ids in 32 bits, {n} vertices do not fit: use CPU workers")
-    idt, budget, k = signed_ids(n, "GPU Kernel 1"), int(memory_budget), _kernels()
-    reads, rows, keep, fixed = _span(source, span, n, budget, np.dtype(idt).itemsize if relabel_bounds is not None
+    ent, idt, budget, k = np.dtype(index_dtype(n)), np.dtype(id_dtype(n)), int(memory_budget), _kernels()
+    reads, rows, keep, fixed = _span(source, span, n, budget, idt.itemsize if relabel_bounds is not None
                                      else 0, comm)
     counts, bad = _degrees(reads, n, k)
     partial = getattr(source, "partial", None)         # no checksum part: nothing to check it against
@@ -301,7 +301,7 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
         del iperm                       # (held by ``reads`` where the span is mapped each pass)
     clock.mark("relabel" if perm is not None else "plan")
     # planned on the device's row starts (a few scalars a range read back), not a host copy of all N
-    idw = np.dtype(idt).itemsize
+    idw = ent.itemsize                  # bytes of an adjacency entry
     plans, ents, caps = placed_passes(raw_ptr, part, budget, _ENTRY, fixed, idw, room, budget_name, _ROW)
     split = caps != ents                # the same on every GPU: then every rank places its rows (below)
     first = part.vertex_range(me).start
@@ -318,8 +318,8 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
     del every, raw_ptr
     # this rank's rows, and its entries before deduplication: the joined CSR's room, filled pass by pass (made
     # once both raw row starts have left the device); split: the device piece, then one mapped pinned host piece
-    sink = Placer(bounds[-1], caps[me], starts, np.dtype(idt), order, cp, mapped_host_empty) if split else \
-        _DeviceBlocks(bounds[-1], starts.raw[-1], idt)
+    sink = Placer(bounds[-1], caps[me], starts, ent, order, cp, mapped_host_empty) if split else \
+        _DeviceBlocks(bounds[-1], starts.raw[-1], ent)
     clock.mark("plan")
     say(f"GPU Kernel 1 as one shuffle: rank {me} of {part.P}, {rows:,} edge rows read "
         f"({'kept on the device' if keep else 'read each pass'}), {passes} pass(es)" + (
@@ -334,7 +334,7 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
         del send
         clock.mark("swap")
         lo, hi = ranges[me]
-        ptr, idx = rows_from_keys(recv, hi - lo, idt, dedupe, k)
+        ptr, idx = rows_from_keys(recv, hi - lo, ent, dedupe, k)
         del recv
         clock.mark("rows")
         sink(lo - first, hi - first, ptr, idx)
@@ -347,7 +347,7 @@ def build_shuffled_gpu(source, span, part: Partitioning, rank: int, comm, dedupe
     if perm is not None:
         meta["perm"] = perm
     del reads
-    csr = _placed(sink, n, meta) if split else sink.csr(n, meta, idt)
+    csr = _placed(sink, n, meta) if split else sink.csr(n, meta, ent)
     deg = _all_degrees(comm, csr.indptr, part, me, idt)
     cp.get_default_memory_pool().free_all_blocks()
     clock.mark("finish")
