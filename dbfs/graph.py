@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from dbfs.errors import ArgumentError, DbfsError
+from dbfs.errors import ArgumentError
 
 #: vertex ids fit int32 while there are at most 2**31 vertices (ids 0 .. 2**31 - 1)
 INT32_VERTICES = 2**31
@@ -50,15 +50,6 @@ def index_dtype(n_vertices: int) -> np.dtype:
     if n <= INT32_VERTICES and not _wide():
         return np.dtype(np.int32)
     return np.dtype(np.uint32) if n <= UINT32_VERTICES else np.dtype(np.int64)
-
-
-def signed_ids(n_vertices: int, what: str) -> np.dtype:
-    """:func:`id_dtype` for code whose adjacency entries share the ids' width (the GPU kernels), or a one-line
-    DbfsError naming ``what`` where the entries are uint32 (2**31 < N <= 2**32, :func:`index_dtype`)."""
-    if index_dtype(n_vertices) != id_dtype(n_vertices):
-        raise DbfsError(f"{what} of a graph of {int(n_vertices)} vertices (2**31 < N <= 2**32: uint32 adjacency "
-                        f"entries) is not built on the GPU yet: use --backend cpu or CPU Dask workers")
-    return id_dtype(n_vertices)
 
 
 def check_root_id(root, n) -> int:

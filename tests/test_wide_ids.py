@@ -6,9 +6,11 @@ tables, queues, claims) is int64 (:func:`dbfs.graph.id_dtype`). ``DBFS_WIDE_IDS=
 N. Checked here with it forced: every CPU Kernel 1 (in memory, in passes, out of core into zarr, the CPU
 shuffle's rank build) writes uint32 entries holding the narrow build's values; the hub table is int64 with -1
 for an empty row; every CPU algorithm's parents validate with the narrow graph's levels (and its parents, sequentially); the
-stored variant loads back as uint32; the GPU paths refuse it in one line (their kernels share one id width:
-not built yet), a cluster of GPU workers only before generating; ``dbfs run`` (``--backend cpu``, and ``dask`` with four partitions on CPU workers) validates
-every search end to end.
+stored variant loads back as uint32; the GPU kernels (compiled with int64 ids and uint32 entries) build the
+same CSR and search it level for level as the narrow one, and ``dbfs run`` (``--backend cpu``, ``dask`` with
+four partitions on CPU workers, ``gpu`` and ``dask`` on GPU workers) validates every search end to end. A
+real SCALE 32 request on a cluster of GPU workers only is refused in one line before generating (their
+arrays over all N are not sized for a device yet).
 """
 from __future__ import annotations
 
@@ -22,9 +24,8 @@ import pytest
 
 from dbfs import kernel1
 from dbfs.bfs import bfs
-from dbfs.errors import DbfsError
 from dbfs.generate import kronecker_edges
-from dbfs.graph import WIDE_ENV, id_dtype, index_dtype, signed_ids
+from dbfs.graph import WIDE_ENV, id_dtype, index_dtype
 from dbfs.validate import validate
 
 SCALE = 10
@@ -35,9 +36,6 @@ def test_the_widths_at_the_real_boundaries(monkeypatch):
     assert [index_dtype(n) for n in (2**31, 2**31 + 1, 2**32, 2**32 + 1)] == \
         [np.int32, np.uint32, np.uint32, np.int64]
     assert [id_dtype(n) for n in (2**31, 2**31 + 1, 2**32)] == [np.int32, np.int64, np.int64]
-    assert signed_ids(2**31, "x") == np.int32
-    with pytest.raises(DbfsError, match="x of a graph of 4294967296 vertices.*uint32.*--backend cpu"):
-        signed_ids(2**32, "x")
 
 
 @pytest.fixture(scope="module")
@@ -109,30 +107,68 @@ def test_every_cpu_search_equals_the_narrow_one(edges, narrow, wide, algorithm):
             assert np.array_equal(got.parent, ref.parent)
 
 
-def test_gpu_paths_refuse_uint32_entries_in_one_line(wide):
-    pytest.importorskip("cupy")
+@pytest.mark.gpu
+def test_gpu_kernel1_and_searches_of_uint32_entries_equal_the_narrow_ones(cp, edges, narrow, wide):
+    """GPU Kernel 1 writes the narrow build's values as uint32; the kernels compiled for int64 ids and uint32
+    entries (``bfs.cu``'s ENT_T) search it with the narrow graph's levels and valid parents, every algorithm."""
+    from dbfs.bfs import get_algorithm
     from dbfs.bfs.gpu import device_graph
-    from dbfs.graph import CSRGraph
+    from dbfs.kernel1.gpu import build_csr_gpu
+    from dbfs.roots import graph500_roots
 
-    g = CSRGraph(np.array([0, 1, 2], np.int64), np.array([1, 0], np.uint32), 2)
-    with pytest.raises(DbfsError, match="not built on the GPU yet"):
-        device_graph(g)
+    n = 1 << SCALE
+    g = build_csr_gpu(edges, n)
+    assert g.indices.dtype == np.uint32
+    assert np.array_equal(g.indptr, narrow.indptr) and np.array_equal(g.indices.astype(np.int64),
+                                                                       narrow.indices.astype(np.int64))
+    dg = device_graph(g)
+    assert (dg.vid, dg.ent) == ("long long", "unsigned int") and dg.hub.dtype == np.int64
+    for algorithm in ("td", "bu", "do"):
+        fn = get_algorithm(algorithm, "gpu")
+        for r in graph500_roots(edges, SCALE, n=4, n_vertices=n):
+            parent, st = fn(g, int(r), stats=True)
+            os.environ.pop(WIDE_ENV)
+            ref, st_ref = fn(narrow, int(r), stats=True)
+            os.environ[WIDE_ENV] = "1"
+            assert validate(edges, int(r), np.asarray(parent), n_vertices=n).ok
+            assert [x["frontier"] for x in st] == [x["frontier"] for x in st_ref]
 
 
-def test_a_cluster_of_gpu_workers_refuses_wide_ids_before_generating(tmp_path):
-    """``dbfs run --backend dask`` on a cluster of GPU workers only (a real LocalCluster whose worker declares the
-    GPU resource) refuses a graph of uint32 entries in one line at its preflight, before anything is generated:
-    the SCALE 32 request of a 4-GPU box, forced here at SCALE 10."""
+@pytest.mark.gpu
+@pytest.mark.parametrize("flags", [["--backend", "gpu"], ["--backend", "gpu", "--relabel", "none"],
+                                   ["--cluster", "local-gpu", "--backend", "dask", "--partitions", "2"]],
+                         ids=["gpu", "gpu-plain", "dask-gpu-p2"])
+def test_dbfs_run_on_gpus_end_to_end(cp, tmp_path, flags):
+    """(GPU Kernel 1, the GPU searches and the validation on the devices with the wide path forced; the plain CSR
+    is stored with uint32 entries)"""
+    from dbfs.zattrs import read_attrs
+
+    out = tmp_path / "run.json"
+    env = {**os.environ, WIDE_ENV: "1"}
+    res = subprocess.run([sys.executable, "-m", "dbfs.cli", "run", "--scale", str(SCALE), "--roots", "8",
+                          "--datasets", str(tmp_path / "d"), "--json", str(out), *flags],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rec = json.loads(out.read_text())
+    assert len(rec["searches"]) == 8 and all(s["valid"] for s in rec["searches"])
+    if "none" in flags:
+        assert read_attrs(tmp_path / "d" / rec["dataset"] / "csr" / "p1-block")["index_dtype"] == "uint32"
+
+
+def test_a_cluster_of_gpu_workers_refuses_scale_32_before_generating(tmp_path):
+    """``dbfs run --scale 32 --backend dask`` on a cluster of GPU workers only (a real LocalCluster whose worker
+    declares the GPU resource) is refused in one line at its preflight, before anything is generated: the
+    request of a 4-GPU box, whose arrays over all N are not sized for a device yet."""
     from distributed import LocalCluster
 
-    env = {**os.environ, WIDE_ENV: "1"}
+    env = {k: v for k, v in os.environ.items() if k != WIDE_ENV}
     with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None, resources={"GPU": 1}) as lc:
-        res = subprocess.run([sys.executable, "-m", "dbfs.cli", "run", "--scale", str(SCALE), "--roots", "4",
-                              "--scheduler", lc.scheduler_address, "--backend", "dask", "--partitions", "2",
+        res = subprocess.run([sys.executable, "-m", "dbfs.cli", "run", "--scale", "32", "--roots", "4",
+                              "--scheduler", lc.scheduler_address, "--backend", "dask", "--partitions", "4",
                               "--datasets", str(tmp_path / "d")], capture_output=True, text=True, env=env, timeout=300)
     assert res.returncode != 0
     last = res.stderr.strip().splitlines()[-1]
-    assert "1 GPU worker(s) and no CPU worker" in last and "uint32 adjacency entries" in last, res.stderr[-2000:]
+    assert "1 GPU worker(s) and no CPU worker" in last and "4294967296 vertices" in last, res.stderr[-2000:]
     assert not any((tmp_path / "d").glob("kron-*"))           # nothing generated
 
 

@@ -64,7 +64,7 @@ from dbfs.bfs.dask.mesh.nccl import nccl_switch
 from dbfs.bfs.dask.mesh.waits import alive_workers
 from dbfs.bfs.dask.search.graphs import OnWorkers, Resident, Stored, open_graph
 from dbfs.errors import DbfsError
-from dbfs.graph import signed_ids
+from dbfs.graph import INT32_VERTICES
 from dbfs.kernel1.entry import csr_stores, disk_need
 from dbfs.partition import check_partition_count
 from dbfs.preflight import check_cluster, check_gpu_ranks, host_available
@@ -118,15 +118,18 @@ class DaskBackend(Backend):
     @classmethod
     def fits_cluster(cls, client, n: int, m: int, scale: int | None = None) -> dict:
         """As the base class, with each worker's memory limit and each GPU worker's device memory (the device
-        contexts made now, as Kernel 1 would make them). On a cluster of GPU workers only, a graph whose ids their
-        kernels do not take (:func:`dbfs.graph.signed_ids`: 2**31 < N <= 2**32, SCALE 32) is refused first,
-        before anything is generated rather than at Kernel 1."""
+        contexts made now, as Kernel 1 would make them). On a cluster of GPU workers only, a graph of more than
+        2**31 vertices (SCALE 32) is refused first, before anything is generated rather than at Kernel 1: the
+        kernels take its uint32 entries and int64 ids, but the GPU workers' arrays over all N (claims, the
+        validation's tables) are not yet sized to fit a device there."""
         if client is None:
             return {}
         info = workers_info(client)
         gpus = cls._gpu_workers(client)
-        if cls._gpus_only(client, gpus):
-            signed_ids(n, f"a dask run on {len(gpus)} GPU worker(s) and no CPU worker")
+        if cls._gpus_only(client, gpus) and int(n) > INT32_VERTICES:
+            raise DbfsError(f"a dask run on {len(gpus)} GPU worker(s) and no CPU worker of a graph of {int(n)} "
+                            f"vertices (more than 2**31): the GPU workers' arrays over all N (claims, validation "
+                            f"tables) are not sized to fit a device yet; use --backend cpu or CPU Dask workers")
         host = {w: int(v.get("memory_limit") or 0) for w, v in info.items()}
         device = {w: int(v["total"]) for w, v in ready_devices(client, gpus).items()}
         return check_cluster(n, m, host, device, scale)

@@ -80,7 +80,7 @@ from dbfs.bfs.policy import BU, GPU_BEAMER_ALPHA, TD, policy_from
 from dbfs.pinned import mapped_host_empty
 from dbfs.split import plan_split
 from dbfs.errors import DbfsError
-from dbfs.graph import CSRGraph, signed_ids
+from dbfs.graph import CSRGraph, id_dtype
 
 __all__ = ["DeviceGraph", "device_graph", "device_in_use", "search_device", "search_timed", "original_parent",
            "own_memory", "count_nedge", "expand", "ALGORITHMS"]
@@ -92,21 +92,35 @@ _TD_ITEMS = 8         # edges per thread per td_expand chunk
 _BU_SERIAL = 8        # neighbours a lane scans alone in bu_step
 _TD_SMALL = 2048      # frontiers up to this size take the one-launch top-down kernel
 _COUNTER_ROWS = 4096  # per-level counter rows zeroed at once
-_VID = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long"}
+#: C type of an id or adjacency-entry dtype (bfs.cu's VID_T and ENT_T)
+_VID = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long", np.dtype(np.uint32): "unsigned int"}
+
+
+def kernel_types(n_vertices: int, entries) -> tuple:
+    """(VID_T, ENT_T) of bfs.cu for a graph of ``n_vertices`` whose adjacency entries have dtype ``entries``:
+    the id width (:func:`dbfs.graph.id_dtype`) and the entries' own ('' where they are the same)."""
+    vid = _VID[np.dtype(id_dtype(n_vertices))]
+    idt = np.dtype(entries)
+    if idt not in _VID:
+        raise DbfsError(f"CSR indices have dtype {idt}: the GPU kernels take int32, uint32 or int64 entries "
+                        f"(Kernel 1 output)")
+    ent = _VID[idt]
+    return vid, "" if ent == vid else ent
 
 
 
 # ------------------------------------------------------------------ kernels
 @lru_cache(maxsize=None)
-def _module(vid: str):
+def _module(vid: str, ent: str = ""):
     code = "".join((KERNEL_DIR / f).read_text() for f in ("bfs.cu", "partitioned.cu", "dense.cu"))
-    return cp.RawModule(code=code, options=_options(vid))
+    return cp.RawModule(code=code, options=_options(vid, ent))
 
 
-def _options(vid: str) -> tuple:
-    """NVRTC options of bfs.cu for vertex-id type ``vid`` (a C type name)."""
-    return (f"-DVID_T={vid}", f"-DTD_BLOCK={_BLOCK}", f"-DTD_ITEMS={_TD_ITEMS}", f"-DBU_SERIAL={_BU_SERIAL}",
-            f"-DTD_SMALL={_TD_SMALL}")
+def _options(vid: str, ent: str = "") -> tuple:
+    """NVRTC options of bfs.cu for vertex-id type ``vid`` and adjacency-entry type ``ent`` (C type names;
+    '': ``vid``)."""
+    return (f"-DVID_T={vid}", f"-DENT_T={ent or vid}", f"-DTD_BLOCK={_BLOCK}", f"-DTD_ITEMS={_TD_ITEMS}",
+            f"-DBU_SERIAL={_BU_SERIAL}", f"-DTD_SMALL={_TD_SMALL}")
 
 
 _KERNEL_NAMES = ("base_visited", "start_search", "queue_to_bitmap", "bitmap_to_queue", "frontier_degrees",
@@ -116,10 +130,10 @@ _KERNEL_NAMES = ("base_visited", "start_search", "queue_to_bitmap", "bitmap_to_q
 
 
 @lru_cache(maxsize=None)
-def _kernels(vid: str) -> dict:
-    """Compiled kernels for one vertex id type (compiled on first use: call
-    it before a timed region)."""
-    mod = _module(vid)
+def _kernels(vid: str, ent: str = "") -> dict:
+    """Compiled kernels for one vertex id type and adjacency-entry type ('': the id type; compiled on first
+    use: call it before a timed region)."""
+    mod = _module(vid, ent)
     return {name: mod.get_function(name) for name in _KERNEL_NAMES}
 
 
@@ -169,6 +183,12 @@ class DeviceGraph:
     split: int = _NO_SPLIT
     placement: dict = field(default_factory=dict)
     key: tuple = ()         # (device_memory_limit, split_order) it was placed for
+    ent: str = ""           # the adjacency entries' C type where not ``vid``'s (:func:`kernel_types`)
+
+    @property
+    def kernels(self) -> dict:
+        """bfs.cu's kernels for this graph's id and entry types."""
+        return _kernels(self.vid, self.ent)
 
     @property
     def nwords(self) -> int:
@@ -253,12 +273,7 @@ def device_graph(graph: CSRGraph, device_memory_limit=None, split_order: str = "
     if isinstance(cached, DeviceGraph) and (device_memory_limit is None or placed is not None or cached.key == key):
         return cached
     n = int(graph.n_vertices)
-    idt = np.dtype(graph.indices.dtype)
-    if idt.kind == "u":
-        signed_ids(n, "the GPU search")
-    if idt not in _VID:
-        raise DbfsError(f"CSR indices have dtype {idt}: the GPU backend needs int32 or int64 (Kernel 1 output)")
-    vid = _VID[idt]
+    vid, ent = kernel_types(n, graph.indices.dtype)
     keep: list = []
     if placed is not None:
         indptr, (ix_a, ix_b, split), sp, keep = placed["indptr"], placed["adj"], placed["split"], placed["keep"]
@@ -273,14 +288,14 @@ def device_graph(graph: CSRGraph, device_memory_limit=None, split_order: str = "
         pair = graph.meta.get("gpu_csr")
         indptr = pair[0] if pair is not None else cp.asarray(ip_host)
         ix_a, ix_b, split = _pieces(graph, sp, keep)
-    k = _kernels(vid)
+    k = _kernels(vid, ent)
     nwords = (n + 31) >> 5
     base = cp.empty(max(nwords, 1), cp.uint32)
     k["base_visited"](_grid(nwords), (_BLOCK,), (indptr, _i64(n), _i64(nwords), base))
     hub = cp.empty(max(n, 1), cp.int32 if vid == "int" else cp.int64)
     dg = DeviceGraph(n=n, nnz=int(graph.nnz), indptr=indptr, indices=ix_a, vid=vid, base_visited=base,
                      mode=sp.mode, indptr_host=ip_host, keep=keep, hub=hub, indices_b=ix_b, split=split,
-                     placement=sp.report(), key=key)
+                     placement=sp.report(), key=key, ent=ent)
     k["hub_of"](_grid(32 * n), (_BLOCK,), (indptr, *dg.adj, _i64(n), hub))
     graph.meta["gpu"] = dg
     return dg
@@ -370,7 +385,7 @@ def _hybrid(dg: DeviceGraph, root: int, stats: bool, pol, st=None):
     """Level loop shared by td, bu and do: the frontier lives in one
     representation at a time (queue for top-down, bitmap for bottom-up);
     ``st``: the search's buffers made (and filled) already, else made here."""
-    k = _kernels(dg.vid)
+    k = dg.kernels
     st = _State(dg) if st is None else st
     k["start_search"]((1,), (1,), (st.parent, st.visited, st.front, st.queue, _i64(root)))
     have_queue = True
@@ -408,7 +423,7 @@ def _hybrid(dg: DeviceGraph, root: int, stats: bool, pol, st=None):
 
 
 def _harish(dg: DeviceGraph, root: int, stats: bool):
-    k = _kernels(dg.vid)
+    k = dg.kernels
     parent = cp.empty(dg.n, cp.int32 if dg.vid == "int" else cp.int64)
     parent.fill(-1)
     lev = cp.empty(dg.n, cp.int32)
@@ -512,7 +527,7 @@ def search_device(graph: CSRGraph, root: int, algorithm: str = "do", stats: bool
         raise DbfsError(f"unknown GPU BFS algorithm {algorithm!r}: use one of {', '.join(ALGORITHMS)}")
     r = _internal_root(graph, root)
     dg = device_graph(graph, opts.get("device_memory_limit"), opts.get("split_order", "prefix"))
-    _kernels(dg.vid)
+    dg.kernels
     dev = cp.cuda.Device()
     with collector_paused():
         state = None if algorithm == "harish" else _State(dg)

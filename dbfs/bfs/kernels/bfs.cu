@@ -1,8 +1,11 @@
 // dbfs GPU BFS kernels (CUDA C, compiled at run time by cupy.RawModule).
 //
 // Compile-time parameters (passed as -D options by dbfs/bfs/gpu.py):
-//   VID_T     vertex id type of the CSR neighbour array and the queues
+//   VID_T     vertex id type of the parents, queues and claims
 //             (int while n_vertices <= 2**31, else long long)
+//   ENT_T     type of the CSR neighbour array's entries (default VID_T; unsigned int
+//             with long long ids while 2**31 < n_vertices <= 2**32: SCALE 32's
+//             adjacency in 4 bytes an entry); every read widens it to vid_t
 //   TD_BLOCK  threads per block of td_expand (a multiple of 32)
 //   TD_ITEMS  edges per thread per block chunk of td_expand
 //   BU_SERIAL neighbours a lane scans alone before the warp helps it
@@ -31,6 +34,9 @@
 #ifndef VID_T
 #define VID_T int
 #endif
+#ifndef ENT_T
+#define ENT_T VID_T
+#endif
 #ifndef TD_BLOCK
 #define TD_BLOCK 256
 #endif
@@ -45,13 +51,14 @@
 #endif
 
 typedef VID_T vid_t;
+typedef ENT_T ent_t;
 typedef long long i64;
 typedef unsigned long long u64;
 typedef unsigned int u32;
 
 #define FULL_MASK 0xffffffffu
-#define ADJ_PARAMS const vid_t* ix_a, const vid_t* ix_b, i64 ix_split
-#define ADJ(j) ((j) < ix_split ? ix_a[(j)] : ix_b[(j) - ix_split])
+#define ADJ_PARAMS const ent_t* ix_a, const ent_t* ix_b, i64 ix_split
+#define ADJ(j) ((vid_t)((j) < ix_split ? ix_a[(j)] : ix_b[(j) - ix_split]))
 
 __device__ __forceinline__ i64 imin64(i64 a, i64 b) { return a < b ? a : b; }
 

@@ -63,7 +63,7 @@ import numpy as np
 
 from dbfs.bfs.dask.layout.exchange import _base_of
 from dbfs.errors import DbfsError
-from dbfs.graph import id_dtype
+from dbfs.graph import id_dtype, index_dtype
 from dbfs.kernel1.csr_store import open_partition
 from dbfs.partition import Partitioning
 from dbfs.store.chunk_read import ChunkReader
@@ -80,11 +80,11 @@ _COPIED = ("rank", "P", "kind", "n", "code", "q", "r", "count", "first", "base",
 
 
 def device_bytes(nloc: int, nnz: int, n: int) -> int:
-    """Device bytes of one block partition while searched: CSR (``indptr`` int64,
-    neighbour ids), hub table, parents, two queues, four local bitmaps."""
+    """Device bytes of one block partition while searched: CSR (``indptr`` int64, neighbour entries of
+    :func:`dbfs.graph.index_dtype`), hub table, parents, two queues (the id width), four local bitmaps."""
     vb = np.dtype(id_dtype(n)).itemsize
     words32 = 2 * ((nloc + 63) >> 6)
-    return 8 * (nloc + 1) + vb * nnz + vb * nloc * 4 + 4 * words32 * 4
+    return 8 * (nloc + 1) + np.dtype(index_dtype(n)).itemsize * nnz + vb * nloc * 4 + 4 * words32 * 4
 
 
 def ranks_device_bytes(part: Partitioning, nnz: list) -> list:
@@ -136,7 +136,7 @@ def warm_device(gp) -> None:
 
     from dbfs.bfs.gpu import _BLOCK, _grid, _kernels, expand  # deferred: cupy
 
-    k = _kernels(gp.vid)
+    k = _kernels(gp.vid, gp.ent)
     dt = cp.int32 if gp.vid == "int" else cp.int64
     N = gp.n
     vis = cp.zeros(max((N + 31) >> 5, 1), cp.uint32)
@@ -196,7 +196,7 @@ class _GpuPart:
         self.indptr_host = p.indptr
         self.device_bytes = device_bytes(p.nloc, p.nnz, p.n)
         self.indptr = cp.asarray(p.indptr)
-        self.indices = cp.asarray(np.asarray(p.indices).astype(vdt, copy=False))
+        self.indices = cp.asarray(np.asarray(p.indices).astype(index_dtype(p.n), copy=False))
         self.adj = whole(self.indices)                  # bfs.cu's ADJ_PARAMS: one device piece
         self.hub = cp.asarray(np.asarray(p.hub).astype(vdt, copy=False))
         self._finish()
@@ -206,13 +206,13 @@ class _GpuPart:
         kernels compiled (``rank``, ``P``, ``n``, ``nloc``, ``indptr`` and ``adj`` set)."""
         import cupy as cp  # deferred: cupy
 
-        from dbfs.bfs.gpu import _BLOCK, _VID, _grid, _i64, _kernels  # deferred: cupy
+        from dbfs.bfs.gpu import _BLOCK, _grid, _i64, _kernels, kernel_types  # deferred: cupy
 
-        self.vid = _VID[np.dtype(id_dtype(self.n))]
+        self.vid, self.ent = kernel_types(self.n, self.adj[0].dtype)
         self.words = (self.nloc + 63) >> 6              # int64 words of a local bitmap (the CPU layout)
         nw32 = 2 * self.words
         self.base_visited = cp.empty(max(nw32, 1), cp.uint32)
-        _kernels(self.vid)["base_visited"](_grid(nw32), (_BLOCK,),
+        _kernels(self.vid, self.ent)["base_visited"](_grid(nw32), (_BLOCK,),
                                            (self.indptr, _i64(self.nloc), _i64(nw32), self.base_visited))
         blocks = Partitioning(self.n, self.P, "block")
         self.starts_host = np.array(blocks.block_starts(), np.int64)
@@ -325,7 +325,7 @@ def load_device(dataset_path, variant: str, rank: int, worker: str = "", slab_by
         with ChunkReader(threads) as reader:
             ip = np.zeros(gp.pad + gp.count + 1, np.int64)     # the pad rows in front stay empty
             sp.read_indptr(reader, ip[gp.pad:])
-            indices, s_ix = _upload(reader, sp.indices, np.dtype(id_dtype(gp.n)), slab_bytes)
+            indices, s_ix = _upload(reader, sp.indices, np.dtype(index_dtype(gp.n)), slab_bytes)
         sp.check_sums(s_ix)
         _place(gp, ip, cp.asarray(ip), indices)
     except cp.cuda.memory.OutOfMemoryError:
@@ -347,7 +347,7 @@ def _bare(meta: dict):
 
 def _place(gp, indptr_host, indptr, indices, adj=None) -> None:
     """Give ``gp`` its rows (``indptr`` padded in front, on the host and the device) and neighbour ids
-    (device, the id width; or, ``adj``, the kernels' ``ADJ_PARAMS`` of a split rank, ``indices`` None); its hub
+    (device, :func:`dbfs.graph.index_dtype`; or, ``adj``, the kernels' ``ADJ_PARAMS`` of a split rank, ``indices`` None); its hub
     table is left to :func:`device_hub`."""
     from dbfs.bfs.gpu import whole  # deferred: cupy
 
@@ -359,7 +359,7 @@ def _place(gp, indptr_host, indptr, indices, adj=None) -> None:
 
 def from_device_rows(indptr, indices, meta: dict, worker: str = "", perm=None, pieces=None):
     """(on a GPU worker) a block partition whose rows a GPU Kernel 1 built in this device's memory
-    (``indptr`` int64 from 0, ``indices`` the id width; ``meta`` as :func:`dbfs.kernel1.load_partition`'s)
+    (``indptr`` int64 from 0, ``indices`` of :func:`dbfs.graph.index_dtype`; ``meta`` as :func:`dbfs.kernel1.load_partition`'s)
     as a :class:`_GpuPart`, without a host copy of the adjacency; its hub table is left to
     :func:`device_hub`. ``perm`` (device, all N): the rows and ids are relabelled within each block
     (:func:`dbfs.kernel1.passes_gpu.degree_order` with the block bounds), ``perm[new] = original``.
@@ -396,8 +396,8 @@ def from_device_rows(indptr, indices, meta: dict, worker: str = "", perm=None, p
 
 
 _HUB_SOURCE = r"""
-#define ADJ(j) ((j) < ix_split ? ix_a[(j)] : ix_b[(j) - ix_split])
-extern "C" __global__ void hub_by_degree(const long long* indptr, const VID* ix_a, const VID* ix_b,
+#define ADJ(j) ((VID)((j) < ix_split ? ix_a[(j)] : ix_b[(j) - ix_split]))
+extern "C" __global__ void hub_by_degree(const long long* indptr, const ENT* ix_a, const ENT* ix_b,
                                          long long ix_split, const VID* deg, long long n, VID* hub) {
     const int lane = threadIdx.x & 31;
     const long long warp = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
@@ -421,10 +421,10 @@ extern "C" __global__ void hub_by_degree(const long long* indptr, const VID* ix_
 
 
 @lru_cache(maxsize=None)
-def _hub_kernel(vid: str):
+def _hub_kernel(vid: str, ent: str = ""):
     import cupy as cp  # deferred: cupy
 
-    return cp.RawKernel(_HUB_SOURCE.replace("VID", vid), "hub_by_degree")
+    return cp.RawKernel(_HUB_SOURCE.replace("ENT", ent or vid).replace("VID", vid), "hub_by_degree")
 
 
 def device_hub(gp, deg):
@@ -452,7 +452,7 @@ def device_hub(gp, deg):
     hub = cp.empty(gp.nloc, vdt)
     if gp.nloc:
         d = deg.astype(vdt, copy=False) if isinstance(deg, cp.ndarray) else cp.asarray(np.asarray(deg).astype(vdt))
-        _hub_kernel(gp.vid)(_grid(32 * gp.nloc), (_BLOCK,), (gp.indptr, *gp.adj, d, _i64(gp.nloc), hub))
+        _hub_kernel(gp.vid, gp.ent)(_grid(32 * gp.nloc), (_BLOCK,), (gp.indptr, *gp.adj, d, _i64(gp.nloc), hub))
         cp.cuda.Device().synchronize()
         del d
     return hub

@@ -118,7 +118,7 @@ class _GpuSearch(_Search):
         parts = sorted(parts, key=lambda p: p.rank)
         p0 = parts[0]
         self.N, self.P, self.code, self.q, self.r = p0.n, p0.P, p0.code, p0.q, p0.r
-        self.k = _kernels(p0.vid)
+        self.k = _kernels(p0.vid, p0.ent)
         self.qdt = np.dtype(id_dtype(self.N))
         self.starts = p0.starts
         self.starts_h = sh = p0.starts_host
