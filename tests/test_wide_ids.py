@@ -141,18 +141,7 @@ def test_gpu_kernel1_and_searches_of_uint32_entries_equal_the_narrow_ones(cp, ed
 def test_dbfs_run_on_gpus_end_to_end(cp, tmp_path, flags):
     """(GPU Kernel 1, the GPU searches and the validation on the devices with the wide path forced; the plain CSR
     is stored with uint32 entries)"""
-    from dbfs.zattrs import read_attrs
-
-    out = tmp_path / "run.json"
-    env = {**os.environ, WIDE_ENV: "1"}
-    res = subprocess.run([sys.executable, "-m", "dbfs.cli", "run", "--scale", str(SCALE), "--roots", "8",
-                          "--datasets", str(tmp_path / "d"), "--json", str(out), *flags],
-                         capture_output=True, text=True, env=env, timeout=600)
-    assert res.returncode == 0, res.stderr[-2000:]
-    rec = json.loads(out.read_text())
-    assert len(rec["searches"]) == 8 and all(s["valid"] for s in rec["searches"])
-    if "none" in flags:
-        assert read_attrs(tmp_path / "d" / rec["dataset"] / "csr" / "p1-block")["index_dtype"] == "uint32"
+    _run_wide(tmp_path, flags, "p1-block" if "none" in flags else None)
 
 
 def test_a_cluster_of_gpu_workers_refuses_scale_32_before_generating(tmp_path):
@@ -176,6 +165,12 @@ def test_a_cluster_of_gpu_workers_refuses_scale_32_before_generating(tmp_path):
                          ids=["cpu", "dask-p4"])
 def test_dbfs_run_end_to_end(tmp_path, flags):
     """(the dask run: the partitions' searches on CPU workers, the variant stored with uint32 entries)"""
+    _run_wide(tmp_path, flags, "p4-block" if "dask" in flags else None)
+
+
+def _run_wide(tmp_path, flags, stored):
+    """``dbfs run`` at SCALE with the wide path forced: 8 searches, every one valid; ``stored``: the variant
+    whose entries must be stored as uint32."""
     from dbfs.zattrs import read_attrs
 
     out = tmp_path / "run.json"
@@ -186,8 +181,8 @@ def test_dbfs_run_end_to_end(tmp_path, flags):
     assert res.returncode == 0, res.stderr[-2000:]
     rec = json.loads(out.read_text())
     assert len(rec["searches"]) == 8 and all(s["valid"] for s in rec["searches"])
-    if "dask" in flags:
-        assert read_attrs(tmp_path / "d" / rec["dataset"] / "csr" / "p4-block")["index_dtype"] == "uint32"
+    if stored:
+        assert read_attrs(tmp_path / "d" / rec["dataset"] / "csr" / stored)["index_dtype"] == "uint32"
 
 
 def test_a_split_adjacency_of_uint32_pieces_searches_the_same(edges, narrow, wide):
