@@ -213,7 +213,7 @@ class _GpuPart:
         nw32 = 2 * self.words
         self.base_visited = cp.empty(max(nw32, 1), cp.uint32)
         _kernels(self.vid, self.ent)["base_visited"](_grid(nw32), (_BLOCK,),
-                                           (self.indptr, _i64(self.nloc), _i64(nw32), self.base_visited))
+                                                     (self.indptr, _i64(self.nloc), _i64(nw32), self.base_visited))
         blocks = Partitioning(self.n, self.P, "block")
         self.starts_host = np.array(blocks.block_starts(), np.int64)
         self.starts = cp.asarray(self.starts_host)
@@ -347,8 +347,8 @@ def _bare(meta: dict):
 
 def _place(gp, indptr_host, indptr, indices, adj=None) -> None:
     """Give ``gp`` its rows (``indptr`` padded in front, on the host and the device) and neighbour ids
-    (device, :func:`dbfs.graph.index_dtype`; or, ``adj``, the kernels' ``ADJ_PARAMS`` of a split rank, ``indices`` None); its hub
-    table is left to :func:`device_hub`."""
+    (device, :func:`dbfs.graph.index_dtype`; or, ``adj``, the kernels' ``ADJ_PARAMS`` of a split rank,
+    ``indices`` None); its hub table is left to :func:`device_hub`."""
     from dbfs.bfs.gpu import whole  # deferred: cupy
 
     gp.indptr_host, gp.indptr, gp.indices = indptr_host, indptr, indices
@@ -359,8 +359,9 @@ def _place(gp, indptr_host, indptr, indices, adj=None) -> None:
 
 def from_device_rows(indptr, indices, meta: dict, worker: str = "", perm=None, pieces=None):
     """(on a GPU worker) a block partition whose rows a GPU Kernel 1 built in this device's memory
-    (``indptr`` int64 from 0, ``indices`` of :func:`dbfs.graph.index_dtype`; ``meta`` as :func:`dbfs.kernel1.load_partition`'s)
-    as a :class:`_GpuPart`, without a host copy of the adjacency; its hub table is left to
+    (``indptr`` int64 from 0, ``indices`` of :func:`dbfs.graph.index_dtype`; ``meta`` as
+    :func:`dbfs.kernel1.load_partition`'s) as a :class:`_GpuPart`, without a host copy of the adjacency; its
+    hub table is left to
     :func:`device_hub`. ``perm`` (device, all N): the rows and ids are relabelled within each block
     (:func:`dbfs.kernel1.passes_gpu.degree_order` with the block bounds), ``perm[new] = original``.
     ``pieces`` (a split rank, :mod:`dbfs.kernel1.shuffle_gpu`): its ``adj``, ``split``, ``keep`` (the pinned
