@@ -76,10 +76,10 @@ def test_serial_claims_sum_the_degrees_first_and_leave_a_large_queue():
     assert total > _TD_SERIAL_EDGES
     claim = np.zeros(1 << 14, np.int32)
     vis = np.zeros((1 << 14) >> 6, np.int64)
-    got, E = _rows_claim_serial(rows.t, q, claim, np.empty(0, np.int64), vis, -1, np.empty(0, np.int64))
+    got, E = _rows_claim_serial(rows.t, q, claim, np.empty(0, np.int64), vis, -1)
     assert got.shape[0] == 0 and E > _TD_SERIAL_EDGES and not vis.any()
     small = q[:40]
-    got, E = _rows_claim_serial(rows.t, small, claim, np.empty(0, np.int64), vis, -1, np.empty(0, np.int64))
+    got, E = _rows_claim_serial(rows.t, small, claim, np.empty(0, np.int64), vis, -1)
     assert E == _rows_edges(rows.t, small)
     want = np.unique(np.concatenate([csr[0][1][csr[0][0][r]:csr[0][0][r + 1]] for r in small]))
     assert np.array_equal(np.sort(got), want)
@@ -106,33 +106,6 @@ def test_a_large_level_left_as_bits_claims_the_same(seed):
     for v in got[:: max(1, got.shape[0] // 200)]:
         r = int(claim_b[v])
         assert r in q.tolist() and v in ix[ip[r]:ip[r + 1]]
-
-
-@pytest.mark.parametrize("f, N", [(40, 1 << 12), (6000, 1 << 16)])      # serial and parallel claims
-def test_a_shared_hint_leaves_a_peers_claims_to_it(f, N):
-    """Two workers' claims of one level sharing ``hint`` (as the workers of one host do, one after the other
-    here): the second claims what it would alone less what the first claimed, together they claim what both
-    would alone, and the hint holds exactly their claims (a race inside one worker's parallel claims may
-    only make a claim twice)."""
-    rng = np.random.default_rng(77)
-    (rows_a, _), (rows_b, _) = _table(rng, [9000], N), _table(rng, [9000], N)
-    qa, qb = (np.sort(rng.choice(9000, f, replace=False)).astype(np.int64) for _ in range(2))
-    vis0 = np.zeros(N >> 6, np.int64)
-    vis0[rng.integers(0, N >> 6, 50)] = -1
-    alone = [set(td_rows(r.t, q, np.full(N, -1, np.int32), vis0.copy())[0].tolist())
-             for r, q in ((rows_a, qa), (rows_b, qb))]
-    assert alone[0] & alone[1] and alone[1] - alone[0]
-    hint = np.zeros(N >> 6, np.int64)
-    got_a = set(td_rows(rows_a.t, qa, np.full(N, -1, np.int32), vis0.copy(), hint=hint)[0].tolist())
-    got_b = set(td_rows(rows_b.t, qb, np.full(N, -1, np.int32), vis0.copy(), hint=hint)[0].tolist())
-    assert got_a == alone[0] and got_a | got_b == alone[0] | alone[1]
-    assert alone[1] - alone[0] <= got_b <= alone[1]
-    marked = set(bitmap_to_queue(hint, 0).tolist())
-    if f == 40:                                      # serial: no race
-        assert got_b == alone[1] - alone[0] and marked == got_a | got_b
-    else:                                            # a bit lost to a racing thread: that claim may be made twice
-        assert len(got_b & got_a) < len(alone[0] & alone[1]) // 10
-        assert marked <= got_a | got_b and len(got_a | got_b) - len(marked) < len(marked) // 30
 
 
 @pytest.mark.parametrize("seed", range(3))

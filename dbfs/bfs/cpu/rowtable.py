@@ -13,8 +13,8 @@ local bitmap), and global vertex ``gb[s] + i * gs[s]`` (block: its base and
 and queues are over worker rows. The steps are :mod:`dbfs.bfs.cpu`'s, over
 every slot in ONE call:
 
-- :func:`td_rows` ``(t, queue, claim, visited, front=None, parent=None,
-  hint=None) -> (claimed, examined, ascending)``:
+- :func:`td_rows` ``(t, queue, claim, visited, front=None, parent=None) ->
+  (claimed, examined, ascending)``:
   :func:`~dbfs.bfs.cpu.topdown.td_step`'s claims for a queue of worker rows:
   every neighbour v whose bit is clear in ``visited`` (a bitmap over global
   ids, exact on entry and again on return) gets the bit and
@@ -23,13 +23,9 @@ every slot in ONE call:
   instead, at its worker row x, as ``td_step`` writes its parents);
   ``claimed`` holds each such v once (global ids), ascending when
   ``ascending`` (a large level's, read from the bits it set), or, given
-  ``front``, a large level's left there as bits (``claimed`` None). Given
-  ``hint`` (the claim bits every worker of the host sets, shared:
-  :class:`dbfs.bfs.dask.mesh.shm._ShmFront`), a neighbour whose hint bit is
-  set is left alone (a peer claimed it, or it is visited), and a claim sets
-  it: a vertex the whole host reaches in a level is claimed about once, not
-  once per worker. The owner side of the claims (split by owner rank,
-  absorbed into the owners' rows) is :mod:`dbfs.bfs.cpu.rowclaims`'s.
+  ``front``, a large level's left there as bits (``claimed`` None). The owner
+  side of the claims (split by owner rank, absorbed into the owners' rows)
+  is :mod:`dbfs.bfs.cpu.rowclaims`'s.
 - :func:`bu_rows` ``(t, front, parent, visited, nxt, want_deg)``: ``bu_step``
   (without ``fill``) over every slot against the GLOBAL frontier bitmap
   ``front``; its counts summed over the slots.
@@ -273,11 +269,10 @@ def _held_row(v, lo, hi, sh):
 
 
 @njit(nogil=True, cache=True)
-def _rows_claim_serial(t, queue, claim, parent, visited, E, hint):
+def _rows_claim_serial(t, queue, claim, parent, visited, E):
     """:func:`td_rows` on one thread (``E``: the queue's degree sum, or -1: summed here first, and a queue
     of more than ``_TD_SERIAL_EDGES`` edges left unclaimed, an empty array and some sum above the limit
-    returned: a small level costs one kernel call; ``parent`` and ``hint``: as :func:`td_rows`'s, empty for
-    none)."""
+    returned: a small level costs one kernel call; ``parent``: as :func:`td_rows`'s, empty for none)."""
     off = t.off
     f = queue.shape[0]
     if E < 0:
@@ -285,7 +280,6 @@ def _rows_claim_serial(t, queue, claim, parent, visited, E, hint):
         if E > _TD_SERIAL_EDGES:
             return np.empty(0, np.int64), E
     hlo, hhi, hsh = _held_ranges(t, parent.shape[0] > 0)
-    nh = hint.shape[0] > 0
     out = np.empty(min(E, claim.shape[0]), np.int64)
     w = 0
     s = _find_slot(off, queue[0]) if f else 0
@@ -304,11 +298,6 @@ def _rows_claim_serial(t, queue, claim, parent, visited, E, hint):
             bit = np.int64(1) << (v & 63)
             if visited[v >> 6] & bit:
                 continue
-            if nh:
-                hw = hint[v >> 6]
-                if hw & bit:
-                    continue        # a peer's claim (or a vertex visited before)
-                hint[v >> 6] = hw | bit     # racy between workers: a lost bit only means a claim made twice
             visited[v >> 6] |= bit
             x = _held_row(v, hlo, hhi, hsh)
             if x >= 0:
@@ -321,15 +310,13 @@ def _rows_claim_serial(t, queue, claim, parent, visited, E, hint):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _rows_claim_chunks(t, queue, claim, parent, visited, degoff, e_lo, e_hi, C, out, hint):
+def _rows_claim_chunks(t, queue, claim, parent, visited, degoff, e_lo, e_hi, C, out):
     """:func:`~dbfs.bfs.cpu.topdown._td_claim_chunks` over worker rows: the queue's edges ``[e_lo, e_hi)``
     (indices into the concatenation of its rows, whatever their slots) in ``C`` equal ranges in parallel,
     claims (racy bit updates, ``claim[v]`` or, given ``parent``, a held block row's ``parent[x]`` = the
-    claiming vertex's global id) recorded in each chunk's slice of ``out``; ``hint`` as :func:`td_rows`'s
-    (empty for none); returns the records per chunk."""
+    claiming vertex's global id) recorded in each chunk's slice of ``out``; returns the records per chunk."""
     E = e_hi - e_lo
     cnt = np.zeros(C, np.int64)
-    nh = hint.shape[0] > 0
     off = t.off
     hlo, hhi, hsh = _held_ranges(t, parent.shape[0] > 0)
     # the prefetches check the first held range only (most often the only one)
@@ -368,11 +355,6 @@ def _rows_claim_chunks(t, queue, claim, parent, visited, degoff, e_lo, e_hi, C, 
                 word = visited[v >> 6]
                 if word & bit:
                     continue
-                if nh:
-                    hw = hint[v >> 6]
-                    if hw & bit:
-                        continue        # a peer's claim (or a vertex visited before)
-                    hint[v >> 6] = hw | bit     # racy: a lost bit only means a claim made twice
                 visited[v >> 6] = word | bit  # racy: a lost bit only means a duplicate record
                 x = _held_row(v, hlo, hhi, hsh)
                 if x >= 0:
@@ -387,10 +369,10 @@ def _rows_claim_chunks(t, queue, claim, parent, visited, degoff, e_lo, e_hi, C, 
     return cnt
 
 
-_NO_PARENT = np.empty(0, np.int64)     # td_rows without direct parent writes (and without a hint)
+_NO_PARENT = np.empty(0, np.int64)     # td_rows without direct parent writes
 
 
-def td_rows(t, queue, claim, visited, front=None, parent=None, hint=None):
+def td_rows(t, queue, claim, visited, front=None, parent=None):
     """Top-down claims of a queue of worker rows over every slot of ``t`` (a :class:`RowTable`'s ``t``; see
     the module docstring): serial below ``td_step``'s limit, else by equal edge ranges in parallel.
     With ``front``, a large level's claims are left there as bits (as ``td_step``'s ``front``): no queue
@@ -411,11 +393,6 @@ def td_rows(t, queue, claim, visited, front=None, parent=None, hint=None):
     front : ndarray of int64, optional
         A bitmap over global ids (every word written when used): a large level's claims, the bits
         ``visited`` gained, are left there instead of in ``claimed``.
-    hint : ndarray of int64, optional
-        A bitmap over global ids that the other claimers of the level share (module docstring): only
-        vertices whose bit is clear are claimed, and a claim sets it. Its set bits must be vertices that are
-        visited or claimed (with a record) by some claimer; a bit lost to a racing write is a claim made
-        twice, never a vertex missed.
 
     Returns
     -------
@@ -429,10 +406,8 @@ def td_rows(t, queue, claim, visited, front=None, parent=None, hint=None):
     f = queue.shape[0]
     if parent is None:
         parent = _NO_PARENT
-    if hint is None:
-        hint = _NO_PARENT
     if f <= _TD_SERIAL_EDGES:
-        claimed, E = _rows_claim_serial(t, queue, claim, parent, visited, -1, hint)
+        claimed, E = _rows_claim_serial(t, queue, claim, parent, visited, -1)
         if E <= _TD_SERIAL_EDGES:
             return claimed, E, False
     degoff = _rows_degree_offsets(t, queue) if f <= _DEG_SERIAL_VERTICES else _rows_degree_offsets_par(t, queue)
@@ -441,7 +416,7 @@ def td_rows(t, queue, claim, visited, front=None, parent=None, hint=None):
         return np.empty(0, np.int64), 0, True
 
     def claims(e_lo, e_hi, C, out):
-        return _rows_claim_chunks(t, queue, claim, parent, visited, degoff, e_lo, e_hi, C, out, hint)
+        return _rows_claim_chunks(t, queue, claim, parent, visited, degoff, e_lo, e_hi, C, out)
 
     return _td_parallel(claims, E, visited, front)
 

@@ -108,11 +108,10 @@ def _warm_rows(ip, ix, hub, multi) -> None:
         q = np.array([0], np.int64)
         E = int(_rows_edges(t, q))
         pw = np.full(R, -1, np.int64)     # the worker's parents (block rows' claims write them)
-        none = np.empty(0, np.int64)      # no shared hint (one of the same type when given)
-        _rows_claim_serial(t, q, claim, pw, gvis.copy(), E, none)
+        _rows_claim_serial(t, q, claim, pw, gvis.copy(), E)
         _rows_degree_offsets(t, q)
         degoff = _rows_degree_offsets_par(t, q)
-        cnt = _rows_claim_chunks(t, q, claim, pw, gvis, degoff, 0, E, 2, np.empty(E, np.int64), none)
+        cnt = _rows_claim_chunks(t, q, claim, pw, gvis, degoff, 0, E, 2, np.empty(E, np.int64))
         claimed = np.arange(1, 3, dtype=np.int64)
         for C in (1, 2):                  # one chunk runs on the calling thread
             visited = np.zeros(R >> 6, np.int64)

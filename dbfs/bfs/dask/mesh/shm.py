@@ -10,11 +10,7 @@ before the barrier, :func:`_shm_collect` after it.
 
 Encoding: one file mapping (:class:`_ShmFront`), int64, for k in (0, 1):
 ``gwords`` bitmap words then ``P`` boundary words; double-buffered (a
-buffer is rewritten only two publications later); then the board of the
-small rounds, then ``gwords`` words of the top-down claim hint (the bits
-every worker's claims set, :func:`dbfs.bfs.cpu.rowtable.td_rows`'s
-``hint``; cleared slice by slice before each search's start barrier,
-:func:`clear_hint`). Word w of the bitmap
+buffer is rewritten only two publications later). Word w of the bitmap
 belongs to the partition holding vertex 64 w; a partition's first word,
 when a lower rank owns it, goes into that rank's boundary word instead
 (:func:`_boundary_words`), which every reader ORs in after the barrier.
@@ -29,7 +25,7 @@ from numba import njit, prange
 
 from dbfs.bfs.dask.mesh.board import board_words
 
-__all__ = ["_ShmFront", "_shm_path", "_shm_publish", "_shm_collect", "_boundary_words", "_unlink", "clear_hint"]
+__all__ = ["_ShmFront", "_shm_path", "_shm_publish", "_shm_collect", "_boundary_words", "_unlink"]
 
 
 class _ShmFront:
@@ -49,15 +45,13 @@ class _ShmFront:
     later, after every worker has sent the counts that follow its copy.
     ``claims``: this worker's :class:`dbfs.bfs.dask.mesh.shm_claims._ShmClaims`
     of the mesh, or None. After the two buffers, the board of the small
-    rounds (:mod:`dbfs.bfs.dask.mesh.board`), then ``hint``: the claim bits
-    of the searches' top-down levels, set by every worker (module docstring).
+    rounds (:mod:`dbfs.bfs.dask.mesh.board`).
     """
 
     @staticmethod
     def nbytes(gwords: int, P: int) -> int:
-        """The file's bytes: two frontier buffers of ``gwords`` words and ``P`` boundary words, the board, the
-        claim hint's ``gwords`` words."""
-        return (2 * (gwords + P) + board_words(P) + gwords) * 8
+        """The file's bytes: two frontier buffers of ``gwords`` words and ``P`` boundary words, then the board."""
+        return (2 * (gwords + P) + board_words(P)) * 8
 
     def __init__(self, path, gwords, P, create):
         size = self.nbytes(gwords, P)
@@ -76,9 +70,7 @@ class _ShmFront:
         st = gwords + P
         self.bufs = [a[k * st:k * st + gwords] for k in (0, 1)]
         self.bnd = [a[k * st + gwords:(k + 1) * st] for k in (0, 1)]
-        bw = 2 * st + board_words(P)
-        self.board = a[2 * st:bw]          # the small rounds' slots (dbfs.bfs.dask.mesh.board)
-        self.hint = a[bw:bw + gwords]      # the top-down claim bits every worker sets
+        self.board = a[2 * st:]            # the small rounds' slots (dbfs.bfs.dask.mesh.board)
         self.board_round = 0               # the last board round of this worker (the same on every worker)
         self.k = 0
         self.path = path
@@ -165,11 +157,3 @@ def _boundary_words(part):
         if first & 63:
             out[rk] = first >> 6
     return out
-
-
-def clear_hint(sh, widx: int, W: int) -> None:
-    """Worker ``widx`` of ``W`` clears its slice of the shared claim hint (words ``[widx G / W, (widx + 1) G /
-    W)``), before the start barrier of a search: after it the whole hint is clear, and no worker claims
-    before it."""
-    G = sh.hint.shape[0]
-    sh.hint[widx * G // W:(widx + 1) * G // W] = 0

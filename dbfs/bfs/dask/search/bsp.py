@@ -38,10 +38,6 @@ Search Revisited: Enabling Bottom-Up Search", IPDPS Workshops 2013):
   choice) sends no pairs: the peers read the claims where they were made
   (:mod:`dbfs.bfs.dask.mesh.shm_claims`), after a SYNC round (the barrier);
   a smaller one leaves its pairs in its pairs box there, read in place.
-  There, every claim also sets the host's shared claim hint (the shared
-  frontier's file), and a neighbour a peer claimed first is left to it: the
-  hub levels, whose new vertices border hubs on several workers, would
-  otherwise claim each of them once per worker.
 - bottom-up: ``bu_rows`` (``bu_step``'s blocks) over every partition's unvisited rows against the
   GLOBAL frontier bitmap, assembled from every partition's slice of the
   previous level (sent with the counts, or shared through ``/dev/shm``,
@@ -91,7 +87,7 @@ from dbfs.bfs.dask.layout.exchange import _base_of, _chunks, _or_into, _or_slice
 from dbfs.bfs.dask.mesh.frames import BEGIN, COUNTS, COUNTS_FRONT, COUNTS_FRONT_Z, FRONT, FRONT_Z, PAIRS, PAIRS_Z, SYNC
 from dbfs.bfs.dask.mesh import board
 from dbfs.bfs.dask.mesh.plugin import get_plugin
-from dbfs.bfs.dask.mesh.shm import _boundary_words, _shm_collect, clear_hint
+from dbfs.bfs.dask.mesh.shm import _boundary_words, _shm_collect
 from dbfs.bfs.dask.mesh.shm_claims import box_pairs, fill_box, or_claims, take_peers, takes_shared
 from dbfs.bfs.dask.mesh.transport import _LocalMesh, _PeerLost, _Timed
 from dbfs.bfs.dask.search import profiled
@@ -201,7 +197,6 @@ class _Search(_Messages):
     setup, outside the timer as in Graph500 3.0.1) and its named steps."""
 
     claims = None       # the mesh's shared top-down claims on this host (dbfs.bfs.dask.mesh.shm_claims), or None
-    hint = None         # the claim bits every worker of this host sets (the shared frontier's file), or None
     shared = False      # every worker has them (the start barrier's flag 2): a large top-down level uses them
     level_edges = 0     # the global frontier's edges of the level about to run (set by the level loop)
 
@@ -225,7 +220,6 @@ class _Search(_Messages):
         gwords = (self.N + 63) >> 6
         self.sh = shm if self.code == 0 and self.peers else None   # same-host shared frontier, else slices
         self.claims = cl = getattr(self.sh, "claims", None)    # shared: scratch and claim bits in its mapping
-        self.hint = getattr(self.sh, "hint", None)
         # every array is written here, so no page is first touched (and zeroed by the kernel) inside the timer
         self.scratch = _scratch(plugin.scratch, self.N) if cl is None else cl.scratch  # td claims (write-before-read)
         self.visited_g = _zeroed(gwords)                     # subset of the visited set, global ids (td filter)
@@ -292,8 +286,6 @@ class _Search(_Messages):
     def start(self, root):
         """Start barrier (shares the root's degree and the flags: 1 coded kinds, 2 shared claims); returns it."""
         deg_root = self._own_root(root)
-        if self.hint is not None:       # this worker's slice of the claim hint, clear before the barrier
-            clear_hint(self.sh, self.widx, len(self.ranks_of))
         flag = self._codec_flag() | (2 if self.claims is not None else 0)
         got = self.mesh.exchange(BEGIN, {j: [(deg_root, flag)] for j in self.peers})
         for j, arrs in got.items():
@@ -334,7 +326,7 @@ class _Search(_Messages):
         # block partitions: the claims of this worker's own rows write their parents, as td_step does
         direct = code == 0
         newv, examined, ascending = td_rows(self.rows.t, self.queue, scratch, self.visited_g, front,
-                                            self.parent_w if direct else None, self.hint)
+                                            self.parent_w if direct else None)
         if self.shared and takes_shared(self.level_edges, front.shape[0]):
             return self._td_take_shared(newv, examined, kt + time.perf_counter() - t)
         # this worker's own vertices absorbed at once into the next queue (or, a bit level, taken from the bits
