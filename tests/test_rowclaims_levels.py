@@ -24,7 +24,7 @@ from dbfs.bfs import bfs
 from dbfs.bfs.cpu import bitmap_to_queue, queue_to_bitmap
 from dbfs.bfs.cpu.rowclaims import _absorb_bits, claims_in, split_claims, split_sorted, words_elsewhere
 from dbfs.bfs.cpu.rowtable import (_rows_claim_serial, _rows_degree_offsets, _rows_degree_offsets_par, _rows_edges,
-                                   row_table, td_rows)
+                                   reserve_td, row_table, td_rows)
 from dbfs.bfs.cpu.topdown import _TD_SERIAL_EDGES
 from dbfs.partition import Partitioning
 from dbfs.validate import validate
@@ -106,6 +106,23 @@ def test_a_large_level_left_as_bits_claims_the_same(seed):
     for v in got[:: max(1, got.shape[0] // 200)]:
         r = int(claim_b[v])
         assert r in q.tolist() and v in ix[ip[r]:ip[r + 1]]
+
+
+def test_claims_keep_their_buffers_in_the_reserved_worker_store():
+    """``reserve_td`` sizes the record buffer and seen bitmap in a worker's store; a large level's claims then use
+    those arrays (not grown, the bitmap left all zero) and claim what they claim with the thread's buffers."""
+    rng = np.random.default_rng(11)
+    N = 1 << 15
+    rows, csr = _table(rng, [9000, 7000], N)
+    q = np.sort(rng.choice(9000, 8500, replace=False)).astype(np.int64)
+    bufs = {}
+    reserve_td(bufs, sum(int(ip[-1]) for ip, _ in csr), N >> 6)
+    rec, seen = bufs["rec"], bufs["seen"]
+    assert rec.shape[0] >= sum(int(ip[-1]) for ip, _ in csr) and seen.shape == (1, N >> 6) and not seen.any()
+    want, E, _ = td_rows(rows.t, q, np.full(N, -1, np.int32), np.zeros(N >> 6, np.int64))
+    got, E2, _ = td_rows(rows.t, q, np.full(N, -1, np.int32), np.zeros(N >> 6, np.int64), bufs=bufs)
+    assert E == E2 > _TD_SERIAL_EDGES and np.array_equal(np.sort(got), np.sort(want))
+    assert bufs["rec"] is rec and bufs["seen"] is seen and not seen.any()
 
 
 @pytest.mark.parametrize("seed", range(3))

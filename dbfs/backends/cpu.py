@@ -36,6 +36,7 @@ from dbfs.backends import Backend, check_split_placement, warm
 from dbfs.backends.ahead import cpu_search_job
 from dbfs.bfs import algorithm_names, bfs, collector_paused
 from dbfs.bfs.cpu import SPLIT_ALGORITHMS, split_graph, warm_kernels
+from dbfs.bfs.cpu.rowtable import reserve_td
 from dbfs.errors import DbfsError
 from dbfs.preflight import host_available
 from dbfs.progress import say
@@ -155,6 +156,9 @@ class CpuBackend(Backend):
         so neither ``prepare`` (Kernel 1 time) nor a timed search or validation compiles one."""
         self.compile_time = warm("the searches and validation", None, self.cfg.quiet, warm_search_side,
                                  self.graph.indptr, self.graph.indices, self.edges.dtype)
+        # the top-down steps' record buffer and seen bitmap (this thread's, which runs the searches) at their
+        # largest, so no timed search grows them
+        reserve_td(None, int(self.graph.nnz), (int(self.graph.n_vertices) + 63) >> 6)
         return self.compile_time
 
     def _split(self, graph):

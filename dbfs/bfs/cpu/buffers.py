@@ -10,7 +10,9 @@ Contract:
 - :func:`reused_int64` and the per-thread helpers (``_record_buffer``,
   ``_thread_bitmaps``, ``_seen_bitmap``, ``_scratch_bitmaps``) return arrays
   kept across levels and searches, allocated and page-faulted once; their
-  contents are whatever their users left (documented per helper).
+  contents are whatever their users left (documented per helper). Given a
+  ``holder`` (a Dask worker's store), ``_record_buffer`` and ``_seen_bitmap``
+  keep theirs there instead of in the calling thread.
 - ``_fill_parent(n)``: a fresh unpooled array of n -1s; ``_set_unreached``
   and ``_fill_unreached`` write the -1s of unreached vertices in parallel.
 
@@ -127,29 +129,39 @@ def reused_int64(holder: dict, key, n: int) -> np.ndarray:
     return a
 
 
-def _record_buffer(n: int) -> np.ndarray:
+def _record_buffer(n: int, holder=None) -> np.ndarray:
     """This thread's record buffer for
     :func:`~dbfs.bfs.cpu.topdown._td_claim_chunks` (see :func:`reused_int64`;
-    at most ``_TD_PIECE`` entries are asked for)."""
-    return reused_int64(_SEEN.__dict__, "rec", n)
+    at most ``_TD_PIECE`` entries are asked for), or the one kept in
+    ``holder`` (a Dask worker's store: its searches run one at a time, on
+    whichever thread of the worker takes the task, so a per-thread buffer
+    would be grown again, inside timed searches, on each of them)."""
+    return reused_int64(_SEEN.__dict__ if holder is None else holder, "rec", n)
 
 
-def _thread_bitmaps(key: str, rows: int, nwords: int) -> np.ndarray:
-    """This thread's reusable (rows, nwords) int64 array ``key``, zeroed when
-    (re)allocated for a new ``nwords`` and otherwise as its users left it:
-    allocated and touched once, not fresh (page-faulting) arrays per level
-    or search."""
-    a = _SEEN.__dict__.get(key)
+def _held_bitmaps(holder: dict, key, rows: int, nwords: int) -> np.ndarray:
+    """The reusable (rows, nwords) int64 array ``key`` of ``holder``, zeroed
+    (and its pages mapped) when (re)allocated for a new ``nwords`` and
+    otherwise as its users left it: allocated and touched once, not fresh
+    (page-faulting) arrays per level or search."""
+    a = holder.get(key)
     if a is None or a.shape != (rows, nwords):
-        a = _SEEN.__dict__[key] = np.zeros((rows, nwords), np.int64)
+        a = np.empty((rows, nwords), np.int64)
+        a.fill(0)
+        holder[key] = a
     return a
 
 
-def _seen_bitmap(nwords: int) -> np.ndarray:
-    """This thread's all-zero bitmap of ``nwords`` words for the new
-    frontier of :func:`~dbfs.bfs.cpu.topdown.td_step`, which leaves it all
-    zero again."""
-    return _thread_bitmaps("seen", 1, nwords)[0]
+def _thread_bitmaps(key: str, rows: int, nwords: int) -> np.ndarray:
+    """This thread's :func:`_held_bitmaps` array ``key``."""
+    return _held_bitmaps(_SEEN.__dict__, key, rows, nwords)
+
+
+def _seen_bitmap(nwords: int, holder=None) -> np.ndarray:
+    """This thread's (or ``holder``'s, as :func:`_record_buffer`'s) all-zero
+    bitmap of ``nwords`` words for the new frontier of
+    :func:`~dbfs.bfs.cpu.topdown.td_step`, which leaves it all zero again."""
+    return _held_bitmaps(_SEEN.__dict__ if holder is None else holder, "seen", 1, nwords)[0]
 
 
 def _scratch_bitmaps(n):

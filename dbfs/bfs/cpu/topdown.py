@@ -134,14 +134,15 @@ def td_step(indptr, indices, offset, frontier, parent, visited, front=None):
     return q, E
 
 
-def _td_parallel(claim, E, visited, front=None):
+def _td_parallel(claim, E, visited, front=None, bufs=None):
     """The parallel part of :func:`td_step` for a frontier of ``E > 0`` edges: ``claim(e_lo, e_hi, C, out)``
     claims over the frontier's edges ``[e_lo, e_hi)`` in ``C`` chunks into the record buffer ``out`` and
     returns the records per chunk (:func:`_td_claim_chunks` or a kernel of that contract); pieces of at most
     ``_TD_PIECE`` edges, then the new frontier read from the bits ``visited`` gained or deduplicated from the
     records. Returns (next frontier or None when left in ``front``, E, whether it is ascending: read from the
-    bits)."""
-    seen = _seen_bitmap(visited.shape[0])
+    bits). ``bufs``: where the record buffer and the seen bitmap are kept (a Dask worker's store; None: this
+    thread's)."""
+    seen = _seen_bitmap(visited.shape[0], bufs)
     may_be_big = E > seen.shape[0] or E > _TD_PIECE
     if may_be_big:
         seen[:] = visited           # the visited set before this level
@@ -151,13 +152,13 @@ def _td_parallel(claim, E, visited, front=None):
         for e_lo in range(0, E, _TD_PIECE):
             e_hi = min(e_lo + _TD_PIECE, E)
             C = min(max((e_hi - e_lo) // _TD_GRAIN, 1), _MAX_CHUNKS)
-            out = _record_buffer(e_hi - e_lo)
+            out = _record_buffer(e_hi - e_lo, bufs)
             cnt = claim(e_lo, e_hi, C, out)
             _td_fix_lost_bits(out, cnt, e_hi - e_lo, visited)
         big = True
     else:
         C = min(max(E // _TD_GRAIN, 1), _MAX_CHUNKS)
-        out = _record_buffer(E)
+        out = _record_buffer(E, bufs)
         cnt = claim(0, E, C, out)
         big = may_be_big and int(cnt.sum()) > seen.shape[0]
         if big:
