@@ -111,6 +111,16 @@ def dbfs_run(scale: int, roots: int, datasets, json_path, flags: str = "", env: 
     return json.loads(json_path.read_text()), wall
 
 
+#: the steps inside a CPU worker's top-down claims (``td_rows``), for :func:`install_step_timers`: the claims,
+#: then the level's new vertices from the records or the bits
+TD_INSIDE = {
+    "dbfs.bfs.cpu.rowtable": ["_rows_claim_serial", "_rows_claim_chunks", "_rows_degree_offsets",
+                              "_rows_degree_offsets_par", "_td_parallel"],
+    "dbfs.bfs.cpu.topdown": ["_td_fix_lost_bits", "_diff_bits", "_td_dedupe", "_td_gather", "bitmap_to_queue",
+                             "_seen_bitmap", "_record_buffer"],
+}
+
+
 def install_step_timers(steps: dict, dask_worker=None):
     """(``client.run``) a host timer around every step named in ``steps`` (``"module[:Class]" -> [names]``,
     a name this version does not have skipped) on this worker; the totals (calls, seconds) go to the worker's

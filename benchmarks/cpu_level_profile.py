@@ -19,13 +19,18 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import install_step_timers, take_step_timers  # noqa: E402
+from benchmarks.common import TD_INSIDE, install_step_timers, take_step_timers  # noqa: E402
 
 _STEPS = {
     "dbfs.bfs.dask.search.bsp": ["td_rows", "split_claims", "split_sorted", "absorb_bits", "mark_pairs", "bu_rows",
-                                 "absorb_rows", "copy_rows", "or_rows", "bitmap_to_queue", "queue_to_bitmap"],
+                                 "absorb_rows", "copy_rows", "or_rows", "bitmap_to_queue", "queue_to_bitmap",
+                                 # one host's shared frontier and claims (mesh/shm.py, mesh/shm_claims.py)
+                                 "or_claims", "take_peers", "take_bits", "claims_in", "fill_box", "box_pairs",
+                                 "_shm_collect"],
     "dbfs.bfs.dask.search.bsp:_Search": ["td_level", "bu_level", "to_bitmaps", "to_queues", "_absorb", "start",
-                                         "visit_root", "parents", "__init__"],
+                                         "visit_root", "parents", "__init__", "_td_take_shared", "_boxed", "_pairs",
+                                         "_counts_round", "_publish"],
+    **TD_INSIDE,
 }
 
 

@@ -22,7 +22,7 @@ import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import dbfs_commit, install_step_timers, write_record  # noqa: E402
+from benchmarks.common import TD_INSIDE, dbfs_commit, install_step_timers, write_record  # noqa: E402
 
 _KERNELS = ["td_rows", "bucket_claims", "split_claims", "split_sorted", "absorb_bits", "mark_pairs", "bu_rows",
             "absorb_rows", "copy_rows", "or_rows"]
@@ -62,7 +62,7 @@ def main(argv=None):
     del edges
     plugin = types.SimpleNamespace(scratch={}, grown={}, level_listeners=[], shms={})
     nnz = int(sum(int(p.indptr[-1]) for p in parts))
-    stats = install_step_timers({"dbfs.bfs.dask.search.bsp": _KERNELS})     # the steps this tree has
+    stats = install_step_timers({"dbfs.bfs.dask.search.bsp": _KERNELS, **TD_INSIDE})     # the steps this tree has
     for alpha in a.alpha:     # one pass over the roots each
         pol = {"policy": "beamer", "alpha": alpha, "beta": None, "unexplored": "gap", "tail": "cost"}
 
