@@ -24,8 +24,8 @@ from dbfs.bfs import bfs
 from dbfs.bfs.cpu import bitmap_to_queue, queue_to_bitmap
 from dbfs.bfs.cpu.rowclaims import _absorb_bits, claims_in, split_claims, split_sorted, words_elsewhere
 from dbfs.bfs.cpu.rowtable import (_rows_claim_serial, _rows_degree_offsets, _rows_degree_offsets_par, _rows_edges,
-                                   reserve_td, row_table, td_rows)
-from dbfs.bfs.cpu.topdown import _TD_SERIAL_EDGES
+                                   row_table, td_rows)
+from dbfs.bfs.cpu.topdown import _TD_SERIAL_EDGES, reserve_td
 from dbfs.partition import Partitioning
 from dbfs.validate import validate
 

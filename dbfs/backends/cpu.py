@@ -36,7 +36,7 @@ from dbfs.backends import Backend, check_split_placement, warm
 from dbfs.backends.ahead import cpu_search_job
 from dbfs.bfs import algorithm_names, bfs, collector_paused
 from dbfs.bfs.cpu import SPLIT_ALGORITHMS, split_graph, warm_kernels
-from dbfs.bfs.cpu.rowtable import reserve_td
+from dbfs.bfs.cpu.topdown import reserve_td
 from dbfs.errors import DbfsError
 from dbfs.preflight import host_available
 from dbfs.progress import say

@@ -8,7 +8,7 @@ Contract:
   entry); an array is handed out again only once nothing but the pool refers
   to it, so a result the caller still holds is never overwritten.
 - :func:`reused_int64` and the per-thread helpers (``_record_buffer``,
-  ``_thread_bitmaps``, ``_seen_bitmap``, ``_scratch_bitmaps``) return arrays
+  ``_held_bitmaps``, ``_seen_bitmap``, ``_scratch_bitmaps``) return arrays
   kept across levels and searches, allocated and page-faulted once; their
   contents are whatever their users left (documented per helper). Given a
   ``holder`` (a Dask worker's store), ``_record_buffer`` and ``_seen_bitmap``
@@ -136,7 +136,12 @@ def _record_buffer(n: int, holder=None) -> np.ndarray:
     ``holder`` (a Dask worker's store: its searches run one at a time, on
     whichever thread of the worker takes the task, so a per-thread buffer
     would be grown again, inside timed searches, on each of them)."""
-    return reused_int64(_SEEN.__dict__ if holder is None else holder, "rec", n)
+    return reused_int64(_store(holder), "rec", n)
+
+
+def _store(holder) -> dict:
+    """``holder``, or this thread's store when None."""
+    return _SEEN.__dict__ if holder is None else holder
 
 
 def _held_bitmaps(holder: dict, key, rows: int, nwords: int) -> np.ndarray:
@@ -152,16 +157,11 @@ def _held_bitmaps(holder: dict, key, rows: int, nwords: int) -> np.ndarray:
     return a
 
 
-def _thread_bitmaps(key: str, rows: int, nwords: int) -> np.ndarray:
-    """This thread's :func:`_held_bitmaps` array ``key``."""
-    return _held_bitmaps(_SEEN.__dict__, key, rows, nwords)
-
-
 def _seen_bitmap(nwords: int, holder=None) -> np.ndarray:
     """This thread's (or ``holder``'s, as :func:`_record_buffer`'s) all-zero
     bitmap of ``nwords`` words for the new frontier of
     :func:`~dbfs.bfs.cpu.topdown.td_step`, which leaves it all zero again."""
-    return _held_bitmaps(_SEEN.__dict__ if holder is None else holder, "seen", 1, nwords)[0]
+    return _held_bitmaps(_store(holder), "seen", 1, nwords)[0]
 
 
 def _scratch_bitmaps(n):
@@ -171,7 +171,7 @@ def _scratch_bitmaps(n):
     Every step writes all the words it later reads (``bu_step`` and
     ``spmv_pull_step`` every word of ``nxt``, ``queue_to_bitmap`` and
     ``td_step`` every word of ``front``)."""
-    a = _thread_bitmaps("bitmaps", 3, (n + 63) >> 6)
+    a = _held_bitmaps(_store(None), "bitmaps", 3, (n + 63) >> 6)
     return a[0], a[1], a[2]
 
 

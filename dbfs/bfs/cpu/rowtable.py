@@ -26,7 +26,8 @@ every slot in ONE call:
   ``front``, a large level's left there as bits (``claimed`` None). The owner
   side of the claims (split by owner rank, absorbed into the owners' rows)
   is :mod:`dbfs.bfs.cpu.rowclaims`'s. ``bufs``: a worker's store for the
-  claims' record buffer and seen bitmap, sized by :func:`reserve_td` before
+  claims' record buffer and seen bitmap, sized by
+  :func:`~dbfs.bfs.cpu.topdown.reserve_td` before
   the searches (a per-thread buffer would be grown again on each thread of
   the worker a search task lands on, inside timed levels).
 - :func:`bu_rows` ``(t, front, parent, visited, nxt, want_deg)``: ``bu_step``
@@ -68,10 +69,9 @@ from numba.extending import intrinsic
 from .bottomup import _BU_BLOCK, _bu_block
 from .frontier import _DEG_SERIAL_VERTICES
 from .primitives import _NO_CAP, _cttz, prefetch
-from .buffers import _record_buffer, _seen_bitmap
-from .topdown import _TD_PIECE, _TD_PREFETCH, _TD_SERIAL_EDGES, _td_parallel
+from .topdown import _TD_PREFETCH, _TD_SERIAL_EDGES, _td_parallel
 
-__all__ = ["RowTable", "row_table", "td_rows", "reserve_td", "bu_rows", "or_rows", "copy_rows"]
+__all__ = ["RowTable", "row_table", "td_rows", "bu_rows", "or_rows", "copy_rows"]
 
 
 class _Rows(NamedTuple):
@@ -376,14 +376,6 @@ def _rows_claim_chunks(t, queue, claim, parent, visited, degoff, e_lo, e_hi, C, 
 _NO_PARENT = np.empty(0, np.int64)     # td_rows without direct parent writes
 
 
-def reserve_td(bufs: dict, nnz: int, gwords: int) -> None:
-    """Size (and page in) the record buffer and seen bitmap :func:`td_rows` (or, ``bufs`` None, the calling
-    thread's ``td_step``) keeps in ``bufs`` for rows of ``nnz`` edges in all and visited bitmaps of ``gwords``
-    words, at their largest: called before the searches, no top-down level grows them inside its timer."""
-    _record_buffer(max(1, min(int(nnz), _TD_PIECE)), bufs)
-    _seen_bitmap(int(gwords), bufs)
-
-
 def td_rows(t, queue, claim, visited, front=None, parent=None, bufs=None):
     """Top-down claims of a queue of worker rows over every slot of ``t`` (a :class:`RowTable`'s ``t``; see
     the module docstring): serial below ``td_step``'s limit, else by equal edge ranges in parallel.
@@ -407,7 +399,7 @@ def td_rows(t, queue, claim, visited, front=None, parent=None, bufs=None):
         ``visited`` gained, are left there instead of in ``claimed``.
     bufs : dict, optional
         Where the claims' record buffer and seen bitmap are kept (the worker's store, sized before its
-        searches: :func:`reserve_td`); None: the calling thread's.
+        searches: :func:`~dbfs.bfs.cpu.topdown.reserve_td`); None: the calling thread's.
 
     Returns
     -------

@@ -134,6 +134,15 @@ def td_step(indptr, indices, offset, frontier, parent, visited, front=None):
     return q, E
 
 
+def reserve_td(bufs, nnz: int, gwords: int) -> None:
+    """Size (and page in) the record buffer and seen bitmap :func:`_td_parallel` keeps in ``bufs`` (a Dask
+    worker's store; None: the calling thread's, :func:`td_step`'s) for rows of ``nnz`` edges in all and visited
+    bitmaps of ``gwords`` words, at their largest: called before the searches, no top-down level grows them
+    inside its timer."""
+    _record_buffer(max(1, min(int(nnz), _TD_PIECE)), bufs)
+    _seen_bitmap(int(gwords), bufs)
+
+
 def _td_parallel(claim, E, visited, front=None, bufs=None):
     """The parallel part of :func:`td_step` for a frontier of ``E > 0`` edges: ``claim(e_lo, e_hi, C, out)``
     claims over the frontier's edges ``[e_lo, e_hi)`` in ``C`` chunks into the record buffer ``out`` and

@@ -81,7 +81,8 @@ import numpy as np
 from dbfs.bfs.cpu import _fill_parent, bitmap_to_queue, queue_to_bitmap
 from dbfs.bfs.cpu.rowclaims import (absorb_bits, absorb_rows, by_bits, claims_in, mark_pairs, split_claims, split_sorted,
                                     take_bits, words_elsewhere)
-from dbfs.bfs.cpu.rowtable import bu_rows, copy_rows, or_rows, reserve_td, row_table, td_rows
+from dbfs.bfs.cpu.rowtable import bu_rows, copy_rows, or_rows, row_table, td_rows
+from dbfs.bfs.cpu.topdown import reserve_td
 from dbfs.bfs.dask.mesh.codec import GAP_SLACK, pair_widths
 from dbfs.bfs.dask.layout.exchange import _base_of, _chunks, _or_into, _or_slice
 from dbfs.bfs.dask.mesh.frames import BEGIN, COUNTS, COUNTS_FRONT, COUNTS_FRONT_Z, FRONT, FRONT_Z, PAIRS, PAIRS_Z, SYNC
@@ -235,7 +236,7 @@ class _Search(_Messages):
         R = self.rows.rows
         # the claims' record buffer and seen bitmap, kept by the worker (its searches' tasks land on any of its
         # threads), at their largest before the timer
-        reserve_td(self.grown, sum(int(p.indptr[-1] - p.indptr[0]) for p in parts), gwords)
+        reserve_td(self.grown, sum(p.nnz for p in parts), gwords)
         self.parent_w = _fill_parent(R)                      # parents over worker rows
         self.visited_w = np.empty(R >> 6, np.int64)          # visited over worker rows (no-edge rows set)
         self.fbm_w = _zeroed(R >> 6)                         # local frontier bitmap (after a bottom-up level)
