@@ -29,12 +29,17 @@ from benchmarks.common import install_step_timers, take_step_timers  # noqa: E40
 _STEPS = {
     "dbfs.bfs.dask.search.bsp": ["_bsp_levels"],
     "dbfs.bfs.dask.search.gpu_search:_GpuSearch": ["__init__"],
-    "dbfs.bfs.dask.search.gpu_nccl:_NcclSearch": ["__init__", "td_level", "bu_level", "to_bitmaps", "to_queues", "_claim", "_absorb_dev",
-                                           "_level_totals", "_read", "_capped", "_exchange_bitmap", "_bu_steps",
-                                           "_td_exact", "start", "visit_root", "parents"],
-    "dbfs.bfs.dask.mesh.nccl:_Comm": ["send", "recv", "allreduce", "allgather"],
+    "dbfs.bfs.dask.search.gpu_nccl:_NcclSearch": ["__init__", "td_level", "bu_level", "to_bitmaps", "to_queues", "_claim",
+                                           "_absorb_dev", "_read", "_capped", "_exchange_bitmap", "_bu_steps",
+                                           "_td_exact", "_td_tiny", "_tiny_calls", "_send_frontier", "_totals",
+                                           "_zero_counters", "start", "visit_root", "parents"],
+    # the module functions gpu_nccl calls by the names it imported
+    "dbfs.bfs.dask.search.gpu_nccl": ["send_slices", "or_slices", "zero_peer_slices", "td_dense", "dense"],
+    "dbfs.bfs.dask.search.level_graph:_Replays": ["run", "load_params"],
+    "dbfs.bfs.dask.mesh.nccl:_Comm": ["send", "recv", "allreduce", "allgather", "check"],
     "dbfs.bfs.dask.mesh.nccl:_Timeline": ["mark", "settle", "begin"],
     "dbfs.bfs.dask.search.gpu_search": ["expand"],
+    "dbfs.bfs.policy:BeamerPolicy": ["next"],
 }
 
 
@@ -80,7 +85,10 @@ def main(argv=None):
                 else:
                     got = [D.search(dg, r, stats=True) for r in roots[1:]]
                 client_s = time.perf_counter() - t0
+                by_level = {}
                 for res, sec, lst in got:
+                    for x in lst:
+                        by_level.setdefault(x["level"], []).append(x)
                     levels += len(lst)
                     wall += sum(x["time"] for x in lst)
                     timed += sec
@@ -93,6 +101,13 @@ def main(argv=None):
     print(f"{levels} levels, mean level {report['level_us']:.1f} us; per search: {report['client_ms_per_search']:.2f} "
           f"ms on the client, {report['timed_ms_per_search']:.2f} ms timed on the workers "
           f"({'one batch' if args.batch else 'one call a search'})")
+    report["by_level"] = {}
+    for lv, xs in sorted(by_level.items()):
+        med = {k: float(np.median([x[k] for x in xs])) for k in ("time", "kernel", "overhead", "exchange")}
+        dirs = sorted({x["direction"] for x in xs})
+        report["by_level"][lv] = {"searches": len(xs), "directions": dirs, **med}
+        print(f"  level {lv} ({'/'.join(dirs)}, {len(xs)} searches): median time {1e6 * med['time']:.0f} us, kernel "
+              f"{1e6 * med['kernel']:.0f}, exchange {1e6 * med['exchange']:.0f}, overhead {1e6 * med['overhead']:.0f}")
     for w, st in sorted(got.items()):
         print(f"worker {w}")
         rows = sorted(st.items(), key=lambda kv: -kv[1][1])
