@@ -177,6 +177,47 @@ def test_search_timed_and_nedge(cp, gpu, golden10, g10):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("n_f", [1, 2048, 2049, 5000, "limit", "limit+1", 20000])
+def test_expand_small_and_large_frontiers(cp, gpu, n_f):
+    """One top-down expansion on either side of the one-launch kernel's frontier bounds (its shared memory
+    sized by the launch): every unvisited neighbour of the frontier claimed once, with a frontier vertex
+    adjacent to it as its parent, and the counts the kernel reports."""
+    n = 1 << 15
+    rng = np.random.default_rng(5)
+    e = rng.integers(0, n, size=(6 * n, 2), dtype=np.int64)
+    g = build_csr(e, n_vertices=n)
+    limit = gpu.td_small_limit()
+    n_f = {"limit": limit, "limit+1": limit + 1}.get(n_f, n_f)
+    front = np.sort(rng.choice(n, size=n_f, replace=False))
+    visited0 = np.zeros(n, bool)
+    visited0[front] = True
+    visited0[rng.choice(n, size=n // 4, replace=False)] = True
+    ip, ix = g.indptr, g.indices
+    m_f = int((ip[front + 1] - ip[front]).sum())
+    assert gpu.small_frontier(n_f, m_f) == (n_f <= limit)
+    dg = gpu.device_graph(g)
+    bits = np.packbits(visited0, bitorder="little").view(np.uint32)
+    visited = cp.asarray(bits)
+    parent = cp.full(n, -1, cp.int32)
+    nxt = cp.full(n, -1, cp.int32)
+    cnt = cp.zeros(4, cp.uint64)
+    gpu.expand(dg.kernels, dg.indptr, dg.adj, cp.asarray(front.astype(np.int32)), n_f, m_f, visited, parent, nxt,
+               cnt)
+    c = cnt.get()
+    want = np.unique(ix[np.concatenate([np.arange(ip[u], ip[u + 1]) for u in front])])
+    want = want[~visited0[want]]
+    got = np.sort(nxt.get()[:int(c[0])])
+    np.testing.assert_array_equal(got, want)
+    par = parent.get()
+    assert (par[want] >= 0).all() and np.isin(par[want], front).all()
+    for v in want[:200]:
+        assert v in ix[ip[par[v]]:ip[par[v] + 1]]
+    assert int(c[1]) == int((ip[want + 1] - ip[want]).sum())
+    vis = np.unpackbits(visited.get().view(np.uint8), bitorder="little")[:n].astype(bool)
+    np.testing.assert_array_equal(vis, visited0 | np.isin(np.arange(n), want))
+
+
+@pytest.mark.gpu
 def test_unknown_option_rejected(gpu, g10):
     with pytest.raises(DbfsError, match="option"):
         bfs(g10, 0, "td", backend="gpu", alpha=3)

@@ -83,7 +83,7 @@ from dbfs.errors import DbfsError
 from dbfs.graph import CSRGraph, id_dtype
 
 __all__ = ["DeviceGraph", "device_graph", "device_in_use", "search_device", "search_timed", "original_parent",
-           "own_memory", "count_nedge", "expand", "ALGORITHMS"]
+           "own_memory", "count_nedge", "expand", "small_frontier", "td_small_limit", "ALGORITHMS"]
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 
@@ -91,6 +91,9 @@ _BLOCK = 256          # threads per block, every kernel
 _TD_ITEMS = 8         # edges per thread per td_expand chunk
 _BU_SERIAL = 8        # neighbours a lane scans alone in bu_step
 _TD_SMALL = 2048      # frontiers up to this size take the one-launch top-down kernel
+_TD_SMALL_MAX = 8192  # ... and up to this size (the device's shared memory permitting, td_small_limit) where
+_TD_SMALL_READS = 1 << 23   # its blocks' reads of the frontier (blocks x frontier) stay within this
+_TD_SMALL_BYTES = 16  # td_expand_small's dynamic shared memory a frontier vertex (its degree scan, row start)
 _COUNTER_ROWS = 4096  # per-level counter rows zeroed at once
 #: C type of an id or adjacency-entry dtype (bfs.cu's VID_T and ENT_T)
 _VID = {np.dtype(np.int32): "int", np.dtype(np.int64): "long long", np.dtype(np.uint32): "unsigned int"}
@@ -120,7 +123,7 @@ def _options(vid: str, ent: str = "") -> tuple:
     """NVRTC options of bfs.cu for vertex-id type ``vid`` and adjacency-entry type ``ent`` (C type names;
     '': ``vid``)."""
     return (f"-DVID_T={vid}", f"-DENT_T={ent or vid}", f"-DTD_BLOCK={_BLOCK}", f"-DTD_ITEMS={_TD_ITEMS}",
-            f"-DBU_SERIAL={_BU_SERIAL}", f"-DTD_SMALL={_TD_SMALL}")
+            f"-DBU_SERIAL={_BU_SERIAL}")
 
 
 _KERNEL_NAMES = ("base_visited", "start_search", "queue_to_bitmap", "bitmap_to_queue", "frontier_degrees",
@@ -134,7 +137,18 @@ def _kernels(vid: str, ent: str = "") -> dict:
     """Compiled kernels for one vertex id type and adjacency-entry type ('': the id type; compiled on first
     use: call it before a timed region)."""
     mod = _module(vid, ent)
-    return {name: mod.get_function(name) for name in _KERNEL_NAMES}
+    k = {name: mod.get_function(name) for name in _KERNEL_NAMES}
+    for name in ("td_expand_small", "td_expand_small_at"):      # their frontier's scan in dynamic shared memory
+        k[name].max_dynamic_shared_size_bytes = _TD_SMALL_BYTES * td_small_limit()
+    return k
+
+
+@lru_cache(maxsize=None)
+def td_small_limit() -> int:
+    """The largest frontier ``td_expand_small`` takes on this device: :data:`_TD_SMALL_MAX`, or fewer where the
+    device's opt-in shared memory a block (less 4 KiB for the kernel's own) holds fewer."""
+    optin = int(cp.cuda.Device().attributes.get("MaxSharedMemoryPerBlockOptin", 48 << 10))
+    return max(_TD_SMALL, min(_TD_SMALL_MAX, (optin - (4 << 10)) // _TD_SMALL_BYTES))
 
 
 @lru_cache(maxsize=None)
@@ -349,16 +363,26 @@ def _record(level, direction, n_f, edges, discovered, t0):
             "discovered": int(discovered), "time": time.perf_counter() - t0}
 
 
+def small_frontier(n_f: int, m_f: int) -> bool:
+    """Whether a top-down frontier of ``n_f`` vertices and ``m_f`` edges takes ``td_expand_small``: up to
+    :data:`_TD_SMALL` vertices always; up to :func:`td_small_limit` where every block's own scan of the frontier
+    (blocks x ``n_f`` reads) stays within :data:`_TD_SMALL_READS`. Past that, the degree kernel and one global
+    scan cost less than the blocks' repeated scans."""
+    if n_f <= _TD_SMALL:
+        return True
+    return n_f <= td_small_limit() and _grid(m_f, _BLOCK * _TD_ITEMS)[0] * int(n_f) <= _TD_SMALL_READS
+
+
 def expand(k, indptr, adj, queue, n_f, m_f, visited, parent, next_q, row, gadd=0, count_deg=1):
     """One top-down expansion of ``queue[:n_f]`` (``m_f`` frontier edges) into ``next_q``
     (``td_expand``'s contract in bfs.cu: ``gadd``, ``count_deg``).
 
-    Small frontiers: one launch that scans the degrees in shared memory;
-    large ones: degrees, ``cupy.cumsum``, then the load-balanced expansion."""
-    if 0 < m_f and n_f <= _TD_SMALL:
+    Small frontiers (:func:`small_frontier`): one launch that scans the degrees in shared memory; large ones:
+    degrees, ``cupy.cumsum``, then the load-balanced expansion."""
+    if 0 < m_f and small_frontier(n_f, m_f):
         k["td_expand_small"](_grid(m_f, _BLOCK * _TD_ITEMS), (_BLOCK,),
                              (queue, _i64(n_f), _i64(m_f), indptr, *adj, visited, parent, next_q, row,
-                              _i64(gadd), np.int32(count_deg)))
+                              _i64(gadd), np.int32(count_deg)), shared_mem=_TD_SMALL_BYTES * int(n_f))
     elif m_f > 0:
         deg = cp.empty(n_f, cp.int64)
         k["frontier_degrees"](_grid(n_f), (_BLOCK,), (queue, _i64(n_f), indptr, deg))

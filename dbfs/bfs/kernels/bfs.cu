@@ -9,7 +9,6 @@
 //   TD_BLOCK  threads per block of td_expand (a multiple of 32)
 //   TD_ITEMS  edges per thread per block chunk of td_expand
 //   BU_SERIAL neighbours a lane scans alone before the warp helps it
-//   TD_SMALL  largest frontier handled by td_expand_small (shared memory)
 //
 // Encodings:
 //   indptr   int64, n + 1 entries; row v is entries indptr[v] .. indptr[v+1] of the adjacency
@@ -45,9 +44,6 @@
 #endif
 #ifndef BU_SERIAL
 #define BU_SERIAL 8
-#endif
-#ifndef TD_SMALL
-#define TD_SMALL 2048
 #endif
 
 typedef VID_T vid_t;
@@ -251,18 +247,22 @@ extern "C" __global__ void td_expand(const vid_t* queue, i64 nf, const i64* offs
     block_add3(0, acc_deg, 0, cnt);
 }
 
-// Top-down step for a small frontier (nf <= TD_SMALL) in one launch: every
-// block loads the frontier's row starts and degrees into shared memory and
-// scans them itself (no separate degree kernel or global scan), then
-// expands its chunks of the E frontier edges exactly as td_expand does.
+// Top-down step for a small frontier in one launch: every block loads the
+// frontier's row starts and degrees into shared memory and scans them itself
+// (no separate degree kernel or global scan), then expands its chunks of the
+// E frontier edges exactly as td_expand does. The shared arrays are dynamic:
+// launch with at least 16 * nf bytes (the caller bounds nf by the device's
+// opt-in shared memory, dbfs/bfs/gpu.py td_small_limit).
 // td_expand_small takes nf and E as arguments; td_expand_small_at reads them
 // from nfE[0], nfE[1] on the device (a launch captured once in a CUDA graph
-// and replayed for any frontier: the grid is sized for the most edges).
+// and replayed for any frontier: the grid is sized for the most edges, the
+// shared memory for the largest frontier).
 __device__ __forceinline__ void td_small_body(const vid_t* queue, i64 nf, i64 E, const i64* indptr,
                                               ADJ_PARAMS, u32* visited, vid_t* parent,
                                               vid_t* next_q, u64* cnt, i64 gadd, int count_deg) {
-    __shared__ i64 s_offs[TD_SMALL];    // inclusive scan of the degrees
-    __shared__ i64 s_row[TD_SMALL];     // indptr[u] of frontier entry i
+    extern __shared__ i64 s_dyn[];
+    i64* s_offs = s_dyn;                // inclusive scan of the degrees
+    i64* s_row = s_dyn + nf;            // indptr[u] of frontier entry i
     __shared__ i64 s_part[TD_BLOCK];
     const int tid = threadIdx.x;
     for (int i = tid; i < nf; i += TD_BLOCK) {
