@@ -217,9 +217,10 @@ class _Timeline:
 
     def begin(self) -> None:
         if not self.marks:
-            import cupy as cp  # deferred: cupy
+            if not self.stream:         # the search's stream, looked up once (its task's thread keeps it)
+                import cupy as cp  # deferred: cupy
 
-            self.stream = cp.cuda.get_current_stream().ptr
+                self.stream = cp.cuda.get_current_stream().ptr
             self._record(None)
 
     def mark(self, kind: str) -> None:

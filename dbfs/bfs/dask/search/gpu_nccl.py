@@ -92,11 +92,11 @@ import cupyx
 import numpy as np
 
 from dbfs.bfs.dask.search.gpu_dense import dense, td_dense
-from dbfs.bfs.dask.search.gpu_live import or_slices, own_live_words, send_slices, zero_peer_slices
+from dbfs.bfs.dask.search.gpu_live import or_slices, send_slices, zero_peer_slices
 from dbfs.bfs.dask.search.gpu_search import _GpuSearch
 from dbfs.bfs.dask.search.level_graph import _Replays, bucket
 from dbfs.bfs.dask.mesh.nccl import _Timeline, holds_parents
-from dbfs.bfs.gpu import _BLOCK, _TD_ITEMS, _TD_SMALL, _grid, _i64
+from dbfs.bfs.gpu import _BLOCK, _TD_ITEMS, _TD_SMALL_BYTES, _grid, _i64, td_small_limit
 
 __all__ = ["_NcclSearch", "CAPPED_PAIRS", "regions"]
 
@@ -208,7 +208,6 @@ class _NcclSearch(_GpuSearch):
         if self.gather:     # this rank's bitmaps ARE its slices of the global ones: allgathered in place, no copy
             st, w = self.states[widx], self.slice
             st.fbm, st.nxt = self.front[widx * w:(widx + 1) * w], self.front_next[widx * w:(widx + 1) * w]
-            self.own_live = own_live_words(st.p, w)
         if self.replays is not None:
             self._prepare_graphs()
         cp.cuda.Device().synchronize()
@@ -266,7 +265,8 @@ class _NcclSearch(_GpuSearch):
 
     # ------------------------------------------------------------- steps
     def start(self, root):
-        self.one.set(np.array([self._own_root(root), self.own_live if self.gather else 0], np.int64))
+        live = self.states[self.widx].live if self.gather else 0     # gather: this worker holds its own rank
+        self.one.set(np.array([self._own_root(root), live], np.int64))
         self.comm.allreduce(self.one, "max")
         deg, lw = (int(x) for x in self.one.get())
         self.comm.check()
@@ -334,7 +334,7 @@ class _NcclSearch(_GpuSearch):
 
     def _td_tiny(self, kt):
         """A small top-down level (see the module docstring): every worker's claims in one allgather; where
-        this worker's frontier fits ``td_expand_small`` (:data:`dbfs.bfs.gpu._TD_SMALL` vertices) the level's
+        this worker's frontier fits ``td_expand_small`` (:func:`dbfs.bfs.gpu.td_small_limit` vertices) the level's
         calls are one replayed CUDA graph (:mod:`dbfs.bfs.dask.search.level_graph`), else issued one by one.
         The slot size is a power of two (every worker computes the same from the edges all of them read)."""
         m, own = max(self.wm), self.wm[self.widx]
@@ -342,7 +342,7 @@ class _NcclSearch(_GpuSearch):
         (rk, st), = self.states.items()
         self.tl.begin()
         rp = self.replays
-        if rp is not None and st.nq <= _TD_SMALL:
+        if rp is not None and st.nq <= td_small_limit():
             if st.m != own:
                 raise RuntimeError(f"worker {self.widx}: {st.m} frontier edges, its peers counted {own}")
             rp.par_h[0], rp.par_h[1] = st.nq, st.m
@@ -400,7 +400,8 @@ class _NcclSearch(_GpuSearch):
             nfE = rp.load_params()
             self.k["td_expand_small_at"](_grid(cap, _BLOCK * _TD_ITEMS), (_BLOCK,),
                                          (st.queue, nfE, p.indptr, *p.adj, self.visited_g, self.scratch, self.claims,
-                                          self.cnt[0], _i64(p.base), np.int32(0)))
+                                          self.cnt[0], _i64(p.base), np.int32(0)),
+                                         shared_mem=_TD_SMALL_BYTES * td_small_limit())
         else:
             self._check_claim(own)
         if own or rp is not None:
@@ -578,7 +579,13 @@ class _NcclSearch(_GpuSearch):
         tl.mark("k")
 
     def to_queues(self):
+        """Each rank's frontier bits to its queue, no host read: the last bottom-up level's counts (read by
+        :meth:`_read`) are its sizes. Its device seconds count in the top-down level that follows."""
         if self.queued:                     # the bottom-up level that sent its frontier as ids built it
             return 0.0
-        t = super().to_queues()
-        return 0.0 if self.tl.marks else t  # marks pending: the level's device span counts these kernels
+        self.tl.begin()
+        self._zero_counters()               # the queues' cursors (each rank's row, column 3)
+        for r, st in enumerate(self.states.values(), 1):
+            self.k["bitmap_to_queue"](_grid(st.live), (_BLOCK,), (st.fbm, _i64(st.live), st.queue, self.cnt[r, 3:]))
+        self.tl.mark("k")
+        return 0.0
