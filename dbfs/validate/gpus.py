@@ -11,8 +11,11 @@ as :func:`dbfs.validate.validate` on the joined parent array: same ``ok``,
 ``nedge``, failed rules in ``RULES`` order, counts and messages, with
 ``levels`` None. Several searches share one pass over the edges. Only counts,
 example ids and one tree-edge bitmap per search per worker move between
-workers; nothing N-sized reaches the client. Independent of what it checks:
-nothing from :mod:`dbfs.bfs`.
+workers; nothing N-sized reaches the client. ``validate_on_worker(client,
+dataset_path, searches, partitioning, worker, gather)``: the same results
+where one GPU worker holds every slice on its device (one task there, each
+search joined in its own id width and checked whole, :func:`whole_searches`).
+Independent of what it checks: nothing from :mod:`dbfs.bfs`.
 
 Method: with G GPU workers, worker ``g`` runs one task (pinned to it) that
 joins each search's slices into a device parent array (Dask moves the
@@ -55,7 +58,7 @@ from dbfs.store.virtual import device_rows
 from dbfs.validate.cpu import MAX_EXAMPLES, RULES, Failure, ValidationResult, _fail, joined_edge_failures
 from dbfs.validate.gpu import DEVICE_EDGE_ROWS, KeptRows, _Batch, _fold, _sweep, _width, validate_batch
 
-__all__ = ["validate_on_gpus", "edge_rows_on_device", "edge_rows_bytes", "device_free", "check_share",
+__all__ = ["validate_on_gpus", "validate_on_worker", "edge_rows_on_device", "edge_rows_bytes", "device_free", "check_share",
            "whole_searches", "finish", "run_shares"]
 
 
@@ -108,20 +111,44 @@ def _share(dataset_path, g: int, G: int, device: bool, part: Partitioning, roots
         import cupy as cp  # deferred: cupy
     else:
         cp = np
-    n, P = part.n_vertices, part.P
+    return check_share(cp, dataset_path, g, G, device, part.n_vertices, roots,
+                       lambda k: _joined(cp, part, slices[k * part.P:(k + 1) * part.P], cp.int64))
 
-    def joined(k):
-        sl = slices[k * P:(k + 1) * P]
-        lens = [int(np.shape(s)[0]) for s in sl]
-        if lens != [part.local_count(rk) for rk in range(P)]:
-            return _fail("length", f"parent has {sum(lens)} entries, graph has {n} vertices", [], 1)
-        parent = cp.empty(n, cp.int64)
-        for rk, s in enumerate(sl):
-            rg = part.vertex_range(rk)
-            parent[rg.start:rg.stop:rg.step] = cp.asarray(s)
-        return parent
 
-    return check_share(cp, dataset_path, g, G, device, n, roots, joined)
+def _joined(xp, part: Partitioning, sl, dtype):
+    """One search's whole parent array of ``dtype`` (``xp``'s) from its P partition slices ``sl``, or the
+    ``length`` Failure where their lengths are not the partitions'."""
+    n = part.n_vertices
+    lens = [int(np.shape(s)[0]) for s in sl]
+    if lens != [part.local_count(rk) for rk in range(part.P)]:
+        return _fail("length", f"parent has {sum(lens)} entries, graph has {n} vertices", [], 1)
+    parent = xp.empty(n, dtype)
+    for rk, s in enumerate(sl):
+        rg = part.vertex_range(rk)
+        parent[rg.start:rg.stop:rg.step] = xp.asarray(s)
+    return parent
+
+
+def _whole(dataset_path, part: Partitioning, roots, *slices):
+    """(task on the one GPU worker holding every search's slices on its device) the searches' ValidationResults:
+    each joined in the slices' own width (:func:`whole_searches`)."""
+    import cupy as cp  # deferred: cupy
+
+    P = part.P
+    parents = [_joined(cp, part, slices[k * P:(k + 1) * P], slices[k * P].dtype) for k in range(len(roots))]
+    del slices
+    return whole_searches(cp, dataset_path, True, part.n_vertices, roots, parents)
+
+
+def validate_on_worker(client, dataset_path, searches, partitioning: Partitioning, worker: str, gather) -> list:
+    """:func:`validate_on_gpus`'s results where one GPU worker ``worker`` holds every search's parent slices on
+    its device (futures of device arrays, original ids): one task there validates the whole searches; no
+    slice is copied to the host or to another worker."""
+    roots = [int(r) for r, _ in searches]
+    fut = client.submit(_whole, str(dataset_path), partitioning, roots, *[f for _, sl in searches for f in sl],
+                        workers=[worker], allow_other_workers=False, pure=False,
+                        key=f"validate-gpu-whole-{uuid.uuid4().hex}")
+    return gather([fut], f"the validation of {len(roots)} search(es) on GPU worker {worker}")[0]
 
 
 def check_share(cp, dataset_path, g: int, G: int, device: bool, n: int, roots, parent_of, join=None,

@@ -124,14 +124,20 @@ class DistributedGraph:
         return "cuda-ipc" if self.has_gpu else "dev-shm"
 
     @property
-    def parents_on_device(self) -> bool:
-        """Whether a search's parents stay on the GPU workers' devices: the levels exchanged by NCCL, mesh
-        worker i holding rank i alone (validated over the communicator;
-        :func:`dbfs.bfs.dask.mesh.nccl.holds_parents`: the workers ask the same), or a mesh of one GPU worker,
-        holding every rank (validated there; its search asks the same of its ``ranks_of``)."""
+    def parents_held(self) -> str:
+        """Where a search's parents stay on the GPU workers' devices, which says how they are validated:
+        ``"mesh"`` (the levels exchanged by NCCL, mesh worker i holding rank i alone: validated over the
+        communicator; :func:`dbfs.bfs.dask.mesh.nccl.holds_parents`, the workers ask the same), ``"worker"`` (a
+        mesh of one GPU worker holding every rank: validated there; its search asks the same of its
+        ``ranks_of``), or ``""`` (they go to the host)."""
         if self.level_exchange == "nccl":
-            return holds_parents(self.ranks_of())
-        return len(self.mesh_workers) == 1 and self.has_gpu
+            return "mesh" if holds_parents(self.ranks_of()) else ""
+        return "worker" if len(self.mesh_workers) == 1 and self.has_gpu else ""
+
+    @property
+    def parents_on_device(self) -> bool:
+        """Whether a search's parents stay on the devices (:attr:`parents_held`)."""
+        return bool(self.parents_held)
 
     def held_parent_bytes(self) -> int:
         """Device bytes of one search's parents on the worker holding the most of them (0 where they go to the

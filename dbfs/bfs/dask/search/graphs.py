@@ -247,7 +247,7 @@ class DistributedPartitions(PartitionedGraph):
                 self.validate_batch = K = batch_size(free, dg.n_vertices, validate_most, held)
                 # what the batch leaves for the input rows kept between batches; over NCCL, whole searches a
                 # worker where every worker keeps them all, else each its share of them
-                if dg.parents_on_device and dg.level_exchange == "nccl":
+                if dg.parents_held == "mesh":
                     dg.validate_by, dg.keep_bytes = mesh_plan(free, dg.n_vertices, K, held, dg.P,
                                                               edge_rows_bytes(dataset_path))
                 else:

@@ -15,7 +15,9 @@ where they stayed on a GPU worker, ``result.on_device``).
 Method: the validation runs on the cluster's GPU workers, each checking its
 share of the input edges for the batch in one pass
 (:func:`dbfs.validate.gpus.validate_on_gpus`; parents kept on the devices
-joined there over NCCL, :func:`dbfs.bfs.dask.search.validate_nccl.validate_on_mesh`),
+joined there over NCCL, :func:`dbfs.bfs.dask.search.validate_nccl.validate_on_mesh`,
+or, all on one GPU worker, validated whole there,
+:func:`dbfs.validate.gpus.validate_on_worker`),
 or, with no GPU workers, as Dask tasks over one read of the edges
 (:func:`dbfs.validate.dask.validate_partitioned_many`). A relabelled
 variant's parents are mapped back to original ids on a worker first
@@ -48,7 +50,7 @@ from dbfs.bfs.dask.search.client import DistributedResult, _searching, search_ma
 from dbfs.bfs.dask.search.validate_nccl import validate_on_mesh
 from dbfs.errors import DbfsError
 from dbfs.validate.dask import validate_partitioned_many
-from dbfs.validate.gpus import validate_on_gpus
+from dbfs.validate.gpus import validate_on_gpus, validate_on_worker
 
 __all__ = ["gather_parent", "validate_distributed", "validate_many_distributed"]
 
@@ -192,7 +194,8 @@ def validate_many_distributed(client, dataset_path, dgraph: DistributedGraph, re
     """Graph500 validation of several searches together: on the GPU workers ``gpus``
     (:func:`dbfs.validate.gpus.validate_on_gpus`: each checks its share of the input edges, one pass for the
     batch; parents kept on the devices are joined there over NCCL instead,
-    :func:`dbfs.bfs.dask.search.validate_nccl.validate_on_mesh`), or, with no GPU workers, as Dask tasks on
+    :func:`dbfs.bfs.dask.search.validate_nccl.validate_on_mesh`, or validated whole on the one GPU worker
+    holding them, :func:`dbfs.validate.gpus.validate_on_worker`), or, with no GPU workers, as Dask tasks on
     any workers (:func:`dbfs.validate.dask.validate_partitioned_many`: one table of the batch, one read of
     the edges). A lost worker is survived as in :func:`validate_distributed` (every search of the batch
     rerun).
@@ -214,12 +217,12 @@ def validate_many_distributed(client, dataset_path, dgraph: DistributedGraph, re
 
         if dgraph is not None and dgraph.parents_on_device and dgraph.perm_f is None and all(
                 r.on_device and r.rank_worker == dgraph.rank_worker for r in results):
-            if dgraph.level_exchange == "nccl":
+            if dgraph.parents_held == "mesh":
                 return validate_on_mesh(dgraph, results, gather)      # the parents joined on the devices
             part = results[0].partitioning      # one GPU worker holds them all: validated there, not copied
-            return validate_on_gpus(client, Path(dataset_path), [(r.root, [r.parents[rk] for rk in range(part.P)])
-                                                                for r in results], part, dgraph.mesh_workers,
-                                    gather=gather)
+            return validate_on_worker(client, Path(dataset_path), [(r.root, [r.parents[rk] for rk in range(part.P)])
+                                                                  for r in results], part, dgraph.mesh_workers[0],
+                                      gather)
         return validate_on_gpus(client, Path(dataset_path), [(r.root, _original(dgraph, r, client)) for r in results],
                                 results[0].partitioning, gpus, gather=gather)
 
