@@ -6,7 +6,7 @@ For :class:`dbfs.bfs.dask.search.gpu_nccl._NcclSearch` in its ``gather`` layout 
 rank's slice of a global bitmap the same ``slice`` uint32 words, rank ``j``'s at words ``j * slice``):
 :func:`own_live_words` is the number of leading words of this rank's slice that can hold a set bit (the
 rows up to its last row with an edge; 0 for a rank without edges); the search takes the most over the
-ranks as ``live_w`` (one allreduce(max) in its setup, so every worker holds the same number).
+ranks as ``live_w`` (one allreduce(max), in its start's, so every worker holds the same number).
 :func:`send_slices` (inside an NCCL group) puts every rank's live words of a global bitmap on every
 worker, in place, and leaves the rest of each slice as it was; :func:`or_slices` ORs one global bitmap
 into another over the live words only; :func:`zero_peer_slices` zeroes the live words of the peers'

@@ -176,7 +176,7 @@ class _NcclSearch(_GpuSearch):
         self.fetched = False                         # the level's graph copied the counters to hbuf
         self.R = R
         self.allhist = cp.zeros(W * P, cp.uint64)
-        self.one = cp.zeros(2, cp.int64)             # the allreduce(max) of the live words (setup), root degree (start)
+        self.one = cp.zeros(2, cp.int64)             # the start's allreduce(max): root degree, live words
         self.wm = [0] * W                            # each worker's frontier edges, from the last read
         self.wn = [0] * W                            # each worker's new frontier vertices, from the last read
         self.queued = False                          # the last bottom-up level left this rank's queue built
@@ -208,11 +208,6 @@ class _NcclSearch(_GpuSearch):
         if self.gather:     # this rank's bitmaps ARE its slices of the global ones: allgathered in place, no copy
             st, w = self.states[widx], self.slice
             st.fbm, st.nxt = self.front[widx * w:(widx + 1) * w], self.front_next[widx * w:(widx + 1) * w]
-            # the most live words of any rank, before the level graphs that send them are captured
-            self.one.set(np.array([0, st.live], np.int64))
-            comm.allreduce(self.one, "max")
-            self.live_w = int(self.one.get()[1])
-            comm.check()
         if self.replays is not None:
             self._prepare_graphs()
         cp.cuda.Device().synchronize()
@@ -270,10 +265,13 @@ class _NcclSearch(_GpuSearch):
 
     # ------------------------------------------------------------- steps
     def start(self, root):
-        self.one.set(np.array([self._own_root(root), 0], np.int64))
+        live = self.states[self.widx].live if self.gather else 0     # gather: this worker holds its own rank
+        self.one.set(np.array([self._own_root(root), live], np.int64))
         self.comm.allreduce(self.one, "max")
-        deg = int(self.one.get()[0])
+        deg, lw = (int(x) for x in self.one.get())
         self.comm.check()
+        if self.gather:
+            self.live_w = lw
         self.wm = [0] * self.W
         self.wm[self._worker_of_rank(self.o_root)] = deg
         return deg
@@ -369,7 +367,7 @@ class _NcclSearch(_GpuSearch):
 
     def _bu_graph(self, st):
         """The key and the calls of the bottom-up level's graph (this parity of the two bitmaps)."""
-        key = ("bu", self.counts_first, self.live_w, self.front.data.ptr, self.front_next.data.ptr, st.visited.data.ptr,
+        key = ("bu", self.counts_first, self.front.data.ptr, self.front_next.data.ptr, st.visited.data.ptr,
                st.parent.data.ptr, self.cbuf.data.ptr, self.hbuf.ctypes.data, st.p.indptr.data.ptr)
         return key, lambda mark, sp: self._bu_calls(mark, sp, st)
 
@@ -516,10 +514,7 @@ class _NcclSearch(_GpuSearch):
                 self._exchange_bitmap(self.front_next, totals=True)
         if not self.counts_first:
             g = self._read()
-            if self.gather:                 # no bit past a slice's live words
-                or_slices(self, self.visited_g, self.front_next)
-            else:
-                cp.bitwise_or(self.visited_g, self.front_next, out=self.visited_g)
+            cp.bitwise_or(self.visited_g, self.front_next, out=self.visited_g)
             self.front, self.front_next = self.front_next, self.front
             return self._totals(g, kt)
         if rp is None:
@@ -544,7 +539,7 @@ class _NcclSearch(_GpuSearch):
             comm.allreduce(self.blocks)
         else:
             with comm.group():
-                send_slices(self, self.front_next)      # every rank's live words, in place
+                comm.allgather(st.nxt, self.front_next)
                 comm.allreduce(self.blocks)
         mark("x")
         rt.memcpyAsync(self.hbuf.ctypes.data, self.blocks.data.ptr, self.blocks.nbytes, rt.memcpyDeviceToHost, sp)
