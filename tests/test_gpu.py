@@ -138,7 +138,7 @@ def test_int64_indices(gpu, golden10, g10, levels10, algo):
     g = CSRGraph(g10.indptr, g10.indices.astype(np.int64), g10.n_vertices)
     for root in golden10["roots"][:8]:
         check(e, 1 << 10, g, root, algo, {}, levels10[root])
-    assert g.meta["gpu"].vid == "long long"
+    assert (g.meta["gpu"].vid, g.meta["gpu"].ent) == ("int", "long long")     # ids by N, entries as stored
 
 
 @pytest.mark.gpu

@@ -96,7 +96,7 @@ from dbfs.bfs.dask.search.gpu_live import or_slices, send_slices, zero_peer_slic
 from dbfs.bfs.dask.search.gpu_search import _GpuSearch
 from dbfs.bfs.dask.search.level_graph import _Replays, bucket
 from dbfs.bfs.dask.mesh.nccl import _Timeline, holds_parents
-from dbfs.bfs.gpu import _BLOCK, _TD_ITEMS, _TD_SMALL_BYTES, _grid, _i64, td_small_limit
+from dbfs.bfs.gpu import _BLOCK, _TD_ITEMS, _TD_SMALL, _TD_SMALL_BYTES, _grid, _i64, td_small_limit
 
 __all__ = ["_NcclSearch", "CAPPED_PAIRS", "regions"]
 
@@ -137,6 +137,13 @@ def regions(cap_m: int, starts, ranks: list) -> list:
         out.append((rk, pos, cap))
         pos += 2 * cap
     return out
+
+
+def _small_room(nq: int) -> int:
+    """The frontier vertices a replayed small top-down level's claim pass has shared memory for: the usual
+    :data:`dbfs.bfs.gpu._TD_SMALL`, or :func:`dbfs.bfs.gpu.td_small_limit` for a larger frontier (two graphs:
+    the small levels keep the lighter launch, whose shared memory leaves the SMs as the collectives want them)."""
+    return _TD_SMALL if nq <= _TD_SMALL else td_small_limit()
 
 
 def _room(store: dict, key, n: int, dtype):
@@ -346,7 +353,7 @@ class _NcclSearch(_GpuSearch):
             if st.m != own:
                 raise RuntimeError(f"worker {self.widx}: {st.m} frontier edges, its peers counted {own}")
             rp.par_h[0], rp.par_h[1] = st.nq, st.m
-            rp.run(*self._tiny_graph(cap, rk, st), self.tl)
+            rp.run(*self._tiny_graph(cap, rk, st, _small_room(st.nq)), self.tl)
             self.fetched = True
         else:
             self._tiny_calls(self.tl.mark, self.sp, cap, self._tiny_buf(cap), rk, st, None)
@@ -357,13 +364,14 @@ class _NcclSearch(_GpuSearch):
         one pointer)."""
         return _room(self.dev, "tiny", (self.W + 1) * 2 * max(cap, 1 << 16), self.qdt)
 
-    def _tiny_graph(self, cap, rk, st):
-        """The key and the calls of the small top-down level's graph of ``cap`` slots."""
+    def _tiny_graph(self, cap, rk, st, room):
+        """The key and the calls of the small top-down level's graph of ``cap`` slots, its claim pass's shared
+        memory sized for frontiers of up to ``room`` vertices (:func:`_small_room`)."""
         buf = self._tiny_buf(cap)
-        key = ("td_tiny", cap, buf.data.ptr, st.queue.data.ptr, st.visited.data.ptr, st.parent.data.ptr,
+        key = ("td_tiny", cap, room, buf.data.ptr, st.queue.data.ptr, st.visited.data.ptr, st.parent.data.ptr,
                self.visited_g.data.ptr, self.cbuf.data.ptr, self.hbuf.ctypes.data, self.claims.data.ptr,
                self.scratch.data.ptr, st.p.indptr.data.ptr)
-        return key, lambda mark, sp: self._tiny_calls(mark, sp, cap, buf, rk, st, self.replays)
+        return key, lambda mark, sp: self._tiny_calls(mark, sp, cap, buf, rk, st, self.replays, room)
 
     def _bu_graph(self, st):
         """The key and the calls of the bottom-up level's graph (this parity of the two bitmaps)."""
@@ -379,16 +387,18 @@ class _NcclSearch(_GpuSearch):
         rp = self.replays
         caps = [c for c in (SMALL_SLOTS, 1 << 16) if 0 <= TINY_EDGES and (c == SMALL_SLOTS or TINY_EDGES <= c)]
         for cap in caps:
-            rp.prepare(*self._tiny_graph(cap, rk, st))
+            for room in sorted({_small_room(1), _small_room(td_small_limit())}):
+                rp.prepare(*self._tiny_graph(cap, rk, st, room))
         if self.gather:
             for _ in range(2):
                 rp.prepare(*self._bu_graph(st))
                 st.fbm, st.nxt = st.nxt, st.fbm
                 self.front, self.front_next = self.front_next, self.front
 
-    def _tiny_calls(self, mark, sp, cap, buf, rk, st, rp):
+    def _tiny_calls(self, mark, sp, cap, buf, rk, st, rp, room=0):
         """A small top-down level's calls on stream ``sp``; ``rp`` (a capture): the claim pass sized on the
-        device from the replayed parameters, and the counters copied to ``hbuf`` last. The new frontier is
+        device from the replayed parameters (shared memory for ``room`` frontier vertices), and the counters
+        copied to ``hbuf`` last. The new frontier is
         written over the queue itself (the claim pass has read it by then): one queue, one graph."""
         comm, W, own = self.comm, self.W, self.wm[self.widx]
         rt = cp.cuda.runtime
@@ -401,7 +411,7 @@ class _NcclSearch(_GpuSearch):
             self.k["td_expand_small_at"](_grid(cap, _BLOCK * _TD_ITEMS), (_BLOCK,),
                                          (st.queue, nfE, p.indptr, *p.adj, self.visited_g, self.scratch, self.claims,
                                           self.cnt[0], _i64(p.base), np.int32(0)),
-                                         shared_mem=_TD_SMALL_BYTES * td_small_limit())
+                                         shared_mem=_TD_SMALL_BYTES * room)
         else:
             self._check_claim(own)
         if own or rp is not None:
