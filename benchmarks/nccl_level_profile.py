@@ -44,6 +44,14 @@ _STEPS = {
 
 
 
+def _set_spin(on: bool, dask_worker=None) -> bool:
+    """(client.run) how this worker's NCCL levels wait for the device (gpu_nccl.SPIN)."""
+    from dbfs.bfs.dask.search import gpu_nccl
+
+    gpu_nccl.SPIN = bool(on)
+    return gpu_nccl.SPIN
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=int, default=22)
@@ -51,6 +59,8 @@ def main(argv=None):
     ap.add_argument("--relabel", default="none")
     ap.add_argument("--out", default="")
     ap.add_argument("--batch", action="store_true", help="search the roots as one batch (search_many)")
+    ap.add_argument("--no-spin", action="store_true", help="levels wait for the device by a blocking synchronize "
+                                                           "(gpu_nccl.SPIN False), not by polling")
     args = ap.parse_args(argv)
 
     import numpy as np
@@ -75,6 +85,7 @@ def main(argv=None):
                 print(f"mesh: {dg.frontier_sharing}, S{args.scale}, relabel {args.relabel}", flush=True)
                 cands = np.random.default_rng(0).integers(0, ds.n_vertices, 8 * args.roots + 64)
                 roots = [int(r) for r in cands[D.eligible_distributed(dg, cands)][:args.roots + 1]]
+                client.run(_set_spin, not args.no_spin)
                 D.search(dg, roots[0])                       # warm-up
                 client.run(install_step_timers, _STEPS)
                 client.run(take_step_timers)
@@ -96,6 +107,7 @@ def main(argv=None):
                 got = client.run(take_step_timers)
     n = len(roots) - 1
     report = {"scale": args.scale, "roots": args.roots, "relabel": args.relabel, "batch": args.batch,
+              "spin": not args.no_spin,
               "levels": levels, "level_us": 1e6 * wall / max(levels, 1), "workers": {},
               "client_ms_per_search": 1e3 * client_s / n, "timed_ms_per_search": 1e3 * timed / n}
     print(f"{levels} levels, mean level {report['level_us']:.1f} us; per search: {report['client_ms_per_search']:.2f} "

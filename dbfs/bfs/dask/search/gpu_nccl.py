@@ -100,6 +100,10 @@ from dbfs.bfs.gpu import _BLOCK, _TD_ITEMS, _TD_SMALL, _TD_SMALL_BYTES, _grid, _
 
 __all__ = ["_NcclSearch", "CAPPED_PAIRS", "regions"]
 
+#: a level's host read waits for the device by polling with the GIL held (:meth:`_NcclSearch._wait`); False:
+#: a blocking synchronize (a benchmark's switch, its A/B)
+SPIN = True
+
 #: most region slots (pairs) a worker sends in a top-down level of one read; past it the exact buckets
 #: (two reads) move fewer bytes than whole regions would
 CAPPED_PAIRS = 1 << 22
@@ -197,6 +201,7 @@ class _NcclSearch(_GpuSearch):
         self.own_not = [[0 if rk in ranks_of[j] else int(sh[rk + 1] - sh[rk]) for rk in range(P)]
                         for j in range(W)]
         self.tl = _Timeline()
+        self.done_ev = cp.cuda.Event(block=False, disable_timing=True)      # _wait's
         self.sp = cp.cuda.get_current_stream().ptr   # the search's stream (its task's thread keeps it)
         # one rank per worker, ranks in mesh order, every slice the same whole number of 64-vertex words
         # (N a multiple of 64 P, as 2^SCALE with P a power of two): the global bitmap is the allgather of
@@ -224,15 +229,26 @@ class _NcclSearch(_GpuSearch):
         search's; a level graph's capture passes its own)."""
         cp.cuda.runtime.memsetAsync(self.cbuf.data.ptr, 0, self.cbuf.nbytes, self.sp if sp is None else sp)
 
+    def _wait(self) -> None:
+        """Until the search's stream has done all it was given: polled with the GIL held where :data:`SPIN`
+        (a blocking synchronize lets the worker's other threads take the GIL, and the level waits for them
+        to give it back), else one blocking synchronize."""
+        if not SPIN:
+            cp.cuda.get_current_stream().synchronize()
+            return
+        ev = self.done_ev
+        ev.record()
+        while not ev.done:
+            pass
+
     def _read(self, examined=None):
         """The level's one host read of every worker's counters; returns the global (new frontier, its edges,
         edges examined: ``examined`` where the host knows it) after checking the mesh; keeps each worker's
         frontier edges."""
-        if self.fetched:                             # a replayed graph copied them: its launch is done
-            cp.cuda.get_current_stream().synchronize()
-            self.fetched = False
-        else:
-            self.blocks.get(out=self.hbuf)
+        if not self.fetched:                         # (a replayed graph copied them as its last node)
+            self.blocks.get(out=self.hbuf, blocking=False)
+        self.fetched = False
+        self._wait()
         self.comm.check()
         v, R = self.hbuf.tolist(), self.R               # a few dozen counters: Python ints, no NumPy calls
         mine = self.widx * R * 4
