@@ -72,7 +72,7 @@ import dask
 from distributed import Client, LocalCluster
 
 from dbfs import worker_deaths, worker_logs
-from dbfs.cluster import slurm, task_threads
+from dbfs.cluster import slurm
 from dbfs.errors import DbfsError
 from dbfs.profiles import (PROFILES_ENV, SCHEMA, check_cluster_args, check_port, load_profile,  # noqa: F401
                            profile_dirs, profile_names)
@@ -97,7 +97,7 @@ def _workers_ignore_sigint():
         signal.signal(signal.SIGINT, before)
 
 
-def worker_env(threads: int, fits: bool = False, host_threads: int = 0) -> dict:
+def worker_env(threads: int, fits: bool = False) -> dict:
     """Environment of every worker process: thread pools sized to the
     worker's threads, so Numba kernels in concurrent tasks do not
     oversubscribe the cores. Unless the caller knows that the threads of
@@ -107,24 +107,13 @@ def worker_env(threads: int, fits: bool = False, host_threads: int = 0) -> dict:
     where they fit, OpenMP's default (spin a little, then sleep) is kept,
     since waking sleeping threads costs every parallel loop a wake-up
     (docs/DISTRIBUTED.md). A policy set in the environment is kept either
-    way. Where they fit and ``host_threads`` (every worker's threads on the
-    host) is more, Numba's pool is ``host_threads`` and each task thread starts
-    at ``threads`` (:mod:`dbfs.cluster.task_threads`, a preload, :func:`preloads`): a search's
-    level may then take the cores its idle peers leave
-    (:mod:`dbfs.bfs.dask.search.level_threads`)."""
+    way."""
     t = str(threads)
     env = {"NUMBA_NUM_THREADS": t, "OMP_NUM_THREADS": t, "MKL_NUM_THREADS": t, "OPENBLAS_NUM_THREADS": t,
            **QUIET_WORKER}
     if "OMP_WAIT_POLICY" in os.environ or not fits:
         env["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
-    if fits and host_threads > threads:     # the workers then need the preload (:func:`preloads`)
-        env.update({"NUMBA_NUM_THREADS": str(host_threads), task_threads.ENV: t})
     return env
-
-
-def preloads(env: dict) -> list:
-    """The Dask worker preloads a worker of environment ``env`` (:func:`worker_env`) needs."""
-    return [task_threads.PRELOAD] if task_threads.ENV in env else []
 
 
 #: no statistical profiler thread in dbfs's workers: its stack sampling takes the GIL a
@@ -523,11 +512,11 @@ def _start_local(n: int, threads: int, memory_limit, quiet: bool, ports: tuple, 
     check_port(ports[1], "dashboard port")
     with _workers_ignore_sigint(), dask.config.set(log.local_cluster_config() if log else {}):
         try:
-            env = worker_env(threads, fits=n * threads <= default_workers(), host_threads=n * threads)
             cluster = LocalCluster(n_workers=n, threads_per_worker=threads, processes=True,
                                    memory_limit=memory_limit, scheduler_port=ports[0],
                                    dashboard_address=f"127.0.0.1:{ports[1]}", host="127.0.0.1",
-                                   env=env, preload=preloads(env), silence_logs=40)
+                                   env=worker_env(threads, fits=n * threads <= default_workers()),
+                                   silence_logs=40)
         except (RuntimeError, OSError) as e:
             raise DbfsError(f"the LocalCluster did not start ({e}): check --workers, the profile's memory_limit "
                             f"and ports") from None

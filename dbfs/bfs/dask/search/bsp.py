@@ -91,7 +91,6 @@ from dbfs.bfs.dask.mesh.plugin import get_plugin
 from dbfs.bfs.dask.mesh.shm import _boundary_words, _shm_collect
 from dbfs.bfs.dask.mesh.shm_claims import box_pairs, fill_box, or_claims, take_peers, takes_shared
 from dbfs.bfs.dask.mesh.transport import _LocalMesh, _PeerLost, _Timed
-from dbfs.bfs.dask.search.level_threads import host_pool, level_threads
 from dbfs.bfs.dask.search import profiled
 from dbfs.bfs.dask.search.messages import _Messages
 from dbfs.bfs.dask.layout.worker import _grown, _scratch, _zeroed
@@ -559,9 +558,6 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
     kernel_total = 0.0
     mesh = s.mesh
     tl = getattr(s, "tl", None)         # an NCCL search's timeline: the host seconds issuing its levels
-    # one host's CPU workers: a top-down level's threads in proportion to this worker's frontier edges
-    pool = host_pool() if type(s) is _Search and s.shared else 0
-    mine_m = 0
     while n_f:
         t_lv = time.perf_counter()
         x_t0, x_n0, x_b0 = mesh.seconds, mesh.rounds, mesh.sent
@@ -576,8 +572,7 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
                 kt += s.to_queues()
                 have_queue = True
             s.level_edges = m_f         # the global count every worker has: the same shared-claims choice
-            with level_threads(pool if level else 0, mine_m, m_f):
-                totals, kt = s.td_level(level, kt)
+            totals, kt = s.td_level(level, kt)
             front_ready = False
         else:
             if not front_ready:
@@ -605,7 +600,6 @@ def _bsp_levels(mesh, widx, ranks_of, parts, root, algorithm, pol_opts, nnz_tota
             for fn in tuple(s.listeners):
                 fn(level, ranks, mine)
         n_f, m_f = g_new, g_m
-        mine_m = totals[0][1]           # this worker's own (a CPU search's totals start with its own counts)
         m_u -= g_m
         level += 1
     seconds = time.perf_counter() - t0
