@@ -101,7 +101,7 @@ from dbfs.bfs.gpu import _BLOCK, _TD_ITEMS, _TD_SMALL, _TD_SMALL_BYTES, _grid, _
 __all__ = ["_NcclSearch", "CAPPED_PAIRS", "regions"]
 
 #: a level's host read waits for the device by polling with the GIL held (:meth:`_NcclSearch._wait`); False:
-#: a blocking synchronize (a benchmark's switch, its A/B)
+#: a blocking synchronize (a benchmark's switch: nccl_level_profile.py --no-spin)
 SPIN = True
 
 #: most region slots (pairs) a worker sends in a top-down level of one read; past it the exact buckets
