@@ -414,8 +414,8 @@ class _NcclSearch(_GpuSearch):
     def _tiny_calls(self, mark, sp, cap, buf, rk, st, rp, room=0):
         """A small top-down level's calls on stream ``sp``; ``rp`` (a capture): the claim pass sized on the
         device from the replayed parameters (shared memory for ``room`` frontier vertices), and the counters
-        copied to ``hbuf`` last. The new frontier is
-        written over the queue itself (the claim pass has read it by then): one queue, one graph."""
+        copied to ``hbuf`` last. The new frontier is written over the queue itself (the claim pass has read it
+        by then): one queue, one graph."""
         comm, W, own = self.comm, self.W, self.wm[self.widx]
         rt = cp.cuda.runtime
         self._zero_counters(sp)
