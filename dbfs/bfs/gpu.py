@@ -551,7 +551,7 @@ def search_device(graph: CSRGraph, root: int, algorithm: str = "do", stats: bool
         raise DbfsError(f"unknown GPU BFS algorithm {algorithm!r}: use one of {', '.join(ALGORITHMS)}")
     r = _internal_root(graph, root)
     dg = device_graph(graph, opts.get("device_memory_limit"), opts.get("split_order", "prefix"))
-    dg.kernels
+    dg.kernels                  # compiled (or looked up) before the clock
     dev = cp.cuda.Device()
     with collector_paused():
         state = None if algorithm == "harish" else _State(dg)

@@ -134,9 +134,9 @@ def warm_device(gp) -> None:
     :mod:`dbfs.bfs.dask.layout.warmup` for the Numba kernels)."""
     import cupy as cp  # deferred: cupy
 
-    from dbfs.bfs.gpu import _BLOCK, _grid, _kernels, expand  # deferred: cupy
+    from dbfs.bfs.gpu import _BLOCK, _grid, expand  # deferred: cupy
 
-    k = _kernels(gp.vid, gp.ent)
+    k = gp.kernels
     dt = cp.int32 if gp.vid == "int" else cp.int64
     N = gp.n
     vis = cp.zeros(max((N + 31) >> 5, 1), cp.uint32)
@@ -206,13 +206,13 @@ class _GpuPart:
         kernels compiled (``rank``, ``P``, ``n``, ``nloc``, ``indptr`` and ``adj`` set)."""
         import cupy as cp  # deferred: cupy
 
-        from dbfs.bfs.gpu import _BLOCK, _grid, _i64, _kernels, kernel_types  # deferred: cupy
+        from dbfs.bfs.gpu import _BLOCK, _grid, _i64, kernel_types  # deferred: cupy
 
         self.vid, self.ent = kernel_types(self.n, self.adj[0].dtype)
         self.words = (self.nloc + 63) >> 6              # int64 words of a local bitmap (the CPU layout)
         nw32 = 2 * self.words
         self.base_visited = cp.empty(max(nw32, 1), cp.uint32)
-        _kernels(self.vid, self.ent)["base_visited"](_grid(nw32), (_BLOCK,),
+        self.kernels["base_visited"](_grid(nw32), (_BLOCK,),
                                                      (self.indptr, _i64(self.nloc), _i64(nw32), self.base_visited))
         blocks = Partitioning(self.n, self.P, "block")
         self.starts_host = np.array(blocks.block_starts(), np.int64)
@@ -223,14 +223,29 @@ class _GpuPart:
         """The local index a search uses for this block's ORIGINAL local index(es) ``local``."""
         return local if self.iperm_loc is None else self.iperm_loc[local]
 
-    def to_original(self, parent):
-        """A search's parent slice (device, new local order, new ids) in original local order and ids."""
+    @property
+    def kernels(self) -> dict:
+        """bfs.cu's kernels for this partition's id and entry types (compiled on first use)."""
+        from dbfs.bfs.gpu import _kernels  # deferred: cupy
+
+        return _kernels(self.vid, self.ent)
+
+    def to_original(self, parent, out=None):
+        """A search's parent slice (device, new local order, new ids) in original local order and ids; into
+        ``out`` (a device array of its shape and type) where given, else a new array (the slice itself where
+        the partition is not relabelled)."""
         if self.perm is None:
-            return parent
+            if out is None:
+                return parent
+            out[...] = parent
+            return out
         import cupy as cp  # deferred: cupy
 
         first = int(self.starts_host[self.rank])
-        out = cp.full(parent.shape, -1, parent.dtype)
+        if out is None:
+            out = cp.full(parent.shape, -1, parent.dtype)
+        else:
+            out.fill(-1)
         hit = cp.flatnonzero(parent >= 0)
         out[self.perm[first + hit] - first] = self.perm[parent[hit]]
         return out

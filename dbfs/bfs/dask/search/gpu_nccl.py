@@ -165,7 +165,8 @@ class _NcclSearch(_GpuSearch):
     def __init__(self, mesh, widx, ranks_of, parts, plugin, comm):
         # buckets sized by the level; one rank a worker: the search's arrays kept between searches (the replayed
         # graphs name them)
-        super().__init__(mesh, widx, ranks_of, parts, plugin, None, pairs=False, keep=holds_parents(ranks_of))
+        hold = holds_parents(ranks_of)
+        super().__init__(mesh, widx, ranks_of, parts, plugin, None, pairs=False, keep=hold, hold=hold)
         self.comm = self.mesh = comm                 # the level loop reads seconds, rounds and sent
         self.W = len(ranks_of)
         W, P = self.W, self.P
@@ -207,7 +208,6 @@ class _NcclSearch(_GpuSearch):
         # (N a multiple of 64 P, as 2^SCALE with P a power of two): the global bitmap is the allgather of
         # the ranks' bitmaps in place, half the bytes of an allreduce and no zeroing
         self.slice = int(sh[1] - sh[0]) // 32
-        self.hold = holds_parents(ranks_of)         # the parents stay on the device (:meth:`parents`)
         self.gather = self.hold and all(
             int(sh[rk]) % 64 == 0 and int(sh[rk + 1] - sh[rk]) == 32 * self.slice for rk in range(self.P))
         self.counts_first = self.gather and 4 * self.slice >= SPLIT_MIN_BYTES

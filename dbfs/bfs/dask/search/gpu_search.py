@@ -57,7 +57,7 @@ from dbfs.bfs.dask.search.gpu_live import own_live_words
 from dbfs.bfs.dask.search.bsp import _counts_msg, _counts_of, _Search
 from dbfs.bfs.dask.mesh.frames import COUNTS, COUNTS_FRONT, FRONT, PAIRS, PULL, SYNC
 from dbfs.bfs.dask.mesh.transport import _Timed
-from dbfs.bfs.gpu import _BLOCK, _grid, _i64, _kernels, _sm_count, expand, own_memory
+from dbfs.bfs.gpu import _BLOCK, _grid, _i64, _sm_count, expand, own_memory
 from dbfs.graph import id_dtype
 
 __all__ = ["_GpuSearch"]
@@ -111,14 +111,15 @@ def _shared(store: dict, key, n: int, dtype):
 class _GpuSearch(_Search):
     """A GPU worker's search state and steps (see the module docstring)."""
 
-    def __init__(self, mesh, widx, ranks_of, parts, plugin, shm=None, pairs: bool = True, keep: bool = False):
+    def __init__(self, mesh, widx, ranks_of, parts, plugin, shm=None, pairs: bool = True, keep: bool = False,
+                 hold: bool | None = None):
         self.mesh = _Timed(mesh)
         self.widx, self.ranks_of = widx, ranks_of
         self.peers = [j for j in range(len(ranks_of)) if j != widx]
         parts = sorted(parts, key=lambda p: p.rank)
         p0 = parts[0]
         self.N, self.P, self.code, self.q, self.r = p0.n, p0.P, p0.code, p0.q, p0.r
-        self.k = _kernels(p0.vid, p0.ent)
+        self.k = p0.kernels
         self.qdt = np.dtype(id_dtype(self.N))
         self.starts = p0.starts
         self.starts_h = sh = p0.starts_host
@@ -127,8 +128,9 @@ class _GpuSearch(_Search):
         self.listeners = plugin.level_listeners
         gw32 = 2 * ((self.N + 63) >> 6)
         self.direct = self.P == 1                 # one partition = the whole graph: the single-process step
-        # a mesh of this worker alone keeps the parents on its device (DistributedGraph.parents_on_device)
-        self.hold = len(ranks_of) == 1
+        # the parents kept on the device (DistributedGraph.parents_on_device): ``hold``, by default a mesh of
+        # this worker alone
+        self.hold = len(ranks_of) == 1 if hold is None else bool(hold)
         self.sh = shm if self.peers else None     # shared device memory (dbfs.bfs.dask.mesh.ipc), else host staging
         if not self.direct:                       # the claim pass's arrays over N (P = 1 needs none)
             dev = plugin.scratch.setdefault("gpu", {})
@@ -423,8 +425,7 @@ class _GpuSearch(_Search):
             if st.p.keep_parents:
                 out[rk] = st.p.original(sl)
             elif self.hold:
-                out[rk] = own_memory(sl.shape, sl.dtype)
-                out[rk][...] = st.p.to_original(sl)
+                out[rk] = st.p.to_original(sl, own_memory(sl.shape, sl.dtype))
             else:
                 out[rk] = st.p.to_original(sl).get().astype(np.int64)
         cp.cuda.get_current_stream().synchronize()
