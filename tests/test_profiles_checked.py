@@ -194,3 +194,18 @@ def test_address_problems():
         assert address_problem(ok) is None, ok
     for bad in ("notaurl", "tcp://host", "http://h:1", "tcp://:8786", "tcp://h:0", "tcp://h:70000"):
         assert address_problem(bad), bad
+
+
+def test_profile_gpus_count_the_devices_this_process_sees():
+    """A local-gpu profile's ``gpus`` number the devices CUDA_VISIBLE_DEVICES leaves (a SLURM allocation's),
+    as CUDA numbers them: ``gpus: [0]`` under ``2,3`` is device 2; a number past them is refused in one line."""
+    from dbfs.cluster.gpu import _devices
+    from dbfs.errors import DbfsError
+
+    assert _devices(None, "2,3") is None
+    assert _devices([0], "2,3") == "2"
+    assert _devices([1, 0], "2,3") == "3,2"
+    assert _devices("1", "GPU-aa,GPU-bb") == "GPU-bb"
+    assert _devices([0, 1], "") == "0,1"                   # nothing set: the host's numbers
+    with pytest.raises(DbfsError, match=r"gpus '2' is not one of the 2 device\(s\).*CUDA_VISIBLE_DEVICES=2,3"):
+        _devices([2], "2,3")

@@ -25,6 +25,8 @@ Reference: dask-cuda ``LocalCUDACluster`` (docs.rapids.ai/api/dask-cuda).
 """
 from __future__ import annotations
 
+import os
+
 import dask
 from distributed import Client, Nanny
 
@@ -70,10 +72,23 @@ def _need(prof_name: str) -> None:
                         f"local for CPU workers)")
 
 
-def _devices(gpus) -> str | None:
+def _devices(gpus, visible: str | None = None) -> str | None:
+    """The ``CUDA_VISIBLE_DEVICES`` list dask-cuda gets for a profile's ``gpus`` (None: every device this
+    process sees). The profile's numbers count the devices this process sees, as CUDA numbers them: under
+    ``CUDA_VISIBLE_DEVICES=2,3`` (``visible``, default the environment's; a SLURM allocation sets it)
+    ``gpus: [0]`` is device 2, not the host's device 0. A number past the devices seen is refused in one line."""
     if gpus is None:
         return None
-    return ",".join(str(g) for g in gpus) if isinstance(gpus, list) else str(gpus)
+    want = [str(g).strip() for g in gpus] if isinstance(gpus, list) else [g.strip() for g in str(gpus).split(",")]
+    seen = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
+    if not seen or not seen.strip():
+        return ",".join(want)
+    ids = [d.strip() for d in seen.split(",") if d.strip()]
+    bad = [g for g in want if not g.isdigit() or int(g) >= len(ids)]
+    if bad:
+        raise DbfsError(f"cluster profile gpus {bad[0]!r} is not one of the {len(ids)} device(s) this process sees "
+                        f"(CUDA_VISIBLE_DEVICES={seen}): number them 0 to {len(ids) - 1}, or leave gpus out for all")
+    return ",".join(ids[int(g)] for g in want)
 
 
 def start_local_gpu(prof: dict, quiet: bool = False, name: str = "local-gpu", ports: tuple = (0, 0),
