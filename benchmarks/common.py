@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -166,3 +167,36 @@ def take_step_timers(dask_worker=None) -> dict:
     out = {k: list(v) for k, v in s.items()}
     s.clear()
     return out
+
+
+def cpu_mesh_args(ap) -> None:
+    """The options of a script that profiles a distributed CPU search (:func:`cpu_mesh`)."""
+    ap.add_argument("--scale", type=int, default=20)
+    ap.add_argument("--roots", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+
+
+@contextmanager
+def cpu_mesh(a, prefix: str):
+    """A Kronecker graph of ``a.scale`` generated in a temporary folder (``prefix``), its block variant of
+    ``a.workers`` partitions built and loaded on a local cluster of ``a.workers`` CPU workers x ``a.threads``
+    threads; yields ``(client, dg, edges, n_vertices, roots)``: the input edges in host memory and
+    ``a.roots + 1`` Graph500 roots (the first for a warm-up). dbfs is imported here, not at the script's
+    top (docs/DISTRIBUTED.md: Numba-using modules before the workers spawn)."""
+    import tempfile
+
+    import dbfs.bfs.dask as D
+    from dbfs import kernel1, store
+    from dbfs.cluster import client_for
+    from dbfs.roots import graph500_roots
+    from dbfs.spec import GraphSpec
+
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp, \
+            client_for(n_workers=a.workers, threads_per_worker=a.threads, quiet=True) as client:
+        ds, _ = store.generate(GraphSpec.make("kronecker", a.scale), root=Path(tmp), quiet=True)
+        kernel1.build_partitioned(ds.path, P=a.workers, client=client, progress=False)
+        edges = np.asarray(ds.edges()[:])
+        roots = [int(r) for r in graph500_roots(edges, a.scale, n=a.roots + 1, n_vertices=ds.n_vertices)]
+        with D.load_distributed(client, ds.path, kernel1.variant_name(a.workers, "block")) as dg:
+            yield client, dg, edges, ds.n_vertices, roots

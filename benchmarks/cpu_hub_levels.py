@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import TD_INSIDE, install_step_timers, write_record  # noqa: E402
+from benchmarks.common import TD_INSIDE, cpu_mesh, cpu_mesh_args, install_step_timers, write_record  # noqa: E402
 
 HUB, MID = 10**6, 16384         # frontier edges of a hub level (at least), of a mid one (over)
 TOP = 10                        # steps printed per hub level
@@ -109,33 +108,21 @@ def _class(edges: int) -> str:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--scale", type=int, default=20)
-    ap.add_argument("--roots", type=int, default=8)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=1)
+    cpu_mesh_args(ap)
     ap.add_argument("--json", metavar="PATH", help="write the raw record to PATH")
     a = ap.parse_args(argv)
 
     import numpy as np
 
     import dbfs.bfs.dask as D
-    from dbfs import kernel1, store
+    from dbfs import kernel1
     from dbfs.bfs import bfs, prepare
-    from dbfs.cluster import client_for
-    from dbfs.roots import graph500_roots
-    from dbfs.spec import GraphSpec
 
-    with tempfile.TemporaryDirectory(prefix="dbfs-hub-") as tmp, \
-            client_for(n_workers=a.workers, threads_per_worker=a.threads, quiet=True) as client:
-        ds, _ = store.generate(GraphSpec.make("kronecker", a.scale), root=Path(tmp), quiet=True)
-        kernel1.build_partitioned(ds.path, P=a.workers, client=client, progress=False)
-        edges, n_vertices = np.asarray(ds.edges()[:]), ds.n_vertices
-        roots = [int(r) for r in graph500_roots(edges, a.scale, n=a.roots + 1, n_vertices=n_vertices)]
-        with D.load_distributed(client, ds.path, kernel1.variant_name(a.workers, "block")) as dg:
-            D.search(dg, roots[0])                      # warm-up (and the kernels loaded)
-            client.run(install_level_timers)
-            got = D.search_many(dg, roots[1:], stats=True)
-            recs = [r for rs in client.run(take_levels).values() for r in rs]
+    with cpu_mesh(a, "dbfs-hub-") as (client, dg, edges, n_vertices, roots):
+        D.search(dg, roots[0])                          # warm-up (and the kernels loaded)
+        client.run(install_level_timers)
+        got = D.search_many(dg, roots[1:], stats=True)
+        recs = [r for rs in client.run(take_levels).values() for r in rs]
     g = prepare(kernel1.build_csr(edges, n_vertices=n_vertices))
     bfs(g, roots[0], algorithm="do")
     one = []                                            # per search, per level: the median seconds

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.common import TD_INSIDE, install_step_timers, take_step_timers  # noqa: E402
+from benchmarks.common import TD_INSIDE, cpu_mesh, cpu_mesh_args, install_step_timers, take_step_timers  # noqa: E402
 
 _STEPS = {
     "dbfs.bfs.dask.search.bsp": ["td_rows", "split_claims", "split_sorted", "absorb_bits", "mark_pairs", "bu_rows",
@@ -36,40 +35,28 @@ _STEPS = {
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--scale", type=int, default=20)
-    ap.add_argument("--roots", type=int, default=8)
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=1)
+    cpu_mesh_args(ap)
     a = ap.parse_args(argv)
 
     import numpy as np
 
     import dbfs.bfs.dask as D
-    from dbfs import kernel1, store
+    from dbfs import kernel1
     from dbfs.bfs import bfs, prepare
-    from dbfs.cluster import client_for
-    from dbfs.roots import graph500_roots
-    from dbfs.spec import GraphSpec
 
-    with tempfile.TemporaryDirectory(prefix="dbfs-cpuprof-") as tmp, \
-            client_for(n_workers=a.workers, threads_per_worker=a.threads, quiet=True) as client:
-        ds, _ = store.generate(GraphSpec.make("kronecker", a.scale), root=Path(tmp), quiet=True)
-        kernel1.build_partitioned(ds.path, P=a.workers, client=client, progress=False)
-        edges = np.asarray(ds.edges()[:])
-        roots = [int(r) for r in graph500_roots(edges, a.scale, n=a.roots + 1, n_vertices=ds.n_vertices)]
-        g = prepare(kernel1.build_csr(edges, n_vertices=ds.n_vertices))
-        with D.load_distributed(client, ds.path, kernel1.variant_name(a.workers, "block")) as dg:
-            D.search(dg, roots[0])                      # warm-up (and the kernels loaded)
-            bfs(g, roots[0], algorithm="do")
-            client.run(install_step_timers, _STEPS)
-            client.run(take_step_timers)
-            got = D.search_many(dg, roots[1:], stats=True)
-            prof = client.run(take_step_timers)
-            single, one_s = [], []
-            for r in roots[1:]:
-                t0 = time.perf_counter()
-                single.append(bfs(g, r, algorithm="do", stats=True))
-                one_s.append(time.perf_counter() - t0)
+    with cpu_mesh(a, "dbfs-cpuprof-") as (client, dg, edges, n_vertices, roots):
+        g = prepare(kernel1.build_csr(edges, n_vertices=n_vertices))
+        D.search(dg, roots[0])                      # warm-up (and the kernels loaded)
+        bfs(g, roots[0], algorithm="do")
+        client.run(install_step_timers, _STEPS)
+        client.run(take_step_timers)
+        got = D.search_many(dg, roots[1:], stats=True)
+        prof = client.run(take_step_timers)
+        single, one_s = [], []
+        for r in roots[1:]:
+            t0 = time.perf_counter()
+            single.append(bfs(g, r, algorithm="do", stats=True))
+            one_s.append(time.perf_counter() - t0)
     n = len(roots) - 1
     secs = [s for _, s, _ in got]
     print(f"S{a.scale}, {a.workers} workers x {a.threads} thread(s), P = {a.workers}: Kernel 2 median "
