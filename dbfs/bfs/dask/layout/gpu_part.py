@@ -213,7 +213,7 @@ class _GpuPart:
         nw32 = 2 * self.words
         self.base_visited = cp.empty(max(nw32, 1), cp.uint32)
         self.kernels["base_visited"](_grid(nw32), (_BLOCK,),
-                                                     (self.indptr, _i64(self.nloc), _i64(nw32), self.base_visited))
+                                     (self.indptr, _i64(self.nloc), _i64(nw32), self.base_visited))
         blocks = Partitioning(self.n, self.P, "block")
         self.starts_host = np.array(blocks.block_starts(), np.int64)
         self.starts = cp.asarray(self.starts_host)
