@@ -14,7 +14,6 @@ Rules checked:
 """
 from __future__ import annotations
 
-import re
 import signal
 import socket
 import subprocess
