@@ -12,6 +12,7 @@ import functools
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -371,14 +372,33 @@ def _calls(log):
     return log.read_text() if log.exists() else ""
 
 
+def _hold_port(port: int):
+    """A listening socket on 127.0.0.1:``port``, or None where the port is taken already (either way, a
+    server asking for it gets another)."""
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        s.listen(1)
+        return s
+    except OSError:
+        s.close()
+        return None
+
+
 def test_sbatch_refusal_is_one_line_within_seconds(tmp_path, fake_slurm):
     """sbatch fails at once ('Invalid partition name specified'): a one-line error quoting it, no traceback from
-    tornado or dask-jobqueue, nothing generated, long before the profile's wait."""
+    tornado or dask-jobqueue, nothing generated, long before the profile's wait; the dashboard's usual port
+    8787 taken (another Dask session on the login node) adds no library line either."""
     env, log = fake_slurm
     env["FAKE_SBATCH_ERROR"] = ("sbatch: error: invalid partition specified: nosuch\\n"
                                 "sbatch: error: Batch job submission failed: Invalid partition name specified\\n")
     p = _profile(tmp_path, queue="nosuch", wait=600)
-    rc, took, err = _Dbfs("run", "--scale", 6, "--datasets", tmp_path / "ds", "--cluster", p, env=env).finish()
+    held = _hold_port(8787)
+    try:
+        rc, took, err = _Dbfs("run", "--scale", 6, "--datasets", tmp_path / "ds", "--cluster", p, env=env).finish()
+    finally:
+        if held is not None:
+            held.close()
     assert rc == 2 and took < 60, (rc, took, err)
     last = err.strip().splitlines()[-1]
     assert last.startswith("dbfs: error: sbatch refused the worker job: Invalid partition name specified"), err

@@ -67,6 +67,7 @@ import shutil
 import signal
 import threading
 import time
+import warnings
 
 import dask
 from distributed import Client, LocalCluster
@@ -182,7 +183,11 @@ def slurm_cluster(prof: dict, job_name: str | None = None):
     for k in ("queue", "account", "walltime", "interface", "local_directory", "log_directory", "python"):
         if prof.get(k) is not None:
             kw[k] = prof[k]
-    return SLURMCluster(**kw)
+    # its scheduler's dashboard asks for port 8787; where that is taken, distributed serves it on a free port
+    # and warns on stderr: the link dbfs prints names the port, so no library line goes out
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Port \d+ is already in use", category=UserWarning)
+        return SLURMCluster(**kw)
 
 
 POLL_S = 2.0           # seconds between squeue calls while waiting for SLURM workers
