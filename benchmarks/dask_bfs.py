@@ -164,10 +164,13 @@ def _timed(fn, *args):
     return time.perf_counter() - t0, out
 
 
-def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None):
+def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, worker_env=()):
     """Per config: start its cluster, then for ``reps`` rounds over the roots
     time the single-process do and the dask search back to back (drift on a
-    shared machine hits both alike); per root the median of the rounds."""
+    shared machine hits both alike); per root the median of the rounds.
+    ``worker_env`` (``KEY=VALUE`` strings) is set after this process's first
+    search: its OpenMP runtime has read its environment by then, so the
+    values reach the workers started next and not the single process."""
     from dbfs import kernel1, store
     from dbfs.bfs import get_algorithm
     import dbfs.bfs.dask as D
@@ -187,6 +190,10 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None):
     g = kernel1.load_csr(ds.path, kernel1.variant_name(1))
     fn = get_algorithm("do", "cpu")
     fn(g, roots[0])                                                   # warm-up (JIT)
+    for kv in worker_env:
+        key, _, val = kv.partition("=")
+        os.environ[key] = val
+    rec["worker_env"] = list(worker_env)
     nedges, levels = [], []
     for r in roots:
         parent, _ = fn(g, r)
@@ -328,6 +335,9 @@ def main(argv=None):
     ap.add_argument("--no-exchange", action="store_true", help="skip the exchange part")
     ap.add_argument("--alpha", type=float, default=None,
                     help="Beamer's alpha of the partitioned searches (default: dbfs's for the workers' kind)")
+    ap.add_argument("--worker-env", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="environment of the workers only (e.g. OMP_WAIT_POLICY=PASSIVE), set after the single "
+                         "process's OpenMP runtime has started")
     ap.add_argument("--no-bfs", action="store_true", help="skip the bfs part")
     ap.add_argument("--stalls", type=int, default=0, metavar="N",
                     help="stalls part: N searches per SCALE on a fresh Numba cache (0: skip)")
@@ -336,6 +346,9 @@ def main(argv=None):
     ap.add_argument("--datasets", default=None, help="dataset root (default $DBFS_DATASETS or a temp dir)")
     ap.add_argument("--out", default=None, help="results directory (default benchmarks/results)")
     args = ap.parse_args(argv)
+    for kv in args.worker_env:
+        if "=" not in kv or not kv.partition("=")[0]:
+            ap.error(f"--worker-env {kv!r}: pass KEY=VALUE")
     if args.stall_child:
         scale, n_roots, config, datasets = args.stall_child
         return _stall_child(int(scale), int(n_roots), config, datasets)
@@ -352,7 +365,8 @@ def main(argv=None):
         tmp = tempfile.TemporaryDirectory(prefix="dbfs-bench-")
         datasets = tmp.name
     record["bfs"] = [] if args.no_bfs else [bench_scale(s, args.configs, args.roots, args.reps, datasets,
-                                                        args.transport, args.alpha) for s in args.scales]
+                                                        args.transport, args.alpha, args.worker_env)
+                                            for s in args.scales]
     if args.stalls:
         record["stalls"] = bench_stalls(args.scales, args.stalls, args.stall_config, datasets)
     record["loadavg_end"] = os.getloadavg()
