@@ -616,17 +616,15 @@ def test_worker_deaths_keeps_what_the_nanny_said():
     assert worker_deaths.why(time.monotonic() + 1) == ""
 
 
-def test_idle_openmp_threads_sleep_only_where_the_cores_are_oversubscribed(monkeypatch):
-    """``worker_env``: OpenMP's default wait (spin a little, then sleep) where the workers' threads fit the
-    cores, ``OMP_WAIT_POLICY=PASSIVE`` where they may not; a policy in the environment is kept; a SLURM job's
-    workers fit the cores it asks for."""
+def test_idle_openmp_threads_of_workers_sleep(monkeypatch):
+    """``worker_env``: ``OMP_WAIT_POLICY=PASSIVE`` for every worker (a LocalCluster's, a SLURM job's), a policy
+    in the environment kept; the thread pools sized to the worker's threads."""
     from dbfs.cluster import worker_env
 
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
     assert worker_env(4)["OMP_WAIT_POLICY"] == "PASSIVE"
-    assert "OMP_WAIT_POLICY" not in worker_env(4, fits=True)
-    assert worker_env(8, fits=True)["NUMBA_NUM_THREADS"] == "8"
+    assert worker_env(8)["NUMBA_NUM_THREADS"] == worker_env(8)["OMP_NUM_THREADS"] == "8"
     monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
-    assert worker_env(4, fits=True)["OMP_WAIT_POLICY"] == "ACTIVE" == worker_env(4)["OMP_WAIT_POLICY"]
+    assert worker_env(4)["OMP_WAIT_POLICY"] == "ACTIVE"
     monkeypatch.delenv("OMP_WAIT_POLICY")
-    assert "OMP_WAIT_POLICY" not in run("cluster", "slurm", "--script").stdout
+    assert "export OMP_WAIT_POLICY=PASSIVE" in run("cluster", "slurm", "--script").stdout

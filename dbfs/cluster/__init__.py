@@ -98,23 +98,18 @@ def _workers_ignore_sigint():
         signal.signal(signal.SIGINT, before)
 
 
-def worker_env(threads: int, fits: bool = False) -> dict:
+def worker_env(threads: int) -> dict:
     """Environment of every worker process: thread pools sized to the
     worker's threads, so Numba kernels in concurrent tasks do not
-    oversubscribe the cores. Unless the caller knows that the threads of
-    all its workers ``fits`` the cores they run on, idle OpenMP threads
-    sleep at once (``OMP_WAIT_POLICY=PASSIVE``: a worker waiting on the mesh
-    would otherwise leave spinning threads that starve its peers' kernels);
-    where they fit, OpenMP's default (spin a little, then sleep) is kept,
-    since waking sleeping threads costs every parallel loop a wake-up
-    (docs/DISTRIBUTED.md). A policy set in the environment is kept either
-    way."""
+    oversubscribe the cores, and idle OpenMP threads that sleep at once
+    (``OMP_WAIT_POLICY=PASSIVE``). A worker waits between the parallel loops
+    of a level (on its peers' counts and claims); with OpenMP's default (spin,
+    then sleep) its idle team spins through those waits and takes the cores
+    its peers' kernels need, even where the workers' threads fit the cores
+    (docs/DISTRIBUTED.md). A policy set in the environment is kept."""
     t = str(threads)
-    env = {"NUMBA_NUM_THREADS": t, "OMP_NUM_THREADS": t, "MKL_NUM_THREADS": t, "OPENBLAS_NUM_THREADS": t,
-           **QUIET_WORKER}
-    if "OMP_WAIT_POLICY" in os.environ or not fits:
-        env["OMP_WAIT_POLICY"] = os.environ.get("OMP_WAIT_POLICY", "PASSIVE")
-    return env
+    return {"NUMBA_NUM_THREADS": t, "OMP_NUM_THREADS": t, "MKL_NUM_THREADS": t, "OPENBLAS_NUM_THREADS": t,
+            "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"), **QUIET_WORKER}
 
 
 #: no statistical profiler thread in dbfs's workers: its stack sampling takes the GIL a
@@ -160,7 +155,7 @@ def slurm_cluster(prof: dict, job_name: str | None = None):
         if main:      # its import makes Ctrl-C a silent sys.exit() (exit 0): keep the interrupt
             signal.signal(signal.SIGINT, before)
     # a job's processes share the cores it asks for: never more threads than those cores
-    prologue = [f"export {k}={v}" for k, v in worker_env(prof["cores"] // prof["processes"], True).items()]
+    prologue = [f"export {k}={v}" for k, v in worker_env(prof["cores"] // prof["processes"]).items()]
     extra = list(prof.get("job_extra_directives") or [])
     processes = prof["processes"]
     g = int(prof.get("gpus_per_job") or 0)
@@ -520,7 +515,7 @@ def _start_local(n: int, threads: int, memory_limit, quiet: bool, ports: tuple, 
             cluster = LocalCluster(n_workers=n, threads_per_worker=threads, processes=True,
                                    memory_limit=memory_limit, scheduler_port=ports[0],
                                    dashboard_address=f"127.0.0.1:{ports[1]}", host="127.0.0.1",
-                                   env=worker_env(threads, fits=n * threads <= default_workers()),
+                                   env=worker_env(threads),
                                    silence_logs=40)
         except (RuntimeError, OSError) as e:
             raise DbfsError(f"the LocalCluster did not start ({e}): check --workers, the profile's memory_limit "

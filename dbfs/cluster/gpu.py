@@ -30,7 +30,7 @@ import os
 import dask
 from distributed import Client, Nanny
 
-from dbfs.cluster import _workers_ignore_sigint, default_workers, worker_env
+from dbfs.cluster import _workers_ignore_sigint, worker_env
 from dbfs.errors import DbfsError
 from dbfs.progress import say
 
@@ -111,7 +111,7 @@ def start_local_gpu(prof: dict, quiet: bool = False, name: str = "local-gpu", po
                                    scheduler_port=ports[0], dashboard_address=f"127.0.0.1:{ports[1]}",
                                    resources={GPU_RESOURCE: 1}, silence_logs=40)
         n_gpu = len(cluster.worker_spec)
-        env = {**worker_env(t_cpu, n_cpu * t_cpu + n_gpu * t_gpu <= default_workers()), "CUDA_VISIBLE_DEVICES": ""}
+        env = {**worker_env(t_cpu), "CUDA_VISIBLE_DEVICES": ""}
         for i in range(n_cpu):
             cluster.worker_spec[f"cpu-{i}"] = {"cls": Nanny, "options": {
                 "nthreads": t_cpu, "memory_limit": mem, "host": "127.0.0.1", "env": env, "silence_logs": 40}}
