@@ -17,6 +17,12 @@ from dbfs.report import machine
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def stage(tag: str, msg: str) -> None:
+    """One progress line on stderr, flushed (``[tag HH:MM:SS] msg``): a benchmark's stages, one line each, so a
+    run cut short by a time limit still says where it was."""
+    print(f"[{tag} {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
 def level_medians(searches) -> dict:
     """Per direction (``td``, ``bu``) over every level of ``searches`` (a ``dbfs run --json`` record's): the
     median a worker of its kernel, exchange and host-issuing seconds (``issue`` None where the levels do not

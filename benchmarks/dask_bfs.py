@@ -171,6 +171,7 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, 
     ``worker_env`` (``KEY=VALUE`` strings) is set after this process's first
     search: its OpenMP runtime has read its environment by then, so the
     values reach the workers started next and not the single process."""
+    from benchmarks.common import stage
     from dbfs import kernel1, store
     from dbfs.bfs import get_algorithm
     import dbfs.bfs.dask as D
@@ -181,11 +182,13 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, 
 
     cores = _cores()
     spec = GraphSpec.make("kronecker", scale)
+    stage("dask_bfs", f"SCALE {scale}: the edge list (generated unless stored)")
     ds, _ = store.generate(spec, root=datasets, client=None, quiet=True)
     edges = ds.edges()[:]
     roots = [int(r) for r in graph500_roots(edges, scale, 2, 3, n=n_roots, n_vertices=ds.n_vertices)]
     rec = {"scale": scale, "n_vertices": ds.n_vertices, "n_edges": ds.n_edges, "roots": roots, "reps": reps}
 
+    stage("dask_bfs", f"SCALE {scale}: Kernel 1 of the single process (P = 1)")
     kernel1.build_partitioned(ds.path, P=1, client=None, progress=False)
     g = kernel1.load_csr(ds.path, kernel1.variant_name(1))
     fn = get_algorithm("do", "cpu")
@@ -195,6 +198,7 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, 
         os.environ[key] = val
     rec["worker_env"] = list(worker_env)
     nedges, levels = [], []
+    stage("dask_bfs", f"SCALE {scale}: the single process's {len(roots)} searches, validated")
     for r in roots:
         parent, _ = fn(g, r)
         v = validate(edges, r, parent)
@@ -208,7 +212,9 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, 
         shape, _, flag = cfg.partition(":")
         P, W = (int(x) for x in shape.split("x"))
         tpw = max(1, cores // W)
+        stage("dask_bfs", f"SCALE {scale} {cfg}: Kernel 1 (P = {P})")
         kernel1.build_partitioned(ds.path, P=P, client=None, progress=False)
+        stage("dask_bfs", f"SCALE {scale} {cfg}: {W} workers x {tpw} threads, the partitions loaded")
         with client_for(n_workers=W, threads_per_worker=tpw, quiet=True) as client:
             dg = D.load_distributed(client, ds.path, kernel1.variant_name(P), transport=transport,
                                     shared_memory=False if flag == "noshm" else None)
@@ -220,6 +226,7 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, 
             secs = [[] for _ in roots]
             walls, ovs, per_root = [], [], []
             for rep in range(reps):
+                stage("dask_bfs", f"SCALE {scale} {cfg}: round {rep + 1} of {reps}")
                 for k, r in enumerate(roots):
                     time.sleep(_QUIET)
                     t_cpu = _timed(fn, g, r)[0]
