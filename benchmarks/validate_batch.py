@@ -6,7 +6,8 @@ Builds the Graph500 graph in memory (dbfs generator and Kernel 1), searches
 its first ``--roots`` search keys, then times, ``--reps`` times each (the
 best kept): :func:`dbfs.validate.validate` of every search one at a time
 (what ``--backend cpu`` did), and :func:`dbfs.validate.batch_cpu.validate_many_cpu`
-over the same searches in batches of each ``--batches`` size. Prints the
+over the same searches in batches of each ``--batches`` size, each with the
+compact table (one-byte levels, 4-byte parents) and the wide one. Prints the
 seconds a search and each batch size's speed-up over one at a time; every
 result must be valid and equal (ok, nedge) across the two. Then the largest
 batch again with its pass's prefetch off, the levels alone (the chain walk,
@@ -24,7 +25,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--scale", type=int, default=20)
     ap.add_argument("--roots", type=int, default=8)
-    ap.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8])
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 2, 4, 8, 12])
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args()
 
@@ -61,11 +62,15 @@ def main():
     print(f"SCALE {args.scale}, {len(searches)} searches, best of {args.reps}: one at a time "
           f"{1e3 * t1 / len(searches):.1f} ms a search")
     for k in args.batches:
-        tk, got = best(lambda: [v for i in range(0, len(searches), k)
-                                for v in validate_many_cpu(edges, searches[i:i + k], n_vertices=n)])
-        assert [(v.ok, v.nedge) for v in got] == [(v.ok, v.nedge) for v in want], "a batch disagrees"
-        rows.append({"batch": k, "seconds_a_search": tk / len(searches), "speedup": t1 / tk})
-        print(f"  batches of {k}: {1e3 * tk / len(searches):.1f} ms a search, {t1 / tk:.2f}x one at a time")
+        for compact in (True, False):       # one-byte levels and 4-byte parents, against the (n, K, 2) table
+            batch_cpu.COMPACT = compact
+            tk, got = best(lambda: [v for i in range(0, len(searches), k)
+                                    for v in validate_many_cpu(edges, searches[i:i + k], n_vertices=n)])
+            assert [(v.ok, v.nedge) for v in got] == [(v.ok, v.nedge) for v in want], "a batch disagrees"
+            rows.append({"batch": k, "compact": compact, "seconds_a_search": tk / len(searches), "speedup": t1 / tk})
+            print(f"  batches of {k}, {'compact' if compact else 'wide'} table: {1e3 * tk / len(searches):.1f} ms "
+                  f"a search, {t1 / tk:.2f}x one at a time")
+        batch_cpu.COMPACT = True
     k = args.batches[-1]                        # the largest batch again, its pass without the prefetch
     ahead = batch_cpu.PREFETCH_AHEAD
     batch_cpu.PREFETCH_AHEAD = 0
@@ -73,9 +78,10 @@ def main():
                              for v in validate_many_cpu(edges, searches[i:i + k], n_vertices=n)])
     batch_cpu.PREFETCH_AHEAD = ahead
     assert [(v.ok, v.nedge) for v in got] == [(v.ok, v.nedge) for v in want], "no prefetch disagrees"
-    rows.append({"batch": k, "prefetch_ahead": 0, "seconds_a_search": t0k / len(searches)})
+    with_prefetch = next(r["seconds_a_search"] for r in rows if r["batch"] == k and r.get("compact"))
+    rows.append({"batch": k, "compact": True, "prefetch_ahead": 0, "seconds_a_search": t0k / len(searches)})
     print(f"  batches of {k} without the pass's prefetch: {1e3 * t0k / len(searches):.1f} ms a search "
-          f"(the prefetch {t0k / rows[-2]['seconds_a_search'] / len(searches):.2f}x)")
+          f"(the prefetch {t0k / len(searches) / with_prefetch:.2f}x)")
     levels = _levels_ab(searches, best)
     print(f"  levels of a search: chain walk alone {1e3 * levels['walk']:.1f} ms, parallel rounds then the walk "
           f"{1e3 * levels['rounds']:.1f} ms ({levels['walk'] / levels['rounds']:.2f}x)")
@@ -96,15 +102,15 @@ def _fill_ab(searches, best) -> dict:
 
     cols = [(_levels_from_chains(p, r)[0], np.asarray(p, np.int64)) for r, p in searches]
     a, b = SearchTable(len(cols[0][1]), len(cols)), SearchTable(len(cols[0][1]), len(cols))
-    _fill_column(b.table[:3], 0, cols[0][0][:3], cols[0][1][:3])
+    _fill_column(b.levs[:3], b.pars[:3], 0, cols[0][0][:3], cols[0][1][:3])
 
     def numpy_fill():
         for s, (lev, par) in enumerate(cols):
-            a.table[:, s, 0] = lev
-            a.table[:, s, 1] = par
+            a.levs[:, s] = lev
+            a.pars[:, s] = par
 
     tn, _ = best(numpy_fill)
-    tk, _ = best(lambda: [_fill_column(b.table, s, lev, par) for s, (lev, par) in enumerate(cols)])
+    tk, _ = best(lambda: [_fill_column(b.levs, b.pars, s, lev, par) for s, (lev, par) in enumerate(cols)])
     assert np.array_equal(a.table, b.table), "the kernel's table differs from NumPy's"
     return {"numpy": tn / len(cols), "kernel": tk / len(cols)}
 

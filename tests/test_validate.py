@@ -245,3 +245,83 @@ def test_validators_import_nothing_from_bfs():
             names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not any(n == "dbfs.bfs" or n.startswith("dbfs.bfs.") for n in names), path.name
+
+
+def _path_case(n=300):
+    """Two components: a path 0 - 1 - ... - n-1 with two chords near 0 (a tree deeper than an int8 level from
+    0), and a star of hub n and leaves n+1 .. n+9 (depth 1 from n)."""
+    edges = np.asarray([(i, i + 1) for i in range(n - 1)] + [(0, 2), (1, 3)] + [(n, n + k) for k in range(1, 10)],
+                       np.int64)
+    return edges, n + 10
+
+
+@pytest.mark.parametrize("wide_ids", [False, True])
+def test_cpu_batch_table_compact_widened_and_wide(monkeypatch, wide_ids):
+    """The CPU batch table (dbfs.validate.batch_cpu): one-byte levels while every level fits int8, widened
+    when a search of the batch is deeper (its earlier columns kept), the wide layout under wide ids; each
+    search's result equals the one-search validator's, good and corrupted searches mixed."""
+    from dbfs.validate.batch_cpu import SearchTable, validate_many_cpu
+
+    if wide_ids:
+        monkeypatch.setenv("DBFS_WIDE_IDS", "1")
+    edges, n = _path_case()
+    deep_root, shallow_root = 0, n - 10
+    deep, _ = oracle_parent(edges, deep_root, n)
+    shallow, lev_s = oracle_parent(edges, shallow_root, n)
+    assert bfs_levels(edges, deep_root, n).max() > 127 >= lev_s.max()
+    bad = deep.copy()
+    bad[250] = 10                               # a parent that is no neighbour: tree-edge and level rules
+    cycle = shallow.copy()
+    cycle[n - 9], cycle[n - 8] = n - 8, n - 9   # a cycle off the root
+    for group in ([(shallow_root, shallow), (shallow_root, cycle)],
+                  [(shallow_root, shallow), (deep_root, deep), (deep_root, bad), (shallow_root, cycle)]):
+        st = SearchTable(n, len(group))
+        for r, p in group:
+            st.fold(r, p)
+        deepest = max(int(bfs_levels(edges, r, n).max()) for r, _ in group)
+        assert st.compact == (not wide_ids and deepest <= 127)
+        want = [validate(edges, r, p, n) for r, p in group]
+        for chunk in (1 << 22, 7):
+            got = validate_many_cpu(edges, group, n, chunk_edges=chunk)
+            for g, w in zip(got, want):
+                assert (g.ok, g.nedge) == (w.ok, w.nedge)
+                assert [(f.rule, f.count, f.message, f.vertices.tolist()) for f in g.failures] == \
+                    [(f.rule, f.count, f.message, f.vertices.tolist()) for f in w.failures]
+        assert [w.ok for w in want] == ([True, False] if len(group) == 2 else [True, True, False, False])
+
+
+def test_cpu_batch_table_refuses_more_searches_than_its_room():
+    from dbfs.validate.batch_cpu import SearchTable
+
+    edges, n = _path_case(20)
+    p, _ = oracle_parent(edges, 0, n)
+    st = SearchTable(n, 1)
+    st.fold(0, p)
+    with pytest.raises(ValueError, match="full"):
+        st.fold(0, p)
+
+
+def test_cpu_batch_table_pickles_once():
+    """A batch table travels to the edge tasks (dbfs.validate.dask) as its one table: the views are rebuilt on
+    the other side, not sent as copies."""
+    import pickle
+
+    from dbfs.validate.batch_cpu import SearchTable
+
+    n = 5000
+    edges = np.asarray([(0, k) for k in range(1, n)], np.int64)      # a star: one row a vertex, every level 0 or 1
+    p, _ = oracle_parent(edges, 0, n)
+    st = SearchTable(n, 3)
+    st.fold(0, p)
+    blob = pickle.dumps(st, protocol=5)
+    assert len(blob) < st.table.nbytes + 2048
+    back = pickle.loads(blob)
+    assert np.shares_memory(back.levs, back.table) and np.shares_memory(back.pars, back.table)
+    assert np.array_equal(back.levs[:, 0], st.levs[:, 0]) and np.array_equal(back.pars[:, 0], p)
+    assert validate_many_check(back, edges) == validate_many_check(st, edges)
+
+
+def validate_many_check(st, edges):
+    e = st.for_edges()
+    e.chunk(edges)
+    return [(r.ok, r.nedge) for r in st.results([e.summary()], e.found)]

@@ -15,9 +15,9 @@ Method: each search's vertex rules (``length``, ``range``, ``root``) and its
 levels from the parent chains (:mod:`dbfs.validate.cpu`'s, with its
 ``cycle`` and ``parent-unreached`` statuses); then a table with one row per
 vertex holding the (level, parent) of every search of the batch side by
-side, so an input tuple costs two random row reads (one cache line each at
-8 searches of 4-byte ids) for the whole batch instead of four scattered reads
-per search. One Numba pass per chunk counts, per search, the edge-range,
+side, so an input tuple costs two random row reads (one cache line each: up
+to 12 searches of one-byte levels and 4-byte parents) for the whole batch
+instead of four scattered reads per search. One Numba pass per chunk counts, per search, the edge-range,
 edge-span, level-diff and nedge quantities and marks tree edges, over
 blocks of the chunk in parallel (per-block counters, summed after; each
 block prefetches the two table rows of the tuple ``PREFETCH_AHEAD`` rows on,
@@ -26,10 +26,16 @@ search whose counts show a failure in a chunk has that chunk re-scanned by
 the one-search example collector, so its examples are the first offending
 tuples in input order, as :func:`validate`'s.
 
-Encoding: the table is (n, K, 2) of int32 while ids fit (int64 past 2^31):
-``[v, s, 0]`` the level of v in search s (-1 unreached, -2 broken chain),
-``[v, s, 1]`` its parent; tree-edge marks are (K, n) uint8. Edge chunks
-stay in their stored dtype (no int64 copy of each chunk).
+Encoding: a level is -1 unreached, -2 broken chain, else the BFS depth.
+While ids fit int32 (n <= 2^31) and every level of the batch fits int8
+(depth <= 127), the table is compact: rows of :func:`_compact_row` bytes
+(64 up to 12 searches, one cache line), the K int8 levels first (padded to
+16 bytes), then the K int32 parents. Otherwise (a deeper tree, or wider
+ids) it is (n, K, 2) of the id width: ``[v, s, 0]`` the level, ``[v, s, 1]``
+the parent; a compact table that meets a deeper search is widened once,
+its columns copied. The kernels read both through two (n, K) views, levels
+and parents. Tree-edge marks are (K, n) uint8. Edge chunks stay in their
+stored dtype (no int64 copy of each chunk).
 
 Reference: Graph 500 Benchmark 1 specification 3.0.1, section 8
 "Validation"; the batch and the table follow :mod:`dbfs.validate.gpu`'s.
@@ -48,8 +54,12 @@ from dbfs.validate.gpu import _width
 
 __all__ = ["validate_many_cpu", "batch_size_cpu", "SearchTable", "CPU_VALIDATE_MOST"]
 
-#: most searches one CPU batch holds: 8 (level, parent) pairs of 4-byte ids fill one 64-byte cache line
-CPU_VALIDATE_MOST = 8
+#: most searches one CPU batch holds: 12 one-byte levels and 4-byte parents fill one 64-byte cache line
+CPU_VALIDATE_MOST = 12
+#: the deepest level a compact table's int8 holds
+_COMPACT_DEPTH = 127
+#: False: every table wide, as before the compact layout (a benchmark's switch)
+COMPACT = True
 #: tuples ahead whose two table rows the pass prefetches (0: none; the distances tried: docs/BENCHMARKS.md)
 PREFETCH_AHEAD = 16
 #: host bytes per vertex as (a, b) for a * id width + b: the chain walk's own (levels, status, stack: int64,
@@ -66,15 +76,14 @@ def batch_size_cpu(available: int, n: int, most: int = CPU_VALIDATE_MOST) -> int
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _batch_pass(chunk, table, flat, k, found, counts, ahead):
+def _batch_pass(chunk, levs, pars, flat, row, k, found, counts, ahead):
     """Per block t of the chunk, ``counts[t]`` = (edge-range, then per search s: nedge, edge-span,
-    level-diff); tree edges marked in ``found[s]``. ``k`` searches of the table are used. The table rows of
-    the tuple ``ahead`` rows on are prefetched (``flat``: the table as one flat view; 0: none), so a block's
-    random row reads overlap. (Branches, not flags added to counters: a real search's tests go the same way
-    for most tuples, and the branches measured faster.)"""
+    level-diff); tree edges marked in ``found[s]``. ``k`` searches of the table (its views ``levs`` and
+    ``pars``) are used. The table rows of the tuple ``ahead`` rows on are prefetched (``flat``: the table's
+    bytes, ``row`` bytes a row; 0: none), so a block's random row reads overlap. (Branches, not flags added
+    to counters: a real search's tests go the same way for most tuples, and the branches measured faster.)"""
     m = chunk.shape[0]
-    n = table.shape[0]
-    row = table.shape[1] * 2
+    n = levs.shape[0]
     blocks = counts.shape[0]
     step = (m + blocks - 1) // blocks
     for t in prange(blocks):
@@ -94,8 +103,8 @@ def _batch_pass(chunk, table, flat, k, found, counts, ahead):
                 c[0] += 1
                 continue
             for s in range(k):
-                lu = table[u, s, 0]
-                lv = table[v, s, 0]
+                lu = np.int64(levs[u, s])
+                lv = np.int64(levs[v, s])
                 if lu == -2 or lv == -2:
                     continue
                 if lu >= 0 and lv >= 0:
@@ -104,9 +113,9 @@ def _batch_pass(chunk, table, flat, k, found, counts, ahead):
                         c[3 + 3 * s] += 1
                     if u != v:
                         c[1 + 3 * s] += 1
-                        if table[v, s, 1] == u:
+                        if pars[v, s] == u:
                             found[s, v] = 1
-                        if table[u, s, 1] == v:
+                        if pars[u, s] == v:
                             found[s, u] = 1
                 elif lu >= 0 or lv >= 0:
                     c[2 + 3 * s] += 1
@@ -114,21 +123,49 @@ def _batch_pass(chunk, table, flat, k, found, counts, ahead):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _fill_column(table, s, lev, parent):
-    """Search ``s``'s column of the table: ``table[v, s] = (lev[v], parent[v])`` for every v, both halves of a
-    row written in one visit of its cache line, rows spread over the threads."""
-    for v in prange(table.shape[0]):
-        table[v, s, 0] = lev[v]
-        table[v, s, 1] = parent[v]
+def _fill_column(levs, pars, s, lev, parent):
+    """Search ``s``'s column of the table (its views ``levs``, ``pars``): ``(lev[v], parent[v])`` for every v,
+    both written in one visit of the row's cache line, rows spread over the threads (the values fit: the
+    caller chose the widths)."""
+    for v in prange(levs.shape[0]):
+        levs[v, s] = lev[v]
+        pars[v, s] = parent[v]
 
 
 def _aligned(shape, dtype, line: int = 64):
-    """An empty array whose first byte starts a ``line``-byte cache line (a table row of 8 searches is one
+    """An empty array whose first byte starts a ``line``-byte cache line (a table row of a full batch is one
     line, not two)."""
     nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
     raw = np.empty(nbytes + line, np.uint8)
     at = (-raw.ctypes.data) % line
     return raw[at:at + nbytes].view(dtype).reshape(shape)
+
+
+def _compact_row(K: int) -> int:
+    """Bytes of a compact table row for ``K`` searches: K int8 levels padded to 16 bytes, K int32 parents, the
+    whole rounded up to 64-byte lines (64 up to 12 searches)."""
+    lb = -(-max(1, K) // 16) * 16
+    return -(-(lb + 4 * max(1, K)) // 64) * 64
+
+
+def _compact(n: int, K: int):
+    """An empty compact table for ``n`` vertices and ``K`` searches (module docstring): (n, row) bytes."""
+    return _aligned((n, _compact_row(K)), np.uint8)
+
+
+def _wide(n: int, K: int):
+    """An empty wide table (module docstring): (n, K, 2) of the id width."""
+    return _aligned((n, max(1, K), 2), _width(n))
+
+
+def _views(table, K: int):
+    """The (n, K) levels and parents views of a compact or wide ``table`` for ``K`` searches, and its row
+    bytes."""
+    K = max(1, K)
+    if table.ndim == 2:
+        lb = -(-K // 16) * 16
+        return table[:, :K].view(np.int8), table[:, lb:lb + 4 * K].view(np.int32), table.shape[1]
+    return table[:, :, 0], table[:, :, 1], table.shape[1] * table.shape[2] * table.itemsize
 
 
 class SearchTable:
@@ -138,10 +175,35 @@ class SearchTable:
     :meth:`results`."""
 
     def __init__(self, n: int, K: int):
-        self.n, self.k = int(n), 0
-        self.table = _aligned((self.n, max(1, K), 2), _width(self.n))
+        self.n, self.k, self.cap = int(n), 0, max(1, int(K))
+        narrow = COMPACT and np.dtype(_width(self.n)) == np.dtype(np.int32)
+        self._set_table((_compact if narrow else _wide)(self.n, self.cap))
         self.items = []                 # per search, in order: its stopping Failure, or (slot, root, chain failures)
         self.found = None               # the marks and counters, made once every search is in
+
+    def _set_table(self, table) -> None:
+        self.table = table
+        self.levs, self.pars, self.row = _views(table, self.cap)
+
+    def __getstate__(self):
+        """Pickled (a task's argument) without the views: they would travel as copies of the table."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("levs", "pars", "row")}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._set_table(self.table)
+
+    @property
+    def compact(self) -> bool:
+        return self.levs.dtype == np.dtype(np.int8)
+
+    def _widen(self) -> None:
+        """The compact table as a wide one, the columns folded so far copied (a search deeper than int8)."""
+        table = _wide(self.n, self.cap)
+        levs, pars, _ = _views(table, self.cap)
+        for s in range(self.k):
+            _fill_column(levs, pars, s, self.levs[:, s], self.pars[:, s])
+        self._set_table(table)
 
     def _counters(self):
         if self.found is not None and self.found.shape[0] == max(1, self.k):
@@ -164,27 +226,33 @@ class SearchTable:
             self.items.append(f)
             return
         lev, status = _levels_from_chains(parent, root)
+        if self.compact and lev.shape[0] and int(lev.max()) > _COMPACT_DEPTH:
+            self._widen()
+        if self.k == self.cap:
+            raise ValueError(f"a batch table for {self.cap} searches is full")
         s, self.k = self.k, self.k + 1
-        _fill_column(self.table, s, lev, parent)
+        _fill_column(self.levs, self.pars, s, lev, parent)
         self.items.append((s, root, check_chains(status)))
 
     def for_edges(self) -> "SearchTable":
         """This batch with fresh marks and counters over the same table (for a task reading some edges)."""
         e = object.__new__(SearchTable)
-        e.n, e.k, e.table, e.items, e.found = self.n, self.k, self.table, [], None
+        e.n, e.k, e.cap, e.items, e.found = self.n, self.k, self.cap, [], None
+        e._set_table(self.table)
         e._counters()
         return e
 
     def chunk(self, chunk) -> None:
         self._counters()
         counts = np.zeros((4 * numba.get_num_threads(), 1 + 3 * self.k), np.int64)
-        _batch_pass(chunk, self.table, self.table.reshape(-1), self.k, self.found, counts, PREFETCH_AHEAD)
+        _batch_pass(chunk, self.levs, self.pars, self.table.reshape(-1).view(np.uint8), self.row, self.k, self.found,
+                    counts, PREFETCH_AHEAD)
         c = counts.sum(axis=0)
         for s in range(self.k):
             self.nedge[s] += int(c[1 + 3 * s])
             got = (int(c[0]), int(c[2 + 3 * s]), int(c[3 + 3 * s]))
             if any(got):
-                lev = self.table[:, s, 0]
+                lev = self.levs[:, s]
                 for kind, cnt in enumerate(got):
                     if cnt:
                         self.totals[s][kind] += cnt
@@ -209,7 +277,7 @@ class SearchTable:
             s, root, failures = item
             failures = list(failures) + joined_edge_failures(
                 [{"totals": x["totals"][s], "examples": x["examples"][s]} for x in summaries], self.n)
-            f = check_tree_edges(self.table[:, s, 0], found[s], root)
+            f = check_tree_edges(self.levs[:, s], found[s], root)
             if f:
                 failures.append(f)
             failures.sort(key=lambda x: RULES.index(x.rule))
