@@ -269,6 +269,8 @@ def test_cpu_batch_table_compact_widened_and_wide(monkeypatch, wide_ids):
     deep, _ = oracle_parent(edges, deep_root, n)
     shallow, lev_s = oracle_parent(edges, shallow_root, n)
     assert bfs_levels(edges, deep_root, n).max() > 127 >= lev_s.max()
+    # levels past any small width come out exact
+    assert np.array_equal(validate(edges, deep_root, deep, n).levels, bfs_levels(edges, deep_root, n))
     bad = deep.copy()
     bad[250] = 10                               # a parent that is no neighbour: tree-edge and level rules
     cycle = shallow.copy()
