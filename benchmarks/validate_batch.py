@@ -111,7 +111,7 @@ def _fill_ab(searches, best) -> dict:
 
     tn, _ = best(numpy_fill)
     tk, _ = best(lambda: [_fill_column(b.levs, b.pars, s, lev, par) for s, (lev, par) in enumerate(cols)])
-    assert np.array_equal(a.table, b.table), "the kernel's table differs from NumPy's"
+    assert np.array_equal(a.levs, b.levs) and np.array_equal(a.pars, b.pars), "the kernel's table differs from NumPy's"
     return {"numpy": tn / len(cols), "kernel": tk / len(cols)}
 
 

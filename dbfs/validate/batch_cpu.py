@@ -17,11 +17,12 @@ levels from the parent chains (:mod:`dbfs.validate.cpu`'s, with its
 vertex holding the (level, parent) of every search of the batch side by
 side, so an input tuple costs two random row reads (one cache line each: up
 to 12 searches of one-byte levels and 4-byte parents) for the whole batch
-instead of four scattered reads per search. One Numba pass per chunk counts, per search, the edge-range,
-edge-span, level-diff and nedge quantities and marks tree edges, over
-blocks of the chunk in parallel (per-block counters, summed after; each
-block prefetches the two table rows of the tuple ``PREFETCH_AHEAD`` rows on,
-so its random row reads overlap instead of waiting one behind another); a
+instead of four scattered reads per search. One Numba pass per chunk counts,
+per search, the edge-range, edge-span, level-diff and nedge quantities and
+marks tree edges, over blocks of the chunk in parallel (per-block counters,
+summed after; each block prefetches the two table rows of the tuple
+``PREFETCH_AHEAD`` rows on, so its random row reads overlap instead of
+waiting one behind another); a
 search whose counts show a failure in a chunk has that chunk re-scanned by
 the one-search example collector, so its examples are the first offending
 tuples in input order, as :func:`validate`'s.
