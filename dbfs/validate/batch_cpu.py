@@ -142,11 +142,15 @@ def _aligned(shape, dtype, line: int = 64):
     return raw[at:at + nbytes].view(dtype).reshape(shape)
 
 
+def _level_bytes(K: int) -> int:
+    """Bytes of a compact row's levels for ``K`` searches: K int8, padded to 16 (the parents start there)."""
+    return -(-max(1, K) // 16) * 16
+
+
 def _compact_row(K: int) -> int:
-    """Bytes of a compact table row for ``K`` searches: K int8 levels padded to 16 bytes, K int32 parents, the
+    """Bytes of a compact table row for ``K`` searches: its levels (:func:`_level_bytes`), K int32 parents, the
     whole rounded up to 64-byte lines (64 up to 12 searches)."""
-    lb = -(-max(1, K) // 16) * 16
-    return -(-(lb + 4 * max(1, K)) // 64) * 64
+    return -(-(_level_bytes(K) + 4 * max(1, K)) // 64) * 64
 
 
 def _compact(n: int, K: int):
@@ -164,7 +168,7 @@ def _views(table, K: int):
     bytes."""
     K = max(1, K)
     if table.ndim == 2:
-        lb = -(-K // 16) * 16
+        lb = _level_bytes(K)
         return table[:, :K].view(np.int8), table[:, lb:lb + 4 * K].view(np.int32), table.shape[1]
     return table[:, :, 0], table[:, :, 1], table.shape[1] * table.shape[2] * table.itemsize
 
