@@ -109,7 +109,7 @@ def install_level_timers(dask_worker=None):
 
 
 def take_levels(dask_worker=None) -> list:
-    """(``client.run``) this worker's top-down level records since the last take."""
+    """(``client.run``) this worker's level records (top-down and bottom-up) since the last take."""
     out = list(dask_worker._dbfs_levels)
     dask_worker._dbfs_levels.clear()
     return out

@@ -164,13 +164,13 @@ def _timed(fn, *args):
     return time.perf_counter() - t0, out
 
 
-def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, worker_env=()):
+def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, worker_env=None):
     """Per config: start its cluster, then for ``reps`` rounds over the roots
     time the single-process do and the dask search back to back (drift on a
     shared machine hits both alike); per root the median of the rounds.
-    ``worker_env`` (``KEY=VALUE`` strings) is set after this process's first
-    search: its OpenMP runtime has read its environment by then, so the
-    values reach the workers started next and not the single process."""
+    ``worker_env`` (a dict) is set after this process's first search: its
+    OpenMP runtime has read its environment by then, so the values reach the
+    workers started next and not the single process."""
     from benchmarks.common import stage
     from dbfs import kernel1, store
     from dbfs.bfs import get_algorithm
@@ -193,10 +193,8 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, 
     g = kernel1.load_csr(ds.path, kernel1.variant_name(1))
     fn = get_algorithm("do", "cpu")
     fn(g, roots[0])                                                   # warm-up (JIT)
-    for kv in worker_env:
-        key, _, val = kv.partition("=")
-        os.environ[key] = val
-    rec["worker_env"] = list(worker_env)
+    os.environ.update(worker_env or {})
+    rec["worker_env"] = [f"{k}={v}" for k, v in (worker_env or {}).items()]
     nedges, levels = [], []
     stage("dask_bfs", f"SCALE {scale}: the single process's {len(roots)} searches, validated")
     for r in roots:
@@ -353,9 +351,12 @@ def main(argv=None):
     ap.add_argument("--datasets", default=None, help="dataset root (default $DBFS_DATASETS or a temp dir)")
     ap.add_argument("--out", default=None, help="results directory (default benchmarks/results)")
     args = ap.parse_args(argv)
+    worker_env = {}
     for kv in args.worker_env:
-        if "=" not in kv or not kv.partition("=")[0]:
+        key, eq, val = kv.partition("=")
+        if not (eq and key):
             ap.error(f"--worker-env {kv!r}: pass KEY=VALUE")
+        worker_env[key] = val
     if args.stall_child:
         scale, n_roots, config, datasets = args.stall_child
         return _stall_child(int(scale), int(n_roots), config, datasets)
@@ -372,7 +373,7 @@ def main(argv=None):
         tmp = tempfile.TemporaryDirectory(prefix="dbfs-bench-")
         datasets = tmp.name
     record["bfs"] = [] if args.no_bfs else [bench_scale(s, args.configs, args.roots, args.reps, datasets,
-                                                        args.transport, args.alpha, args.worker_env)
+                                                        args.transport, args.alpha, worker_env)
                                             for s in args.scales]
     if args.stalls:
         record["stalls"] = bench_stalls(args.scales, args.stalls, args.stall_config, datasets)
