@@ -8,13 +8,12 @@ and equals ``--backend gpu``'s single-process search level for level
 collectives (top-down: the claims in one allgather where every frontier is small, else the
 fixed regions of claims, then the counts; bottom-up:
 the counts, then the frontier as ids or as bits (one group where a worker
-holds several ranks or the slices are small), or the frontier copied to the peers by copy engines
-range by range during the search, then the counts; one more at the top-down -> bottom-up switch), three where the
+holds several ranks or the slices are small), one more at the top-down -> bottom-up switch), three where the
 regions would be too large (forced here by a zero region limit: the exact
 buckets, their sizes first) and records each worker's kernel and exchange seconds and bytes sent;
 the frontier forced to go always as ids, then always as bits, gives the same levels; every large top-down
 level forced to go as bits (claimed bits to their owner, who finds the parents bottom-up) gives the same
-levels; every bottom-up level's frontier copied during its search, then none, gives the same levels; the small
+levels; the small
 top-down levels replayed as captured CUDA graphs and issued call by call give the same levels, with
 graphs captured and replayed (or none made);
 ``DBFS_NCCL=off`` falls back to CUDA IPC.
@@ -122,11 +121,11 @@ def test_nccl_levels_equal_single_gpu(nclient, nds, P):
 
 
 def _set(consts: dict) -> dict:
-    """(client.run) set module constants of gpu_nccl (``gpu_dense.NAME``, ``gpu_overlap.NAME`` for those
-    modules') on a worker; returns their old values."""
-    from dbfs.bfs.dask.search import gpu_dense, gpu_nccl, gpu_overlap
+    """(client.run) set module constants of gpu_nccl (``gpu_dense.NAME`` for that module's) on a worker;
+    returns their old values."""
+    from dbfs.bfs.dask.search import gpu_dense, gpu_nccl
 
-    mods = {"gpu_dense": gpu_dense, "gpu_overlap": gpu_overlap}
+    mods = {"gpu_dense": gpu_dense}
     old = {}
     for k, v in consts.items():
         mod, _, name = k.rpartition(".")
@@ -229,8 +228,7 @@ def test_nccl_bottom_up_frontier_as_ids_or_as_bits(nclient, nds, share, relabel)
     sent as ids (any size), then as bits (none as ids): the same levels as one GPU, and both ways send bytes;
     as bits on partitions relabelled by degree within themselves, only each slice's live words (less than
     the whole slice a level, which the plain partitions send)."""
-    levels = _searches_with(nclient, nds, {"SPARSE_SHARE": share, "SPLIT_MIN_BYTES": 0, "gpu_overlap.FORCE": False},
-                            relabel=relabel)
+    levels = _searches_with(nclient, nds, {"SPARSE_SHARE": share, "SPLIT_MIN_BYTES": 0}, relabel=relabel)
     bu = [x for x in levels if x["direction"] == "bu" and x["discovered"]]
     assert bu and all(x["rounds"] >= 2 for x in bu), bu      # the counts, then the frontier
     if not share:       # bitmaps a level: its frontier's, and after a top-down level the switch's too
@@ -243,28 +241,6 @@ def test_nccl_bottom_up_frontier_as_ids_or_as_bits(nclient, nds, share, relabel)
             assert all(b < k * slice_bytes for b, k in sent), (sent, bu)
         else:
             assert all(b >= k * slice_bytes for b, k in sent), (sent, bu)
-
-
-@pytest.mark.parametrize("force,relabel", [(True, None), (True, "degree"), (False, None)])
-def test_nccl_bottom_up_frontier_copied_during_the_search_or_after(nclient, nds, force, relabel):
-    """Every bottom-up level's new frontier copied into the peers' bitmaps range by range while the next range
-    is searched (copy engines, the peers' bitmaps mapped by CUDA IPC), then none: the same levels as one GPU,
-    valid parents; a copied level makes one round of copies and the counts' allreduce and sends its rank's
-    live words (less than the slice on partitions relabelled by degree within themselves)."""
-    levels = _searches_with(nclient, nds, {"gpu_overlap.FORCE": force}, relabel=relabel)
-    bu = [x for x in levels if x["direction"] == "bu"]
-    assert bu, levels
-    before = ["td"] + [y["direction"] for y in levels]
-    after_bu = [x for prev, x in zip(before, levels) if x["direction"] == "bu" and prev == "bu"]
-    # (slices this small go with the counts in one group where they are not copied)
-    assert after_bu and all(x["rounds"] == (2 if force else 1) for x in after_bu), after_bu
-    if not force:
-        return
-    slice_bytes = (1 << SCALE) // 2 // 8
-    sent = [w["sent_bytes"] for x in after_bu for w in x["workers"]]
-    assert all(b > 0 for b in sent), sent
-    if relabel:
-        assert all(b < slice_bytes for b in sent), sent
 
 
 def test_nccl_on_partitions_built_on_the_workers(nclient, nds):

@@ -128,7 +128,6 @@ def _options(vid: str, ent: str = "") -> tuple:
 
 _KERNEL_NAMES = ("base_visited", "start_search", "queue_to_bitmap", "bitmap_to_queue", "frontier_degrees",
                  "td_expand", "td_expand_small", "td_expand_small_at", "absorb", "absorb_n", "bucket_count", "bucket_scatter", "bu_step",
-                 "bu_step_signal",
                  "harish_step", "harish_start", "count_nedge", "hub_of", "bucket_offsets", "bucket_regions",
                  "visit_root_part", "absorb_pairs", "pack_claims", "claimed_open", "visit_bits")
 

@@ -364,150 +364,108 @@ extern "C" __global__ void hub_of(const i64* indptr, ADJ_PARAMS, i64 n, vid_t* h
 // first one in `front`; lanes still searching are then served one at a time
 // by the whole warp, 32 neighbours per step, stopping at the first hit
 // (ballot). The warp owns its words of `next` and `visited`, so no atomics.
-// bu_step_signal searches the same words with a grid no larger than the device
-// holds at once, in rounds (round i: warp k takes group i * nwarps + k), and
-// flags each range of `per` rounds once searched: at a range's end every block
-// meets (__syncthreads), its first thread counts the block in done[r] after a
-// fence, and the last block of the grid stores `tag` in flag[r] after another,
-// so a stream waiting on that word (cuStreamWaitValue32) may copy the range's
-// `next` words while the later rounds are searched. Signals a block, not a warp:
-// a fence and an atomic per group of 32 words slowed the whole search.
-__device__ __forceinline__ void bu_group(i64 w0, int lane, const i64* indptr, ADJ_PARAMS, const vid_t* hub,
-                                         const u32* front, u32* visited, u32* next, vid_t* parent, i64 nwords,
-                                         i64& acc_n, i64& acc_deg, i64& acc_exam) {
-    // a warp takes 32 words at a time: one coalesced load, each lane clears `next`
-    // for its word if that word is all visited, and only the open words are then
-    // searched, one after the other (late levels are mostly visited words)
-    const i64 wl = w0 + lane;
-    const u32 lvis = wl < nwords ? visited[wl] : FULL_MASK;
-    if (wl < nwords && lvis == FULL_MASK) next[wl] = 0u;
-    u32 open = __ballot_sync(FULL_MASK, lvis != FULL_MASK);
-    while (open) {
-        const int ow = __ffs(open) - 1;
-        open &= open - 1;
-        const i64 w = w0 + ow;
-        const u32 vis = __shfl_sync(FULL_MASK, lvis, ow);
-        const i64 v = (w << 5) + lane;
-        const bool todo = !((vis >> lane) & 1u);
-        bool found = false;
-        i64 par = -1, s = 0, e = 0, j = 0;
-        if (todo) {
-            // row bounds are loaded with the hub, not after its test: the kernel is
-            // latency-bound, and a dependent load chain costs more than reading 16 bytes
-            // a hub hit does not need (docs/GPU.md)
-            s = indptr[v];
-            e = indptr[v + 1];
-            const vid_t h = hub[v];
-            acc_exam += 1;
-            if (h >= 0 && test_bit(front, h)) {
-                found = true;
-                par = h;
-            }
-        }
-        if (todo && !found) {
-            const i64 lim = imin64(e, s + BU_SERIAL);
-            // probes in groups of 4: consecutive entries share a 32-byte
-            // sector, so the 4 loads and 4 bitmap tests overlap instead of
-            // forming a chain of dependent memory latencies
-            j = s;
-            while (j < lim) {
-                const vid_t u0 = ADJ(j);
-                const vid_t u1 = j + 1 < lim ? ADJ(j + 1) : (vid_t)-1;
-                const vid_t u2 = j + 2 < lim ? ADJ(j + 2) : (vid_t)-1;
-                const vid_t u3 = j + 3 < lim ? ADJ(j + 3) : (vid_t)-1;
-                const bool h0 = test_bit(front, u0);
-                const bool h1 = u1 >= 0 && test_bit(front, u1);
-                const bool h2 = u2 >= 0 && test_bit(front, u2);
-                const bool h3 = u3 >= 0 && test_bit(front, u3);
-                if (h0 | h1 | h2 | h3) {
-                    found = true;
-                    par = h0 ? u0 : h1 ? u1 : h2 ? u2 : u3;
-                    j += h0 ? 1 : h1 ? 2 : h2 ? 3 : 4;
-                    break;
-                }
-                j = imin64(j + 4, lim);
-            }
-            acc_exam += j - s;
-        }
-        u32 pend = __ballot_sync(FULL_MASK, todo && !found && j < e);
-        while (pend) {
-            const int src = __ffs(pend) - 1;
-            pend &= pend - 1;
-            const i64 js = __shfl_sync(FULL_MASK, j, src);
-            const i64 je = __shfl_sync(FULL_MASK, e, src);
-            i64 hitu = -1, scanned = 0;
-            for (i64 b0 = js; b0 < je; b0 += 32) {
-                const i64 jj = b0 + lane;
-                bool hit = false;
-                i64 u = 0;
-                if (jj < je) {
-                    u = ADJ(jj);
-                    hit = test_bit(front, u);
-                }
-                const u32 hm = __ballot_sync(FULL_MASK, hit);
-                if (hm) {
-                    const int f = __ffs(hm) - 1;
-                    hitu = __shfl_sync(FULL_MASK, u, f);
-                    scanned += f + 1;
-                    break;
-                }
-                scanned += imin64(32, je - b0);
-            }
-            if (lane == src) {
-                acc_exam += scanned;
-                if (hitu >= 0) {
-                    found = true;
-                    par = hitu;
-                }
-            }
-        }
-        const u32 nb = __ballot_sync(FULL_MASK, found);
-        if (found) {
-            parent[v] = (vid_t)par;
-            acc_deg += e - s;
-        }
-        if (lane == 0) {
-            next[w] = nb;
-            if (nb) visited[w] = vis | nb;
-            acc_n += __popc(nb);
-        }
-    }
-}
-
 extern "C" __global__ void bu_step(const i64* indptr, ADJ_PARAMS, const vid_t* hub, const u32* front,
                                    u32* visited, u32* next, vid_t* parent, i64 nwords, u64* cnt) {
     const int lane = threadIdx.x & 31;
     const i64 warp = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;
     const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
     i64 acc_n = 0, acc_deg = 0, acc_exam = 0;
-    for (i64 w0 = warp << 5; w0 < nwords; w0 += nwarps << 5)
-        bu_group(w0, lane, indptr, ix_a, ix_b, ix_split, hub, front, visited, next, parent, nwords,
-                 acc_n, acc_deg, acc_exam);
-    block_add3(acc_n, acc_deg, acc_exam, cnt);
-}
-
-extern "C" __global__ void bu_step_signal(const i64* indptr, ADJ_PARAMS, const vid_t* hub, const u32* front,
-                                          u32* visited, u32* next, vid_t* parent, i64 nwords, u64* cnt,
-                                          u32* done, u32* flag, i64 per, u32 tag) {
-    const int lane = threadIdx.x & 31;
-    const i64 warp = (blockIdx.x * (i64)blockDim.x + threadIdx.x) >> 5;
-    const i64 nwarps = ((i64)gridDim.x * blockDim.x) >> 5;
-    const i64 ng = (nwords + 31) >> 5, rounds = (ng + nwarps - 1) / nwarps;
-    i64 acc_n = 0, acc_deg = 0, acc_exam = 0;
-    for (i64 i = 0; i < rounds; ++i) {           // every thread of the block takes every round
-        const i64 g = i * nwarps + warp;
-        if (g < ng)
-            bu_group(g << 5, lane, indptr, ix_a, ix_b, ix_split, hub, front, visited, next, parent, nwords,
-                     acc_n, acc_deg, acc_exam);
-        if ((i + 1) % per == 0 || i + 1 == rounds) {
-            __syncthreads();                         // the block's words ordered before its fence
-            if (threadIdx.x == 0) {
-                const i64 r = i / per;
-                __threadfence();
-                if (atomicAdd(&done[r], 1u) + 1u == gridDim.x) {
-                    __threadfence();
-                    atomicExch(&flag[r], tag);
+    // a warp takes 32 words at a time: one coalesced load, each lane clears `next`
+    // for its word if that word is all visited, and only the open words are then
+    // searched, one after the other (late levels are mostly visited words)
+    for (i64 w0 = warp << 5; w0 < nwords; w0 += nwarps << 5) {
+        const i64 wl = w0 + lane;
+        const u32 lvis = wl < nwords ? visited[wl] : FULL_MASK;
+        if (wl < nwords && lvis == FULL_MASK) next[wl] = 0u;
+        u32 open = __ballot_sync(FULL_MASK, lvis != FULL_MASK);
+        while (open) {
+            const int ow = __ffs(open) - 1;
+            open &= open - 1;
+            const i64 w = w0 + ow;
+            const u32 vis = __shfl_sync(FULL_MASK, lvis, ow);
+            const i64 v = (w << 5) + lane;
+            const bool todo = !((vis >> lane) & 1u);
+            bool found = false;
+            i64 par = -1, s = 0, e = 0, j = 0;
+            if (todo) {
+                // row bounds are loaded with the hub, not after its test: the kernel is
+                // latency-bound, and a dependent load chain costs more than reading 16 bytes
+                // a hub hit does not need (docs/GPU.md)
+                s = indptr[v];
+                e = indptr[v + 1];
+                const vid_t h = hub[v];
+                acc_exam += 1;
+                if (h >= 0 && test_bit(front, h)) {
+                    found = true;
+                    par = h;
                 }
+            }
+            if (todo && !found) {
+                const i64 lim = imin64(e, s + BU_SERIAL);
+                // probes in groups of 4: consecutive entries share a 32-byte
+                // sector, so the 4 loads and 4 bitmap tests overlap instead of
+                // forming a chain of dependent memory latencies
+                j = s;
+                while (j < lim) {
+                    const vid_t u0 = ADJ(j);
+                    const vid_t u1 = j + 1 < lim ? ADJ(j + 1) : (vid_t)-1;
+                    const vid_t u2 = j + 2 < lim ? ADJ(j + 2) : (vid_t)-1;
+                    const vid_t u3 = j + 3 < lim ? ADJ(j + 3) : (vid_t)-1;
+                    const bool h0 = test_bit(front, u0);
+                    const bool h1 = u1 >= 0 && test_bit(front, u1);
+                    const bool h2 = u2 >= 0 && test_bit(front, u2);
+                    const bool h3 = u3 >= 0 && test_bit(front, u3);
+                    if (h0 | h1 | h2 | h3) {
+                        found = true;
+                        par = h0 ? u0 : h1 ? u1 : h2 ? u2 : u3;
+                        j += h0 ? 1 : h1 ? 2 : h2 ? 3 : 4;
+                        break;
+                    }
+                    j = imin64(j + 4, lim);
+                }
+                acc_exam += j - s;
+            }
+            u32 pend = __ballot_sync(FULL_MASK, todo && !found && j < e);
+            while (pend) {
+                const int src = __ffs(pend) - 1;
+                pend &= pend - 1;
+                const i64 js = __shfl_sync(FULL_MASK, j, src);
+                const i64 je = __shfl_sync(FULL_MASK, e, src);
+                i64 hitu = -1, scanned = 0;
+                for (i64 b0 = js; b0 < je; b0 += 32) {
+                    const i64 jj = b0 + lane;
+                    bool hit = false;
+                    i64 u = 0;
+                    if (jj < je) {
+                        u = ADJ(jj);
+                        hit = test_bit(front, u);
+                    }
+                    const u32 hm = __ballot_sync(FULL_MASK, hit);
+                    if (hm) {
+                        const int f = __ffs(hm) - 1;
+                        hitu = __shfl_sync(FULL_MASK, u, f);
+                        scanned += f + 1;
+                        break;
+                    }
+                    scanned += imin64(32, je - b0);
+                }
+                if (lane == src) {
+                    acc_exam += scanned;
+                    if (hitu >= 0) {
+                        found = true;
+                        par = hitu;
+                    }
+                }
+            }
+            const u32 nb = __ballot_sync(FULL_MASK, found);
+            if (found) {
+                parent[v] = (vid_t)par;
+                acc_deg += e - s;
+            }
+            if (lane == 0) {
+                next[w] = nb;
+                if (nb) visited[w] = vis | nb;
+                acc_n += __popc(nb);
             }
         }
     }

@@ -98,7 +98,6 @@ class _Comm:
         self._grouped = False
         self.kept = {}               # the validation's input rows kept on this device while the mesh lives
         self.replays = None          # the searches' captured level graphs (dbfs.bfs.dask.search.level_graph)
-        self.fronts = None           # the peers' global bitmaps mapped (dbfs.bfs.dask.search.gpu_overlap)
 
     # ------------------------------------------------------------ calls
     def _stream(self) -> int:
@@ -186,9 +185,6 @@ class _Comm:
             self.comm.abort()
         except Exception:             # already torn down with its device context
             pass
-        if self.fronts is not None:   # the peers' bitmaps unmapped (a copy still queued fails, as its search)
-            self.fronts.close()
-            self.fronts = None
 
 
 class _Timeline:

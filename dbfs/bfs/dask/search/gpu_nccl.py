@@ -50,14 +50,7 @@ of bitmap words is their OR):
   the device); allgather of every worker's P bucket sizes, read once; one
   group of send/recv moves each exact bucket to its owner's worker;
   ``absorb``; allreduce(sum) of the counts, read once;
-- bottom-up, one rank a worker with equal slices, the peers' bitmaps mapped
-  (CUDA IPC), the frontier in as bits (the first bottom-up level after a
-  top-down one, or a level after one whose new frontier was dense):
-  ``bu_step`` range by range, each range of this rank's slice copied into
-  every peer's ``front_next`` by copy engines while the next range is
-  searched (:mod:`dbfs.bfs.dask.search.gpu_overlap`), then allreduce(sum) of
-  the counts, read once;
-- bottom-up otherwise, one rank per worker whose slices are equal whole words of at
+- bottom-up, one rank per worker whose slices are equal whole words of at
   least :data:`SPLIT_MIN_BYTES`: ``bu_step``;
   allreduce(sum) of the counts, read once; then, the host knowing every
   worker's new vertices, the new frontier goes either as ids (the largest
@@ -100,7 +93,6 @@ import numpy as np
 
 from dbfs.bfs.dask.search.gpu_dense import dense, td_dense
 from dbfs.bfs.dask.search.gpu_live import or_slices, send_slices, zero_peer_slices
-from dbfs.bfs.dask.search.gpu_overlap import bu_overlap, map_peers, overlaps
 from dbfs.bfs.dask.search.gpu_search import _GpuSearch
 from dbfs.bfs.dask.search.level_graph import _Replays, bucket
 from dbfs.bfs.dask.mesh.nccl import _Timeline, holds_parents
@@ -200,8 +192,6 @@ class _NcclSearch(_GpuSearch):
         self.wm = [0] * W                            # each worker's frontier edges, from the last read
         self.wn = [0] * W                            # each worker's new frontier vertices, from the last read
         self.queued = False                          # the last bottom-up level left this rank's queue built
-        self.bits_in = False                         # the next bottom-up level's frontier came as bits (gpu_overlap)
-        self.switched = False                        # ... from the top-down -> bottom-up switch
         worker_of = np.empty(P, np.int32)
         for j, rks in enumerate(ranks_of):
             worker_of[list(rks)] = j
@@ -230,8 +220,6 @@ class _NcclSearch(_GpuSearch):
         if self.gather:     # this rank's bitmaps ARE its slices of the global ones: allgathered in place, no copy
             st, w = self.states[widx], self.slice
             st.fbm, st.nxt = self.front[widx * w:(widx + 1) * w], self.front_next[widx * w:(widx + 1) * w]
-        # the peers' global bitmaps mapped, where a bottom-up level copies its slice into them (gpu_overlap)
-        self.peer_fronts = map_peers(self) if self.gather and self.peers else None
         if self.replays is not None:
             self._prepare_graphs()
         cp.cuda.Device().synchronize()
@@ -530,7 +518,6 @@ class _NcclSearch(_GpuSearch):
         return self._totals(self._read(ex), kt)
 
     def to_bitmaps(self):
-        self.bits_in = self.switched = True
         self.tl.begin()
         self._queues_to_bitmaps()
         self._exchange_bitmap(self.front)
@@ -538,9 +525,7 @@ class _NcclSearch(_GpuSearch):
         return 0.0                          # its device seconds settle with the bottom-up level that follows
 
     def bu_level(self, kt):
-        if overlaps(self):
-            return bu_overlap(self, kt)
-        self.queued = self.switched = False
+        self.queued = False
         self.tl.begin()
         rp = self.replays if self.gather else None
         if rp is not None:                  # one replayed graph up to the counters' copy (one a bitmap parity)
@@ -555,7 +540,6 @@ class _NcclSearch(_GpuSearch):
                 self._exchange_bitmap(self.front_next, totals=True)
         if not self.counts_first:
             g = self._read()
-            self.bits_in = self.dense_out()
             cp.bitwise_or(self.visited_g, self.front_next, out=self.visited_g)
             self.front, self.front_next = self.front_next, self.front
             return self._totals(g, kt)
@@ -564,7 +548,6 @@ class _NcclSearch(_GpuSearch):
             self.comm.allreduce(self.blocks)
             self.tl.mark("x")
         out = self._totals(self._read(), kt)
-        self.bits_in = self.dense_out()
         self.tl.begin()                     # the frontier's exchange: its seconds settle with the next level
         self._send_frontier()
         self.front, self.front_next = self.front_next, self.front
@@ -587,11 +570,6 @@ class _NcclSearch(_GpuSearch):
         mark("x")
         rt.memcpyAsync(self.hbuf.ctypes.data, self.blocks.data.ptr, self.blocks.nbytes, rt.memcpyDeviceToHost, sp)
 
-    def dense_out(self) -> bool:
-        """Whether the new frontier of the bottom-up level just read goes as bits: the most ids any worker found
-        are more than :data:`SPARSE_SHARE` of a slice's live bytes (the same answer on every worker)."""
-        return max(self.wn) * self.qdt.itemsize > SPARSE_SHARE * 4 * self.live_w
-
     def _send_frontier(self) -> None:
         """The new frontier of a bottom-up level (this rank's bits in its slice of ``front_next``) to every
         worker: into the whole global ``front_next`` and into ``visited_g``, as ids or as bits (see the module
@@ -600,7 +578,7 @@ class _NcclSearch(_GpuSearch):
         (st,) = self.states.values()
         K = max(self.wn)
         fn, vg = self.front_next, self.visited_g
-        if self.bits_in:
+        if K * self.qdt.itemsize > SPARSE_SHARE * 4 * self.live_w:
             with comm.group():
                 send_slices(self, fn)
             tl.mark("x")

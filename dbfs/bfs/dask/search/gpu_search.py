@@ -100,24 +100,11 @@ def _to_host(a):
     return a.get(out=cupyx.empty_pinned(a.shape, a.dtype))
 
 
-def _shared(store: dict, key, n: int, dtype, own: bool = False):
-    """A device array kept in the worker plugin's ``store`` between searches (size and dtype keyed); ``own``:
-    an allocation of its own (a ``cudaMalloc``, not a block of CuPy's pool), which CUDA IPC exports whole."""
+def _shared(store: dict, key, n: int, dtype):
+    """A device array kept in the worker plugin's ``store`` between searches (size and dtype keyed)."""
     arr = store.get(key)
     if arr is None or arr.shape[0] != n or arr.dtype != np.dtype(dtype):
-        arr = None                                       # the old one's memory free for the new
-        store.pop(key, None)
-        if own:
-            nbytes = max(int(n), 1) * np.dtype(dtype).itemsize
-            try:
-                mem = cp.cuda.Memory(nbytes)
-            except cp.cuda.memory.OutOfMemoryError:         # the pool's cached blocks given back first
-                cp.get_default_memory_pool().free_all_blocks()
-                mem = cp.cuda.Memory(nbytes)
-            arr = cp.ndarray((n,), dtype, cp.cuda.MemoryPointer(mem, 0))
-        else:
-            arr = cp.empty(n, dtype)
-        store[key] = arr
+        arr = store[key] = cp.empty(n, dtype)
     return arr
 
 
@@ -160,7 +147,7 @@ class _GpuSearch(_Search):
         store = plugin.scratch.setdefault("gpu", {}) if keep else None
         for name in ("visited_g", "front", "front_next"):
             if keep:
-                setattr(self, name, _shared(store, name, gw32, cp.uint32, own=name != "visited_g"))
+                setattr(self, name, _shared(store, name, gw32, cp.uint32))
                 getattr(self, name).fill(0)
             else:
                 setattr(self, name, cp.zeros(gw32, cp.uint32))
