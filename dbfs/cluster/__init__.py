@@ -47,6 +47,10 @@ workers spawn, and a Numba compile in the parent during that window pins its
 thread count. So scripts that start clusters must not import
 Numba-compiling modules at top level of ``__main__`` (dbfs's CLI does not).
 A SLURM job exports it in its job script, before ``job_script_prologue``.
+With the profile key ``bind_cores: true`` a LocalCluster binds each worker to
+cores of its own (:mod:`dbfs.cluster.binding`; a one-line error where the
+workers' threads outnumber this process's CPUs); by default the OS scheduler
+places them.
 
 Encoding
 --------
@@ -73,7 +77,8 @@ import dask
 from distributed import Client, LocalCluster
 
 from dbfs import worker_deaths, worker_logs
-from dbfs.cluster import slurm
+from dbfs.cluster import binding, slurm
+from dbfs.cluster.binding import core_blocks, describe, usable_cpus
 from dbfs.errors import DbfsError
 from dbfs.profiles import (PROFILES_ENV, SCHEMA, check_cluster_args, check_port, load_profile,  # noqa: F401
                            profile_dirs, profile_names)
@@ -111,6 +116,9 @@ def worker_env(threads: int) -> dict:
     return {"NUMBA_NUM_THREADS": t, "OMP_NUM_THREADS": t, "MKL_NUM_THREADS": t, "OPENBLAS_NUM_THREADS": t,
             "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE"), **QUIET_WORKER}
 
+
+#: the worker plugin that binds a LocalCluster's workers to their cores
+BIND = "dbfs-bind-cores"
 
 #: no statistical profiler thread in dbfs's workers: its stack sampling takes the GIL a
 #: search thread waits for (docs/DISTRIBUTED.md, GPU workers; the dashboard's Profile page
@@ -500,16 +508,22 @@ def _connect(scheduler, prof, profile, n_workers, threads_per_worker, memory_lim
     else:
         client = _start_local(n_workers or prof.get("workers") or default_workers(),
                               threads_per_worker or prof.get("threads_per_worker") or 1,
-                              prof.get("memory_limit") or memory_limit, quiet, ports, log)
+                              prof.get("memory_limit") or memory_limit, quiet, ports, log,
+                              bool(prof.get("bind_cores")))
     if log is None:         # worker output on the terminal: a task's DbfsError is said once, by the client
         client.register_plugin(QuietDbfsErrors(), name=QUIET)
     return client
 
 
-def _start_local(n: int, threads: int, memory_limit, quiet: bool, ports: tuple, log):
-    """The client of a LocalCluster of ``n`` worker processes x ``threads``, every worker registered."""
+def _start_local(n: int, threads: int, memory_limit, quiet: bool, ports: tuple, log, bind: bool = False):
+    """The client of a LocalCluster of ``n`` worker processes x ``threads``, every worker registered and,
+    where ``bind`` and they fit the cores, each bound to cores of its own (:mod:`dbfs.cluster.binding`)."""
     check_port(ports[0], "scheduler port")
     check_port(ports[1], "dashboard port")
+    blocks = core_blocks(n, threads) if bind else None
+    if bind and not blocks:
+        raise DbfsError(f"bind_cores: true needs the workers' threads ({n} x {threads}) to fit this process's "
+                        f"{len(usable_cpus())} CPUs: lower --workers or threads_per_worker, or drop bind_cores")
     with _workers_ignore_sigint(), dask.config.set(log.local_cluster_config() if log else {}):
         try:
             cluster = LocalCluster(n_workers=n, threads_per_worker=threads, processes=True,
@@ -528,8 +542,12 @@ def _start_local(n: int, threads: int, memory_limit, quiet: bool, ports: tuple, 
         cluster.close()
         raise DbfsError(f"the LocalCluster's {n} worker processes did not all start within 120 s: lower "
                         f"--workers or check memory") from None
+    if blocks:
+        client.register_plugin(binding.BindCores(blocks), name=BIND)
     if not quiet:
-        say(f"started LocalCluster ({n} worker processes x {threads} thread); dashboard: {client.dashboard_link}")
+        where = f", bound to cores {describe(blocks)}" if blocks else ""
+        say(f"started LocalCluster ({n} worker processes x {threads} thread{where}); dashboard: "
+            f"{client.dashboard_link}")
     _STARTED[id(client)] = ("LocalCluster", functools.partial(cluster.close, timeout=CLOSE_S))
     return client
 

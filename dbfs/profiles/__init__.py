@@ -132,6 +132,7 @@ _PORT = ("a port number 1-65535 (0 or null: any free port)",
 _ADDR = ("a scheduler address such as tcp://host:8786", lambda v: isinstance(v, str) and address_problem(v) is None)
 _LIST = ("a list of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v))
 _NUM = ("a positive number of seconds", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0)
+_BOOL = ("true or false", lambda v: isinstance(v, bool))
 _NONNEG = ("a non-negative integer", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0)
 _GPUS = ("a list of device numbers or a string such as \"0,1\"",
          lambda v: isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, int) for x in v)))
@@ -139,7 +140,7 @@ _GPUS = ("a list of device numbers or a string such as \"0,1\"",
 #: the keys of each profile type and what each value must be (null is always allowed: the default)
 SCHEMA = {
     "local": {"workers": _POS, "threads_per_worker": _POS, "memory_limit": _MEM, "scheduler_port": _PORT,
-              "dashboard_port": _PORT},
+              "dashboard_port": _PORT, "bind_cores": _BOOL},
     "local-gpu": {"gpus": _GPUS, "threads_per_gpu_worker": _POS, "cpu_workers": _NONNEG, "cpu_threads": _POS,
                   "memory_limit": _MEM, "wait": _NUM, "scheduler_port": _PORT, "dashboard_port": _PORT},
     "scheduler": {"address": _ADDR},
