@@ -164,6 +164,11 @@ def _timed(fn, *args):
     return time.perf_counter() - t0, out
 
 
+def _worker_cpus(dask_worker=None) -> list:
+    """(client.run) the CPUs this worker process may run on (its binding, dbfs.cluster.binding)."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
 def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, worker_env=None):
     """Per config: start its cluster, then for ``reps`` rounds over the roots
     time the single-process do and the dask search back to back (drift on a
@@ -210,10 +215,15 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, 
         shape, _, flag = cfg.partition(":")
         P, W = (int(x) for x in shape.split("x"))
         tpw = max(1, cores // W)
+        prof = None
+        if flag == "bind":          # each worker bound to cores of its own (dbfs.cluster.binding's A/B)
+            prof = Path(datasets) / "bind.yaml"
+            prof.write_text("type: local\nbind_cores: true\n")
         stage("dask_bfs", f"SCALE {scale} {cfg}: Kernel 1 (P = {P})")
         kernel1.build_partitioned(ds.path, P=P, client=None, progress=False)
         stage("dask_bfs", f"SCALE {scale} {cfg}: {W} workers x {tpw} threads, the partitions loaded")
-        with client_for(n_workers=W, threads_per_worker=tpw, quiet=True) as client:
+        with client_for(n_workers=W, threads_per_worker=tpw, quiet=True,
+                        profile=str(prof) if prof else None) as client:
             dg = D.load_distributed(client, ds.path, kernel1.variant_name(P), transport=transport,
                                     shared_memory=False if flag == "noshm" else None)
             res, _, _ = D.search(dg, roots[0], alpha=alpha)          # warm-up (JIT on the workers)
@@ -256,6 +266,7 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, 
                    "levels_per_search": len(per_root[0]["levels"]), "first_search_levels": per_root[0]["levels"],
                    "first_round": per_root}
             row["ratio_vs_cpu_do"] = row["hmean_teps"] / row["cpu_do_hmean_teps"]
+            row["worker_cpus"] = {str(k): v for k, v in client.run(_worker_cpus).items()}
             dg.close()
         rec["dask"].append(row)
         print(f"SCALE {scale}: dask {cfg} {row['hmean_teps'] / 1e6:.1f} MTEPS vs cpu do "
@@ -330,7 +341,8 @@ def main(argv=None):
     ap.add_argument("--scales", type=int, nargs="*", default=[18], help="SCALEs of the BFS part")
     ap.add_argument("--configs", nargs="+", default=["1x1", "2x2", "4x2", "4x4"],
                     help="PxW: P partitions on W worker processes (cores/W threads each); "
-                         "PxW:noshm sends bottom-up frontier slices through the mesh instead of /dev/shm")
+                         "PxW:noshm sends bottom-up frontier slices through the mesh instead of /dev/shm; "
+                         "PxW:bind binds each worker to cores of its own")
     ap.add_argument("--roots", type=int, default=8, help="search keys per SCALE")
     ap.add_argument("--reps", type=int, default=3, help="rounds over the roots (median per root)")
     ap.add_argument("--transport", default="tcp", choices=["tcp", "tcp-threads", "dask"],
@@ -357,6 +369,10 @@ def main(argv=None):
         if not (eq and key):
             ap.error(f"--worker-env {kv!r}: pass KEY=VALUE")
         worker_env[key] = val
+    for cfg in args.configs:
+        shape, _, flag = cfg.partition(":")
+        if flag not in ("", "noshm", "bind") or len(shape.split("x")) != 2:
+            ap.error(f"--configs {cfg!r}: pass PxW, PxW:noshm or PxW:bind")
     if args.stall_child:
         scale, n_roots, config, datasets = args.stall_child
         return _stall_child(int(scale), int(n_roots), config, datasets)
