@@ -26,7 +26,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["core_blocks", "describe", "bind_threads", "usable_cpus"]
+from distributed.diagnostics.plugin import WorkerPlugin
+
+__all__ = ["core_blocks", "describe", "bind_threads", "usable_cpus", "BindCores"]
 
 _TOPOLOGY = Path("/sys/devices/system/cpu")
 
@@ -79,30 +81,15 @@ def bind_threads(cpus) -> int:
     return done
 
 
-def _plugin_class():
-    from distributed.diagnostics.plugin import WorkerPlugin  # deferred: distributed
+class BindCores(WorkerPlugin):
+    """Binds each worker's process to its block of :func:`core_blocks` (module docstring)."""
 
-    class BindCores(WorkerPlugin):
-        """Binds each worker's process to its block of :func:`core_blocks` (module docstring)."""
+    idempotent = True
 
-        idempotent = True
+    def __init__(self, blocks: dict):
+        self.blocks = {str(k): list(v) for k, v in blocks.items()}
 
-        def __init__(self, blocks: dict):
-            self.blocks = {str(k): list(v) for k, v in blocks.items()}
-
-        def setup(self, worker):
-            cpus = self.blocks.get(str(worker.name))
-            if cpus:
-                bind_threads(cpus)
-
-    BindCores.__module__ = __name__
-    BindCores.__qualname__ = "BindCores"
-    return BindCores
-
-
-def __getattr__(name):     # BindCores imports distributed only when asked for
-    if name == "BindCores":
-        cls = _plugin_class()
-        globals()["BindCores"] = cls
-        return cls
-    raise AttributeError(name)
+    def setup(self, worker):
+        cpus = self.blocks.get(str(worker.name))
+        if cpus:
+            bind_threads(cpus)
