@@ -1,14 +1,14 @@
-"""Host seconds of each step of the NCCL level loop on two GPU workers (where a level's time goes).
+"""Host seconds of each step of the NCCL level loop on G GPU workers (where a level's time goes).
 
 Wraps the steps of :class:`dbfs.bfs.dask.search.gpu_nccl._NcclSearch`, the NCCL calls of
 :class:`dbfs.bfs.dask.mesh.nccl._Comm` and the event marks in a timer on every worker
 (``client.run``), runs ``--roots`` searches of a Kronecker graph built on the workers
-(P = 2), and prints per step: calls per level, mean host microseconds per call and per
-level, next to the mean level time. A step's host time includes any wait it makes (a
+(P = G, one a GPU: ``--gpus``, default 2), and prints per step: calls per level, mean host microseconds
+per call and per level, next to the mean level time. A step's host time includes any wait it makes (a
 ``_read`` waits for the collectives before it); the rest of a level is the loop's own
-Python. Needs two GPUs and dask-cuda.
+Python. Needs G GPUs and dask-cuda.
 
-    python benchmarks/nccl_level_profile.py --scale 22 --roots 8 [--relabel degree] [--batch]
+    python benchmarks/nccl_level_profile.py --scale 22 --roots 8 [--relabel degree] [--batch] [--gpus 4]
 
 ``_bsp_levels`` is one search on a worker (its setup, levels and parents); with ``--batch`` the
 searches go as one batch (:func:`dbfs.bfs.dask.search_many`), as the pipeline runs them.
@@ -61,7 +61,10 @@ def main(argv=None):
     ap.add_argument("--batch", action="store_true", help="search the roots as one batch (search_many)")
     ap.add_argument("--no-spin", action="store_true", help="levels wait for the device by a blocking synchronize "
                                                            "(gpu_nccl.SPIN False), not by polling")
+    ap.add_argument("--gpus", type=int, default=2, help="GPU workers, one partition each")
     args = ap.parse_args(argv)
+    if args.gpus < 2:
+        ap.error("--gpus: at least 2 (an NCCL mesh)")
 
     import numpy as np
 
@@ -78,10 +81,11 @@ def main(argv=None):
         else:
             ds, _ = store.generate(GraphSpec.make("kronecker", args.scale), root=Path(tmp), client=None, quiet=True)
         prof = Path(tmp) / "gpu2.yaml"
-        prof.write_text("type: local-gpu\ngpus: [0, 1]\nthreads_per_gpu_worker: 2\ncpu_workers: 0\n")
+        gpus = ", ".join(str(g) for g in range(args.gpus))
+        prof.write_text(f"type: local-gpu\ngpus: [{gpus}]\nthreads_per_gpu_worker: 2\ncpu_workers: 0\n")
         with client_for(profile=str(prof), quiet=True) as client:
-            client.wait_for_workers(2, timeout=120)
-            with D.build_distributed(client, ds.path, 2, relabel=args.relabel) as dg:
+            client.wait_for_workers(args.gpus, timeout=120)
+            with D.build_distributed(client, ds.path, args.gpus, relabel=args.relabel) as dg:
                 print(f"mesh: {dg.frontier_sharing}, S{args.scale}, relabel {args.relabel}", flush=True)
                 cands = np.random.default_rng(0).integers(0, ds.n_vertices, 8 * args.roots + 64)
                 roots = [int(r) for r in cands[D.eligible_distributed(dg, cands)][:args.roots + 1]]
@@ -106,7 +110,7 @@ def main(argv=None):
                     res.release()
                 got = client.run(take_step_timers)
     n = len(roots) - 1
-    report = {"scale": args.scale, "roots": args.roots, "relabel": args.relabel, "batch": args.batch,
+    report = {"scale": args.scale, "roots": args.roots, "relabel": args.relabel, "batch": args.batch, "gpus": args.gpus,
               "spin": not args.no_spin,
               "levels": levels, "level_us": 1e6 * wall / max(levels, 1), "workers": {},
               "client_ms_per_search": 1e3 * client_s / n, "timed_ms_per_search": 1e3 * timed / n}
