@@ -166,7 +166,9 @@ def _timed(fn, *args):
 
 def _worker_cpus(dask_worker=None) -> list:
     """(client.run) the CPUs this worker process may run on (its binding, dbfs.cluster.binding)."""
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    from dbfs.cluster.binding import usable_cpus
+
+    return usable_cpus()
 
 
 def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, worker_env=None):

@@ -411,7 +411,7 @@ CLOSE_S = 30.0         # seconds closing a LocalCluster may take (a nanny left b
 
 
 def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    return max(1, len(usable_cpus()))
 
 
 @contextlib.contextmanager
