@@ -11,7 +11,7 @@ from dbfs.bfs import BFSResult, algorithm_names, bfs, get_algorithm, prepare
 from dbfs.bfs import cpu
 from dbfs.bfs.cpu import algorithms as cpu_algorithms
 from dbfs.bfs.cpu import topdown as cpu_topdown
-from dbfs.bfs.cpu.buffers import _PARENT_POOL_KEEP, _fill_unreached, _seen_bitmap
+from dbfs.bfs.cpu.buffers import _PARENT_POOL_KEEP, _fill_unreached, _seen_bitmap, reserve_parents
 from dbfs.bfs.policy import BeamerPolicy, ChangeStatePolicy, make_policy
 from dbfs.bfs.reference import Oracle, bfs_levels, min_parents
 from dbfs.errors import DbfsError
@@ -683,6 +683,32 @@ def test_parent_pool_reuses_only_released_arrays(golden10, oracle10, algorithm, 
     del view, p4
     p5 = search(5)
     assert addr(p5) == a1
+
+
+def test_reserved_parent_pool_serves_a_held_batch(golden10):
+    """``reserve_parents(g, k)`` keeps ``k`` pooled arrays, paged in (all -1) before any search: ``k - 1``
+    held results (the CPU backend's validation batch) and the search after them all get pooled arrays, none a
+    fresh one; once the batch is dropped the same arrays serve the next one, and every search validates."""
+    edges = golden10["edges"]
+    g = make_graph(edges, 1 << 10)
+    reserve_parents(g, 4)
+    pool = g.meta["_parent_pool"]
+    assert len(pool) == 4 and all((a == -1).all() for a in pool)
+    ids = {id(a) for a in pool}
+    r = list(zip(golden10["roots"], golden10["nedge_v3"]))
+    for batch in (r[:4], r[4:8]):
+        held = []
+        for root, nedge in batch:
+            res = bfs(g, root, "do")
+            check = validate(edges, root, res.parent, n_vertices=1 << 10)
+            assert check.ok and check.nedge == nedge, check.summary()
+            held.append(res.parent)
+            del res
+        assert {id(a) for a in held} <= ids and len({id(a) for a in held}) == 4
+        del held
+    assert len(g.meta["_parent_pool"]) == 4
+    reserve_parents(g, 1)                       # fewer than kept: nothing changes
+    assert len(g.meta["_parent_pool"]) == 4 and g.meta["_parent_keep"] == 4
 
 
 def test_internal_parents_map_to_the_original_ones():

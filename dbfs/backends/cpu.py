@@ -36,6 +36,7 @@ from dbfs.backends import Backend, check_split_placement, warm
 from dbfs.backends.ahead import cpu_search_job
 from dbfs.bfs import algorithm_names, bfs, collector_paused
 from dbfs.bfs.cpu import SPLIT_ALGORITHMS, split_graph, warm_kernels
+from dbfs.bfs.cpu.buffers import reserve_parents
 from dbfs.bfs.cpu.topdown import reserve_td
 from dbfs.errors import DbfsError
 from dbfs.preflight import host_available
@@ -159,6 +160,8 @@ class CpuBackend(Backend):
         # the top-down steps' record buffer and seen bitmap (this thread's, which runs the searches) at their
         # largest, so no timed search grows them
         reserve_td(None, int(self.graph.nnz), (int(self.graph.n_vertices) + 63) >> 6)
+        if self.graph.perm is None:   # the held parents are the pool's own (relabelled: copies in original ids)
+            reserve_parents(self.graph, self.validate_batch + 1)
         return self.compile_time
 
     def _split(self, graph):

@@ -7,6 +7,9 @@ Contract:
   (all -1, or arbitrary when the caller's first bottom-up level writes every
   entry); an array is handed out again only once nothing but the pool refers
   to it, so a result the caller still holds is never overwritten.
+  :func:`reserve_parents` ``(graph, k)`` grows the graph's pool to ``k``
+  arrays, paged in before any search, for a caller that holds up to
+  ``k - 1`` results at once (the CPU backend's validation batch).
 - :func:`reused_int64` and the per-thread helpers (``_record_buffer``,
   ``_held_bitmaps``, ``_seen_bitmap``, ``_scratch_bitmaps``) return arrays
   kept across levels and searches, allocated and page-faulted once; their
@@ -17,7 +20,8 @@ Contract:
   and ``_fill_unreached`` write the -1s of unreached vertices in parallel.
 
 Method: a memory pool, as CuPy's and RMM's are on the GPU: up to
-``_PARENT_POOL_KEEP`` parent arrays per graph in
+``_PARENT_POOL_KEEP`` parent arrays per graph (``graph.meta["_parent_keep"]``
+once :func:`reserve_parents` raised it) in
 ``graph.meta["_parent_pool"]``, an array being free when its reference count
 (``sys.getrefcount``, calibrated once at import as ``_ONLY_POOLED``) shows no
 holder but the pool. Per-thread state lives in one ``threading.local``
@@ -91,12 +95,37 @@ def parent_array(graph, fill: bool = True) -> np.ndarray:
             parent = free[0]
         else:
             parent = np.empty(graph.n_vertices, np.int64)
-            if len(pool) < _PARENT_POOL_KEEP:
+            if len(pool) < graph.meta.get("_parent_keep", _PARENT_POOL_KEEP):
                 pool.append(parent)
         free = None
     if fill:
         _set_unreached(parent)
     return parent
+
+
+def reserve_parents(graph, k: int) -> None:
+    """Grow ``graph``'s parent pool (:func:`parent_array`) to ``k`` arrays, each paged in now (all -1).
+
+    For a caller that keeps up to ``k - 1`` searches' parents while the next search runs: the CPU backend
+    holds a validation batch's parents until :func:`dbfs.validate.batch_cpu.validate_many_cpu` reads them.
+    With the default pool of two, every search past the second of a batch got a fresh ``np.empty``, whose
+    page faults (each zeroing a page, serialised in the kernel) fell inside the timed search.
+
+    Parameters
+    ----------
+    graph : CSRGraph
+        The searched graph (its ``meta`` holds the pool).
+    k : int
+        Arrays to keep; fewer than the default changes nothing.
+    """
+    k = int(k)
+    with _PARENT_POOL_LOCK:
+        pool = graph.meta.setdefault("_parent_pool", [])
+        graph.meta["_parent_keep"] = max(k, graph.meta.get("_parent_keep", _PARENT_POOL_KEEP))
+        while len(pool) < k:
+            a = np.empty(graph.n_vertices, np.int64)
+            _set_unreached(a)
+            pool.append(a)
 
 
 def reused_int64(holder: dict, key, n: int) -> np.ndarray:
