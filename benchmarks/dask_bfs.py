@@ -34,7 +34,11 @@ Two parts, both in one JSON record (``benchmarks/results/dask_bfs-<stamp>.json``
    load and mesh times, and the first round's per-level records of both
    (``first_round``; the single-process ones from an extra search). A warm-up
    search per config is validated with ``validate_distributed`` and must
-   agree with the serial nedge.
+   agree with the serial nedge. Before any cluster starts, the same rounds
+   of the single process ALONE (``cpu_do_alone``, and each config's
+   ``ratio_vs_cpu_do_alone``): the rate a user's one process gets on an idle
+   host, against which a slower ``do`` beside the cluster's idle workers
+   shows what the cluster costs the other processes of its host.
 
 3. ``stalls`` (``--stalls N``): the first run on a fresh clone, as a new
    user makes it: a child process with an EMPTY Numba cache directory
@@ -218,6 +222,16 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, 
             levels.append(k)
     rec["nedge"] = nedges
     rec["do_levels"] = levels              # the single process's level steps a search
+    # the single process alone, no cluster up: its rate beside the workers' idle processes (the rounds below)
+    # is the ratio's reference, and a gap between the two is the cluster's cost to a process on its host
+    stage("dask_bfs", f"SCALE {scale}: the single process alone, {reps} rounds")
+    alone = [[] for _ in roots]
+    for _ in range(reps):
+        for k, r in enumerate(roots):
+            time.sleep(_QUIET)
+            alone[k].append(_timed(fn, g, r)[0])
+    alone_med = [statistics.median(x) for x in alone]
+    rec["cpu_do_alone"] = {"times": alone_med, "all_times": alone, "hmean_teps": _hmean_teps(alone_med, nedges)}
     rec["dask"] = []
     for cfg in configs:
         shape, _, flag = cfg.partition(":")
@@ -274,6 +288,7 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, 
                    "levels_per_search": len(per_root[0]["levels"]), "first_search_levels": per_root[0]["levels"],
                    "first_round": per_root}
             row["ratio_vs_cpu_do"] = row["hmean_teps"] / row["cpu_do_hmean_teps"]
+            row["ratio_vs_cpu_do_alone"] = row["hmean_teps"] / rec["cpu_do_alone"]["hmean_teps"]
             row["worker_cpus"] = {str(k): v for k, v in client.run(_worker_cpus).items()}
             dg.close()
         rec["dask"].append(row)
@@ -413,11 +428,13 @@ def main(argv=None):
                   f"{r['mesh-tcp-threads_ms']:>17.3f} {r['mesh-tcp_ms']:>9.3f}")
     for s in record["bfs"]:
         print(f"\nSCALE {s['scale']} ({len(s['roots'])} roots x {s['reps']} rounds, cpu do timed next to each search)")
-        print(f"{'PxW':>5} {'MTEPS':>8} {'cpu do':>8} {'ratio':>6} {'med ms':>8} {'wall ms':>8} {'levels':>6} "
-              f"{'ovh med':>8} {'ovh p90':>8} {'load s':>7}")
+        print(f"single process alone (no cluster up): {s['cpu_do_alone']['hmean_teps'] / 1e6:.1f} MTEPS")
+        print(f"{'PxW':>5} {'MTEPS':>8} {'cpu do':>8} {'ratio':>6} {'/alone':>6} {'med ms':>8} {'wall ms':>8} "
+              f"{'levels':>6} {'ovh med':>8} {'ovh p90':>8} {'load s':>7}")
         for d in s["dask"]:
             print(f"{d['config']:>5} {d['hmean_teps'] / 1e6:8.1f} {d['cpu_do_hmean_teps'] / 1e6:8.1f} "
-                  f"{d['ratio_vs_cpu_do']:6.2f} {1e3 * d['median_s']:8.2f} {1e3 * d['median_wall_s']:8.2f} "
+                  f"{d['ratio_vs_cpu_do']:6.2f} {d['ratio_vs_cpu_do_alone']:6.2f} "
+                  f"{1e3 * d['median_s']:8.2f} {1e3 * d['median_wall_s']:8.2f} "
                   f"{d['levels_per_search']:6d} {d['overhead_ms']['median']:8.3f} {d['overhead_ms']['p90']:8.3f} "
                   f"{d['load_time_s']:7.2f}")
     if tmp is not None:
