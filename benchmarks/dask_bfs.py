@@ -25,8 +25,9 @@ Two parts, both in one JSON record (``benchmarks/results/dask_bfs-<stamp>.json``
    16) and each ``PxW`` in ``--configs`` (P partitions on W worker processes
    of cores/W threads): ``--reps`` rounds over ``--roots`` Graph500 search
    keys, each dask search timed right after the single-process ``do`` (this
-   process, all cores) on the same root, so drift on a shared machine hits
-   both alike (with a 50 ms pause before each, so the other side's OpenMP
+   process, all cores, timed as ``--backend cpu`` times it: the garbage
+   collector off) on the same root, so drift on a shared machine hits both
+   alike (with a 50 ms pause before each, so the other side's OpenMP
    threads have stopped spinning); per root the median of the rounds. Reported: harmonic-mean
    TEPS (Graph500 count) of both and their ratio, median time and wall time,
    per-level overhead (``overhead`` of the level records: time not in
@@ -163,9 +164,14 @@ _QUIET = 0.05
 
 
 def _timed(fn, *args):
-    t0 = time.perf_counter()
-    out = fn(*args)
-    return time.perf_counter() - t0, out
+    """``fn(*args)`` timed as ``--backend cpu`` times its searches (:func:`dbfs.bfs.timing.collector_paused`:
+    the garbage collector off): (seconds, result)."""
+    from dbfs.bfs.timing import collector_paused
+
+    with collector_paused():
+        t0 = time.perf_counter()
+        out = fn(*args)
+        return time.perf_counter() - t0, out
 
 
 def _worker_cpus(dask_worker=None) -> list:
