@@ -19,12 +19,12 @@ Per condition, each search timed twice in turn, as ``--backend cpu`` times it (`
 collector off, :func:`dbfs.bfs.timing.collector_paused`) and with the GIL switch interval lowered to the
 workers' 50 us too (``switch``: a LocalCluster's scheduler runs in this process, and with Python's 5 ms
 interval a thread of it that took the GIL keeps it that long each time the search wants it back): the
-median time a root over ``--reps`` rounds, the
-harmonic-mean TEPS (Graph500 count, the edges from one batched validation of the alone searches), the
-first root's per-level times (one more, untimed ``stats`` search), and, summed over the timed ``do`` windows only, the CPU seconds the cluster's
-processes (this process's children: nannies, workers) used and this process's involuntary context switches
-(psutil). CPU seconds of the cluster inside the windows say its processes ran beside the ``do``; context
-switches say the ``do``'s threads were descheduled. One JSON record (``cpu_beside-<stamp>.json``).
+median time a root over ``--reps`` rounds, the harmonic-mean TEPS (Graph500 count, the edges from one
+batched validation of the alone searches), the first root's per-level times (one more, untimed ``stats``
+search), and, summed over the timed ``do`` windows only, the CPU seconds the cluster's processes (this
+process's children: nannies, workers) used and this process's involuntary context switches (psutil).
+CPU seconds of the cluster inside the windows say its processes ran beside the ``do``; context switches
+say the ``do``'s threads were descheduled. One JSON record (``cpu_beside-<stamp>.json``).
 
 Top-level imports stay light: Dask's worker processes re-import this script.
 """
@@ -136,8 +136,6 @@ def main(argv=None):
 
     import tempfile
 
-    import numpy as np
-
     from benchmarks.common import stage, write_record
     from dbfs import kernel1, store
     import dbfs.bfs.dask as D
@@ -194,7 +192,6 @@ def main(argv=None):
                   f"{x['cluster_cpu_s']:14.3f} {x['involuntary_switches']:10d}  {lv}")
     if tmp is not None:
         tmp.cleanup()
-    return np.asarray([[c[how]["hmean_teps"] for how in ("backend", "switch")] for c in conds])
 
 
 if __name__ == "__main__":

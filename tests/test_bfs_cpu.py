@@ -711,6 +711,32 @@ def test_reserved_parent_pool_serves_a_held_batch(golden10):
     assert len(g.meta["_parent_pool"]) == 4 and g.meta["_parent_keep"] == 4
 
 
+def test_cpu_backend_searches_a_batch_in_pooled_parents(tmp_path):
+    """``--backend cpu`` on a plain CSR: after its warm-up, every search of a validation batch (whose parents it
+    holds until ``validate_many``) gets an array of the graph's pool, the batch validates, and the next batch
+    reuses the same arrays; no fresh parent array is mapped inside a timed search."""
+    from dbfs.backends import RunConfig
+    from dbfs.pipeline import open_backend
+    from dbfs.spec import GraphSpec
+
+    b, ds, _, _ = open_backend(GraphSpec.make("kronecker", 10), tmp_path, RunConfig(n_roots=8, quiet=True))
+    try:
+        b.warm()
+        k = b.validate_batch
+        assert b.graph.perm is None and k > 1
+        pool = {id(a) for a in b.graph.meta["_parent_pool"]}
+        assert len(pool) == k + 1
+        roots = [int(r) for r in np.unique(np.asarray(ds.edges()[:64]).ravel())[:2 * k]]
+        for batch in (roots[:k], roots[k:]):
+            for r in batch:
+                b.search(r)
+                assert id(b.parent) in pool
+            assert all(v.ok for v in b.validate_many(batch))
+        assert {id(a) for a in b.graph.meta["_parent_pool"]} == pool
+    finally:
+        b.close()
+
+
 def test_internal_parents_map_to_the_original_ones():
     """``bfs(original=False)`` gives a relabelled graph's parents over its internal ids (what the CPU
     backend times); ``graph.to_original`` of them is the default result, and the tree is valid."""

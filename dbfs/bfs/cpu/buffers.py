@@ -108,8 +108,8 @@ def reserve_parents(graph, k: int) -> None:
 
     For a caller that keeps up to ``k - 1`` searches' parents while the next search runs: the CPU backend
     holds a validation batch's parents until :func:`dbfs.validate.batch_cpu.validate_many_cpu` reads them.
-    With the default pool of two, every search past the second of a batch got a fresh ``np.empty``, whose
-    page faults (each zeroing a page, serialised in the kernel) fell inside the timed search.
+    A pool smaller than that hands such a search a fresh ``np.empty``, whose page faults (each zeroing a
+    page, serialised in the kernel) land inside the timed search.
 
     Parameters
     ----------
