@@ -41,6 +41,34 @@ def level_medians(searches) -> dict:
     return out
 
 
+def hmean_teps(times, nedges) -> float:
+    """Graph500's harmonic-mean TEPS of searches of ``times`` seconds over ``nedges`` edges each."""
+    s = np.asarray(times, dtype=float) / np.asarray(nedges, dtype=float)
+    return float(1.0 / s.mean())
+
+
+def do_validated(fn, g, edges, roots, n_vertices) -> tuple:
+    """The single process's search ``fn`` (``get_algorithm("do", "cpu")``) from each of ``roots`` on ``g``,
+    validated against ``edges`` in batches (:func:`dbfs.validate.batch_cpu.validate_many_cpu`: one pass over
+    the edges for as many searches as a quarter of the host's free memory holds); returns (each search's
+    nedge, each search's level steps). A failed validation is an AssertionError."""
+    from dbfs.preflight import host_available
+    from dbfs.validate.batch_cpu import batch_size_cpu, validate_many_cpu
+
+    nedges, steps = [], []
+    batch = batch_size_cpu(host_available() // 4, n_vertices)
+    for a in range(0, len(roots), batch):
+        done = []
+        for r in roots[a:a + batch]:
+            parent, lv = fn(g, r, stats=True)
+            done.append((r, parent))
+            steps.append(len(lv))
+        for v in validate_many_cpu(edges, done, n_vertices=n_vertices):
+            assert v.ok, v.summary()
+            nedges.append(v.nedge)
+    return nedges, steps
+
+
 def write_record(kind: str, record: dict, out_dir=None, path=None) -> Path:
     """Write ``record`` (plus machine, time and the dbfs commit that ran) to
     results/<kind>-<UTC stamp>.json, or over ``path`` (a record rewritten as a long run goes on)."""

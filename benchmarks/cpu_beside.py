@@ -70,10 +70,11 @@ def _window(fn, g, r, rule):
 def _switch_lowered():
     """The backends' timing rule (:func:`dbfs.bfs.timing.collector_paused`: the collector off) with the GIL
     switch interval at the workers' search value (50 us, :mod:`dbfs.bfs.dask.search.bsp`) inside the block."""
+    from dbfs.bfs.dask.search.bsp import SEARCH_SWITCH_S
     from dbfs.bfs.timing import collector_paused
 
     switch = sys.getswitchinterval()
-    sys.setswitchinterval(5e-5)
+    sys.setswitchinterval(SEARCH_SWITCH_S)
     try:
         with collector_paused():
             yield
@@ -86,7 +87,7 @@ def _condition(name, fn, g, roots, nedge, reps, quiet, before=None):
     search), each search timed twice in turn: as ``--backend cpu`` times it (``backend``: the collector off,
     :func:`dbfs.bfs.timing.collector_paused`) and with the GIL switch interval lowered too (``switch``); returns
     the condition's record."""
-    from benchmarks.common import stage
+    from benchmarks.common import hmean_teps, stage
     from dbfs.bfs.timing import collector_paused
 
     stage("cpu_beside", f"{name}: {reps} rounds of {len(roots)} searches, each timed two ways")
@@ -113,7 +114,7 @@ def _condition(name, fn, g, roots, nedge, reps, quiet, before=None):
             levels = [{"direction": x["direction"], "time": x["time"]} for x in fn(g, roots[0], stats=True)[1]]
         med = [statistics.median(x) for x in times[how]]
         out[how] = {"times": med, "all_times": times[how], "median_s": statistics.median(med),
-                    "hmean_teps": 1.0 / (sum(t / n for t, n in zip(med, nedge)) / len(med)),
+                    "hmean_teps": hmean_teps(med, nedge),
                     "cluster_cpu_s": cpu[how], "involuntary_switches": int(ctx[how]), "first_root_levels": levels}
     return out
 
@@ -136,14 +137,13 @@ def main(argv=None):
 
     import tempfile
 
-    from benchmarks.common import stage, write_record
+    from benchmarks.common import do_validated, stage, write_record
     from dbfs import kernel1, store
     import dbfs.bfs.dask as D
     from dbfs.bfs import get_algorithm
     from dbfs.cluster import client_for
     from dbfs.roots import graph500_roots
     from dbfs.spec import GraphSpec
-    from dbfs.validate.batch_cpu import validate_many_cpu
 
     tmp = None if a.datasets else tempfile.TemporaryDirectory(prefix="dbfs-beside-")
     root_dir = a.datasets or tmp.name
@@ -158,12 +158,8 @@ def main(argv=None):
     g = kernel1.load_csr(ds.path, kernel1.variant_name(1))
     fn = get_algorithm("do", "cpu")
     fn(g, roots[0])                                                   # warm-up (JIT)
-    done = [(r, fn(g, r)[0]) for r in roots]
-    nedge = []
-    for (r, _), v in zip(done, validate_many_cpu(edges, done, n_vertices=ds.n_vertices)):
-        assert v.ok, v.summary()
-        nedge.append(v.nedge)
-    del done, edges
+    nedge = do_validated(fn, g, edges, roots, ds.n_vertices)[0]
+    del edges
     conds = [_condition("alone", fn, g, roots, nedge, a.reps, a.quiet)]
     with client_for(n_workers=W, threads_per_worker=max(1, cores // W), quiet=True) as client:
         dg = D.load_distributed(client, ds.path, kernel1.variant_name(P))

@@ -153,11 +153,6 @@ def bench_exchange(workers_list, levels, reps=3):
 
 
 # ---------------------------------------------------------------------- bfs
-def _hmean_teps(times, nedges):
-    s = np.asarray(times) / np.asarray(nedges, dtype=float)
-    return float(1.0 / s.mean())
-
-
 # pause before each timed search: OpenMP threads of the process that ran last
 # spin-wait for a while after their parallel region and would steal the cores
 _QUIET = 0.05
@@ -188,15 +183,13 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, 
     ``worker_env`` (a dict) is set after this process's first search: its
     OpenMP runtime has read its environment by then, so the values reach the
     workers started next and not the single process."""
-    from benchmarks.common import stage
+    from benchmarks.common import do_validated, hmean_teps, stage
     from dbfs import kernel1, store
     from dbfs.bfs import get_algorithm
     import dbfs.bfs.dask as D
     from dbfs.cluster import client_for
     from dbfs.roots import graph500_roots
     from dbfs.spec import GraphSpec
-    from dbfs.preflight import host_available
-    from dbfs.validate.batch_cpu import batch_size_cpu, validate_many_cpu
 
     cores = _cores()
     spec = GraphSpec.make("kronecker", scale)
@@ -213,19 +206,8 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, 
     fn(g, roots[0])                                                   # warm-up (JIT)
     os.environ.update(worker_env or {})
     rec["worker_env"] = [f"{k}={v}" for k, v in (worker_env or {}).items()]
-    nedges, levels = [], []
     stage("dask_bfs", f"SCALE {scale}: the single process's {len(roots)} searches, validated in batches")
-    batch = batch_size_cpu(host_available() // 4, ds.n_vertices)
-    for a in range(0, len(roots), batch):       # several searches a pass over the edges
-        done, steps = [], []
-        for r in roots[a:a + batch]:
-            parent, lv = fn(g, r, stats=True)
-            done.append((r, parent))
-            steps.append(len(lv))
-        for (r, _), v, k in zip(done, validate_many_cpu(edges, done, n_vertices=ds.n_vertices), steps):
-            assert v.ok, v.summary()
-            nedges.append(v.nedge)
-            levels.append(k)
+    nedges, levels = do_validated(fn, g, edges, roots, ds.n_vertices)
     rec["nedge"] = nedges
     rec["do_levels"] = levels              # the single process's level steps a search
     # the single process alone, no cluster up: its rate beside the workers' idle processes (the rounds below)
@@ -237,7 +219,7 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, 
             time.sleep(_QUIET)
             alone[k].append(_timed(fn, g, r)[0])
     alone_med = [statistics.median(x) for x in alone]
-    rec["cpu_do_alone"] = {"times": alone_med, "all_times": alone, "hmean_teps": _hmean_teps(alone_med, nedges)}
+    rec["cpu_do_alone"] = {"times": alone_med, "all_times": alone, "hmean_teps": hmean_teps(alone_med, nedges)}
     rec["dask"] = []
     for cfg in configs:
         shape, _, flag = cfg.partition(":")
@@ -287,8 +269,8 @@ def bench_scale(scale, configs, n_roots, reps, datasets, transport, alpha=None, 
                    "part_load_times_s": [dg.part_load_times[i] for i in range(P)],
                    "times": sec_med, "all_times": secs, "cpu_do_times": cpu_med,
                    "median_s": statistics.median(sec_med), "cpu_do_median_s": statistics.median(cpu_med),
-                   "median_wall_s": statistics.median(walls), "hmean_teps": _hmean_teps(sec_med, nedges),
-                   "cpu_do_hmean_teps": _hmean_teps(cpu_med, nedges),
+                   "median_wall_s": statistics.median(walls), "hmean_teps": hmean_teps(sec_med, nedges),
+                   "cpu_do_hmean_teps": hmean_teps(cpu_med, nedges),
                    "overhead_ms": {"mean": 1e3 * float(np.mean(ovs)), "median": 1e3 * float(np.median(ovs)),
                                    "p90": 1e3 * float(np.percentile(ovs, 90)), "max": 1e3 * float(np.max(ovs))},
                    "levels_per_search": len(per_root[0]["levels"]), "first_search_levels": per_root[0]["levels"],

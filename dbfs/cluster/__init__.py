@@ -77,8 +77,8 @@ import dask
 from distributed import Client, LocalCluster
 
 from dbfs import worker_deaths, worker_logs
-from dbfs.cluster import binding, slurm
-from dbfs.cluster.binding import core_blocks, describe, usable_cpus
+from dbfs.cluster import slurm
+from dbfs.cluster.binding import BindCores, core_blocks, describe, usable_cpus
 from dbfs.errors import DbfsError
 from dbfs.profiles import (PROFILES_ENV, SCHEMA, check_cluster_args, check_port, load_profile,  # noqa: F401
                            profile_dirs, profile_names)
@@ -543,7 +543,7 @@ def _start_local(n: int, threads: int, memory_limit, quiet: bool, ports: tuple, 
         raise DbfsError(f"the LocalCluster's {n} worker processes did not all start within 120 s: lower "
                         f"--workers or check memory") from None
     if blocks:
-        client.register_plugin(binding.BindCores(blocks), name=BIND)
+        client.register_plugin(BindCores(blocks), name=BIND)
     if not quiet:
         where = f", bound to cores {describe(blocks)}" if blocks else ""
         say(f"started LocalCluster ({n} worker processes x {threads} thread{where}); dashboard: "
